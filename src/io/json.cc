@@ -1,0 +1,34 @@
+// JSON helpers and atomic file writes.
+#include "io/json.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace dsinfer {
+
+Result<Json> parse_json(std::string_view text, std::string_view what) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    return error(ErrorKind::kCorruptFile, fmt::format("{}: invalid JSON: {}", what, e.what()));
+  }
+}
+
+Result<Json> read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const ErrorKind kind = std::filesystem::exists(path) ? ErrorKind::kIo : ErrorKind::kNotFound;
+    return error(kind, fmt::format("{}: cannot open", path.string()));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_json(ss.str(), path.string());
+}
+
+std::string_view json_type_name(const Json& j) {
+  return j.type_name();
+}
+
+}  // namespace dsinfer
