@@ -1,0 +1,27 @@
+// The Engram compressed token map (spec §9.2): token id -> compressed id, where tokens whose
+// decoded text normalises to the same string share one compressed id.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/tokenizer_vocab.h"
+
+namespace dsinfer {
+
+struct EngramTokenMap {
+  std::vector<int32_t> map;  // [vocab size]
+  int32_t compressed_vocab_size = 0;
+};
+
+/// NFKC -> NFD -> strip combining marks -> lowercase -> collapse [ \t\r\n]+ to " " -> strip
+/// white space (a lone " " survives); the normaliser of the reference's build_compressed_token_map.
+std::string engram_normalize(std::string_view utf8);
+
+/// Scans ids 0, 1, ... assigning compressed ids in order of first appearance of each key: the
+/// normalised decoded text, or the raw piece when decoding yields U+FFFD (a partial character).
+EngramTokenMap build_engram_token_map(const TokenizerVocab& vocab);
+
+}  // namespace dsinfer
