@@ -1,0 +1,252 @@
+// Tiny config, the weight recipe (the same distributions as the golden fixtures' make_tiny.json)
+// and the release-format quantisation of each tensor.
+#include "model/tiny_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/float_formats.h"
+#include "io/atomic_file.h"
+#include "io/engram_layout.h"
+#include "io/engram_token_map.h"
+#include "model/tiny_tokenizer.h"
+#include "model/weight_manifest.h"
+
+namespace dsinfer {
+namespace {
+
+// splitmix64 + Box-Muller: portable, unlike std::normal_distribution whose output is library-defined.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t next() {
+    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // [0, 1)
+  float normal() {
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+  }
+
+ private:
+  uint64_t s_;
+};
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Values of one tensor with logical shape [rows, cols] (1-D tensors: rows = 1).
+std::vector<float> draw(const TensorSpec& t, int64_t rows, int64_t cols, const ModelConfig& c, uint64_t seed) {
+  Rng rng(seed ^ name_hash(t.name));
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  const std::string& n = t.name;
+  const float inv_sqrt_fan_in = 1.0f / std::sqrt(static_cast<float>(cols));
+  for (float& x : v) {
+    if (n == "embed.weight" || contains(n, "engram.embed") || contains(n, "markov_head.embed") ||
+        contains(n, "attn_sink") || n.rfind("image_", 0) == 0)
+      x = rng.normal();
+    else if (n == "head.weight")
+      x = rng.normal() / std::sqrt(static_cast<float>(c.dim));
+    else if (ends_with(n, "norm.weight") || ends_with(n, "norm1.weight") || ends_with(n, "norm2.weight"))
+      x = 1.0f + 0.1f * rng.normal();
+    else if (contains(n, "hc_") && ends_with(n, "_scale"))
+      x = static_cast<float>(0.5 + rng.uniform());
+    else if (contains(n, "hc_") && ends_with(n, "_base"))
+      x = 0.5f * rng.normal();
+    else if (ends_with(n, "gate.weight") && contains(n, "ffn."))
+      x = 1.5f * rng.normal() * inv_sqrt_fan_in;
+    else if (ends_with(n, "gate.bias") || ends_with(n, "gate.bias_vl"))
+      x = 0.2f * rng.normal();
+    else if (ends_with(n, "q_weight") || ends_with(n, "k_weight"))
+      x = 1.0f + 0.25f * rng.normal();
+    else if (contains(n, "compressor.wgate"))
+      x = 2.0f * rng.normal() * inv_sqrt_fan_in;
+    else if (ends_with(n, ".bias"))
+      x = 0.02f * rng.normal();
+    else
+      x = rng.normal() * inv_sqrt_fan_in;  // Linear weights, hc_*_fn
+  }
+  if (contains(n, "hc_") && ends_with(n, "_base"))  // a comb near the identity keeps the stream stable
+    for (int i = 0; i < c.hc_mult; ++i) v[2 * c.hc_mult + i * c.hc_mult + i] += 2.0f;
+  return v;
+}
+
+std::vector<uint8_t> to_bytes(const std::vector<float>& v, DType dtype) {
+  std::vector<uint8_t> out(v.size() * (dtype == DType::kF32 ? 4 : 2));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::kF32) {
+      std::memcpy(&out[4 * i], &v[i], 4);
+    } else {
+      const uint16_t b = f32_to_bf16(v[i]);
+      std::memcpy(&out[2 * i], &b, 2);
+    }
+  }
+  return out;
+}
+
+// fp8 with 32x32 block scales (weights) or per-row scales over 32 columns (Engram tables).
+void quantize_fp8(const std::vector<float>& w, int64_t rows, int64_t cols, bool per_row, std::vector<uint8_t>* codes,
+                  std::vector<uint8_t>* scales) {
+  const int64_t bm = per_row ? 1 : 32, sr = (rows + bm - 1) / bm, sc = (cols + 31) / 32;
+  codes->assign(static_cast<size_t>(rows * cols), 0);
+  scales->assign(static_cast<size_t>(sr * sc), 0);
+  for (int64_t br = 0; br < sr; ++br)
+    for (int64_t bc = 0; bc < sc; ++bc) {
+      float amax = 0;
+      for (int64_t r = br * bm; r < std::min(rows, (br + 1) * bm); ++r)
+        for (int64_t k = bc * 32; k < std::min(cols, (bc + 1) * 32); ++k)
+          amax = std::fmax(amax, std::fabs(w[r * cols + k]));
+      const uint8_t sb = e8m0_ceil_pow2(std::fmax(amax, 1e-30f) / kE4M3Max);
+      (*scales)[br * sc + bc] = sb;
+      const float s = e8m0_to_f32(sb);
+      for (int64_t r = br * bm; r < std::min(rows, (br + 1) * bm); ++r)
+        for (int64_t k = bc * 32; k < std::min(cols, (bc + 1) * 32); ++k)
+          (*codes)[r * cols + k] = f32_to_e4m3(w[r * cols + k] / s);
+    }
+}
+
+// fp4 e2m1 packed two per byte along K, one e8m0 scale per row per 32 columns.
+void quantize_fp4(const std::vector<float>& w, int64_t rows, int64_t cols, std::vector<uint8_t>* packed,
+                  std::vector<uint8_t>* scales) {
+  const int64_t sc = cols / 32;
+  packed->assign(static_cast<size_t>(rows * cols / 2), 0);
+  scales->assign(static_cast<size_t>(rows * sc), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < sc; ++g) {
+      float amax = 0;
+      for (int64_t k = g * 32; k < g * 32 + 32; ++k) amax = std::fmax(amax, std::fabs(w[r * cols + k]));
+      const uint8_t sb = e8m0_ceil_pow2(std::fmax(amax, 1e-30f) / kE2M1Max);
+      (*scales)[r * sc + g] = sb;
+      const float s = e8m0_to_f32(sb);
+      for (int64_t k = g * 32; k < g * 32 + 32; ++k) {
+        const uint8_t code = f32_to_e2m1(w[r * cols + k] / s);
+        (*packed)[(r * cols + k) / 2] |= static_cast<uint8_t>((k & 1) ? code << 4 : code);
+      }
+    }
+}
+
+}  // namespace
+
+ModelConfig tiny_model_config(const TokenizerVocab& vocab) {
+  ModelConfig c;
+  c.max_batch_size = 4;
+  c.max_seq_len = 4096;
+  c.vocab_size = vocab.size();
+  c.dim = 128;
+  c.moe_inter_dim = 64;
+  c.n_layers = 8;
+  c.n_mtp_layers = 3;
+  c.n_heads = 4;
+  c.n_routed_experts = 8;
+  c.n_activated_experts = 2;
+  c.route_scale = 1.5;
+  c.swiglu_limit = 10.0;
+  c.q_lora_rank = 64;
+  c.head_dim = 64;
+  c.rope_head_dim = 16;
+  c.o_groups = 2;
+  c.o_lora_rank = 32;
+  c.window_size = 16;
+  // 0,1: window only (1 with Engram); 2: ratio-2 kv source, 3: reuses it; 4: ratio-1 kv source
+  // and candidate source; 5: reuse; 6: reindex (with Engram); 7: reuse; 8-10: DSpark drafts.
+  c.compress_ratios = {0, 0, 2, 2, 1, 1, 1, 1, 0, 0, 0};
+  c.kv_source_layers = {2, 4};
+  c.index_source_layers = {2, 4, 6};
+  c.compress_rope_theta = 160000;
+  c.original_seq_len = 1024;
+  c.rope_factor = 16;
+  c.index_n_heads = 2;
+  c.index_head_dim = 32;
+  c.index_topk = 8;
+  c.candidate_source_layer = 4;
+  c.candidate_topk_blocks = 5;
+  c.candidate_block_size = 2;
+  c.engram_layer_ids = {1, 6};
+  c.engram_max_ngram_size = 3;
+  c.engram_vocab_size = 600;
+  c.engram_n_heads = 2;
+  c.engram_head_dim = 32;
+  c.engram_pad_id = 2;
+  c.engram_compressed_vocab_size = build_engram_token_map(vocab).compressed_vocab_size;
+  const EngramLayout layout = compute_engram_layout(2, c.engram_max_ngram_size, c.engram_n_heads, c.engram_vocab_size);
+  c.engram_num_embeddings = {layout.table_rows(0), layout.table_rows(1)};
+  c.vision_n_layers = 2;
+  c.vision_dim = 64;
+  c.vision_n_heads = 2;
+  c.vision_inter_dim = 96;
+  c.image_token_id = vocab.id_of(TinyTokenizerSpecials::kImage).value_or(0);
+  c.dspark_block_size = 5;
+  c.dspark_noise_token_id = vocab.id_of(TinyTokenizerSpecials::kSystem).value_or(0);
+  c.dspark_target_layer_ids = {5, 6, 7};
+  c.dspark_markov_rank = 32;
+  c.dspark_n_routed_experts = 4;
+  c.dspark_n_activated_experts = 2;
+  return c;
+}
+
+SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed) {
+  const std::vector<TensorSpec> manifest = build_weight_manifest(config);
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const TensorSpec& t : manifest) by_name[t.name] = &t;
+  SafetensorsWriter w;
+  for (const TensorSpec& t : manifest) {
+    if (t.is_scale) continue;  // written with its weight
+    const DType dtype = t.dtypes.front();
+    const bool fp4 = dtype == DType::kI8 || dtype == DType::kU8;
+    const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
+    const int64_t cols = (t.shape.size() == 2 ? t.shape[1] : t.shape[0]) * (fp4 ? 2 : 1);
+    const std::vector<float> values = draw(t, rows, cols, config, seed);
+    if (dtype == DType::kBF16 || dtype == DType::kF32) {
+      w.add(t.name, dtype, t.shape, to_bytes(values, dtype));
+      continue;
+    }
+    const std::string scale_name = t.name.substr(0, t.name.rfind('.')) + ".scale";
+    const TensorSpec* scale = by_name.at(scale_name);
+    std::vector<uint8_t> codes, scales;
+    if (fp4)
+      quantize_fp4(values, rows, cols, &codes, &scales);
+    else
+      quantize_fp8(values, rows, cols, /*per_row=*/t.part == Part::kEngramTable, &codes, &scales);
+    w.add(t.name, dtype, t.shape, std::move(codes));
+    w.add(scale->name, DType::kF8E8M0, scale->shape, std::move(scales));
+  }
+  w.set_metadata("format", "pt");
+  return w;
+}
+
+Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return error(ErrorKind::kIo, fmt::format("{}: cannot create folder: {}", dir.string(), ec.message()));
+  const Json tokenizer = make_tiny_tokenizer_json(kTinyTokenizerMerges);
+  DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::from_json(tokenizer, "tiny tokenizer"));
+  const ModelConfig config = tiny_model_config(vocab);
+  DSINFER_RETURN_IF_ERROR(config.validate());
+  const Json tokenizer_config = {
+      {"tokenizer_class", "PreTrainedTokenizerFast"}, {"bos_token", TinyTokenizerSpecials::kBos},
+      {"eos_token", TinyTokenizerSpecials::kEos},     {"pad_token", TinyTokenizerSpecials::kEos},
+      {"clean_up_tokenization_spaces", false},        {"model_max_length", config.max_seq_len}};
+  // Weights first, config last: a folder with a config.json is a complete one.
+  DSINFER_RETURN_IF_ERROR(make_random_weights(config, seed).write_sharded(dir, 2u << 20));
+  DSINFER_RETURN_IF_ERROR(write_file_atomic(dir / "tokenizer.json", tokenizer.dump(1) + "\n"));
+  DSINFER_RETURN_IF_ERROR(write_file_atomic(dir / "tokenizer_config.json", tokenizer_config.dump(1) + "\n"));
+  return write_file_atomic(dir / "config.json", config.to_json().dump(1) + "\n");
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,101 @@
+// make-tiny: the checkpoint it writes loads, matches its manifest, is deterministic, and its
+// quantised weights decode to the drawn distributions.
+#include "model/tiny_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/float_formats.h"
+#include "io/checkpoint.h"
+#include "io/engram_token_map.h"
+#include "model/weight_manifest.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(TinyModel, WritesAValidCheckpoint) {
+  testing::TempDir dir;
+  ASSERT_TRUE(write_tiny_checkpoint(dir.path(), 7).ok());
+  auto config = load_model_config(dir.path());
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  auto ckpt = Checkpoint::open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
+  EXPECT_GT(ckpt->files().size(), 1u);  // sharded like the release
+  const Status s = check_checkpoint(build_weight_manifest(*config), *ckpt);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+
+  // Every layer kind is present.
+  std::set<AttentionRole> roles;
+  for (int l = 0; l < config->n_layers; ++l) roles.insert(config->attention_role(l));
+  EXPECT_EQ(roles.size(), 4u);
+  EXPECT_TRUE(config->dspark_enabled());
+  EXPECT_TRUE(config->vision_enabled());
+  EXPECT_FALSE(config->engram_layer_ids.empty());
+  EXPECT_GE(config->candidate_source_layer, 0);
+
+  // The Engram vocab in the config is the one its tokenizer yields.
+  auto vocab = TokenizerVocab::load(dir.path() / "tokenizer.json");
+  ASSERT_TRUE(vocab.ok());
+  EXPECT_EQ(vocab->size(), config->vocab_size);
+  EXPECT_GT(vocab->size(), 259 + 100);  // specials, bytes and a real set of merges
+  EXPECT_EQ(build_engram_token_map(*vocab).compressed_vocab_size, config->engram_compressed_vocab_size);
+}
+
+TEST(TinyModel, DeterministicInTheSeed) {
+  testing::TempDir a, b, c;
+  ASSERT_TRUE(write_tiny_checkpoint(a.path(), 1).ok());
+  ASSERT_TRUE(write_tiny_checkpoint(b.path(), 1).ok());
+  ASSERT_TRUE(write_tiny_checkpoint(c.path(), 2).ok());
+  int shards = 0;
+  for (const auto& f : std::filesystem::directory_iterator(a.path())) {
+    const auto name = f.path().filename();
+    EXPECT_EQ(slurp(a.path() / name), slurp(b.path() / name)) << name;
+    if (name.extension() == ".safetensors") {
+      ++shards;
+      EXPECT_NE(slurp(a.path() / name), slurp(c.path() / name)) << name;
+    }
+  }
+  EXPECT_GT(shards, 1);
+  EXPECT_EQ(slurp(a.path() / "tokenizer.json"), slurp(c.path() / "tokenizer.json"));
+}
+
+TEST(TinyModel, QuantisedWeightsHaveRealisticScales) {
+  testing::TempDir dir;
+  ASSERT_TRUE(write_tiny_checkpoint(dir.path(), 3).ok());
+  auto ckpt = Checkpoint::open(dir.path());
+  ASSERT_TRUE(ckpt.ok());
+  // fp8 weight N(0,1)/sqrt(128): block amax ~0.3 -> scale 2^ceil(log2(0.3/448)) = 2^-10 (byte 117).
+  const auto* scale = ckpt->find("layers.0.attn.wq_a.scale");
+  ASSERT_NE(scale, nullptr);
+  for (uint8_t b : scale->data()) EXPECT_TRUE(b >= 115 && b <= 119) << int{b};
+  // Dequantised fp8 weights keep the drawn spread (std 1/sqrt(fan_in)).
+  const auto* w = ckpt->find("layers.0.attn.wq_a.weight");
+  double sum2 = 0;
+  const auto codes = w->data();
+  const int64_t cols = w->entry->shape[1];
+  for (size_t i = 0; i < codes.size(); ++i) {
+    const float v = e4m3_to_f32(codes[i]) * e8m0_to_f32(scale->data()[(i / cols / 32) * (cols / 32) + (i % cols) / 32]);
+    sum2 += double{v} * v;
+  }
+  EXPECT_NEAR(std::sqrt(sum2 / codes.size()), 1.0 / std::sqrt(128.0), 0.01);
+  // fp4 experts: per-row scales over 32 columns, bytes near 2^ceil(log2(amax/6)).
+  const auto* es = ckpt->find("layers.3.ffn.experts.5.w1.scale");
+  ASSERT_NE(es, nullptr);
+  EXPECT_EQ(es->entry->shape, (std::vector<int64_t>{64, 4}));
+  for (uint8_t b : es->data()) EXPECT_TRUE(b >= 120 && b <= 124) << int{b};
+}
+
+}  // namespace
+}  // namespace dsinfer
