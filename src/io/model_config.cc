@@ -350,7 +350,12 @@ Result<ModelConfig> parse_model_config(const Json& j, std::string_view what) {
 
 Result<ModelConfig> load_model_config(const std::filesystem::path& path) {
   std::error_code ec;
-  const std::filesystem::path file = std::filesystem::is_directory(path, ec) ? path / "config.json" : path;
+  if (!std::filesystem::exists(path, ec))
+    return error(ErrorKind::kNotFound, fmt::format("{}: no such model folder or config file", path.string()));
+  const bool folder = std::filesystem::is_directory(path, ec);
+  const std::filesystem::path file = folder ? path / "config.json" : path;
+  if (folder && !std::filesystem::exists(file, ec))
+    return error(ErrorKind::kNotFound, fmt::format("{}: the model folder has no config.json", path.string()));
   DSINFER_ASSIGN_OR_RETURN(Json j, read_json_file(file));
   return parse_model_config(j, file.string());
 }

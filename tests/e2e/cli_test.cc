@@ -1,0 +1,106 @@
+// The dsinfer binary end to end: inspect on the Flash config and the fixtures, make-tiny, and the
+// one-line errors and exit codes for bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+CliRun run(const std::string& args) {
+  const std::string cmd = std::string(DSINFER_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+TEST(Cli, InspectFlashConfigPrintsTheSpecSizes) {
+  const CliRun r = run("inspect --config " + (testing::data_dir() / "configs/v41_flash_inference.json").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  // Spec §1.5: backbone 551.9 B, Engram 196.6 B, DSpark 14.2 B, vision 0.49 B, total 763.2 B.
+  EXPECT_HAS(r.out, "backbone                551.9 B");
+  EXPECT_HAS(r.out, "engram tables           196.6 B");
+  EXPECT_HAS(r.out, "dspark                   14.2 B");
+  EXPECT_HAS(r.out, "vision                   0.49 B");
+  EXPECT_HAS(r.out, "total                   763.2 B");
+  EXPECT_HAS(r.out, "compressed KV 720 B + index keys 170 B");  // §14.3: 890 B per token
+  EXPECT_HAS(r.out, "     24      1  reindex       20         24  masked");
+  const CliRun hf = run("inspect --config " + (testing::data_dir() / "configs/v41_flash_hf.json").string());
+  ASSERT_EQ(hf.code, 0) << hf.out;
+  EXPECT_HAS(hf.out, "total                   763.2 B");
+}
+
+TEST(Cli, InspectFixturesAndTinyModel) {
+  for (const char* fx : {"v41-tiny-a", "v41-tiny-b"}) {
+    const CliRun r = run("inspect --model " + (testing::data_dir() / fx / "checkpoint").string());
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_HAS(r.out, "all as the config expects");
+  }
+  testing::TempDir dir;
+  const CliRun made = run("make-tiny --out " + dir.path().string() + " --seed 5");
+  ASSERT_EQ(made.code, 0) << made.out;
+  EXPECT_HAS(made.out, "random");
+  const CliRun r = run("inspect --model " + dir.path().string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_HAS(r.out, "dspark draft 2");
+  EXPECT_HAS(r.out, "matches the config");
+}
+
+TEST(Cli, BadInputGivesOneLineErrorsAndExitCodes) {
+  CliRun r = run("inspect --bogus");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_HAS(r.out, "dsinfer: error: ");
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  r = run("inspect");
+  EXPECT_EQ(r.code, 2);
+  r = run("inspect --model /nonexistent/model");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_HAS(r.out, "/nonexistent/model: no such model folder");
+  r = run("");
+  EXPECT_EQ(r.code, 2);
+  r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_HAS(r.out, "inspect");
+  EXPECT_HAS(r.out, "make-tiny");
+
+  // A truncated shard names the file.
+  testing::TempDir dir;
+  for (const auto& f : std::filesystem::directory_iterator(testing::data_dir() / "v41-tiny-a/checkpoint"))
+    std::filesystem::copy_file(f.path(), dir.path() / f.path().filename());
+  const auto shard = dir.path() / "model-00001-of-00001.safetensors";
+  std::filesystem::resize_file(shard, std::filesystem::file_size(shard) / 2);
+  r = run("inspect --model " + dir.path().string());
+  EXPECT_EQ(r.code, 4);
+  EXPECT_HAS(r.out, "model-00001-of-00001.safetensors");
+  EXPECT_HAS(r.out, "run past the data section");
+
+  // A config that does not fit the checkpoint lists the problems.
+  std::filesystem::resize_file(shard, 0);
+  std::filesystem::copy_file(testing::data_dir() / "v41-tiny-a/checkpoint/model-00001-of-00001.safetensors", shard,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir.path() / "config.json") << R"({"dim": 192, "n_layers": 2})";
+  r = run("inspect --model " + dir.path().string());
+  EXPECT_EQ(r.code, 4);
+  EXPECT_HAS(r.out, "field 'compress_ratios' has 6 entries");
+}
+
+}  // namespace
+}  // namespace dsinfer
