@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The README's second command: install dependencies, build, and run every test (ctest labels:
+# cpu, golden, gpu; gpu tests skip themselves without a GPU). With SANITIZE=1 it also builds a
+# second tree under AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh -DDSINFER_WERROR=ON
+(cd build && ctest --output-on-failure -j "$(nproc)")
+if [ "${SANITIZE:-0}" = 1 ]; then
+  BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DDSINFER_SANITIZE=address,undefined \
+    -DDSINFER_CUDA=OFF -DDSINFER_BUILD_BENCH=OFF -DDSINFER_WERROR=ON
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$(nproc)")
+fi

@@ -1,0 +1,16 @@
+// Launcher of the fp8 act_quant kernel. Framework-free (no Status/fmt: nvcc compiles this header
+// in .cu files); the backend wraps the cudaError_t into a Status with context.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backends/cuda/kernels/act_quant/params.h"
+
+namespace dsinfer::cuda {
+
+/// One warp per group of 32: amax, power-of-two scale from the fp32 bits, saturating e4m3 RNE.
+/// Bit-identical to dsinfer::act_quant / act_quant_inplace on the CPU.
+/// cudaErrorInvalidValue when n is not a multiple of 32.
+cudaError_t launch_act_quant(const ActQuantParams& p);
+
+}  // namespace dsinfer::cuda

@@ -1,0 +1,50 @@
+// CUDA act_quant against the CPU quantiser, bit for bit (skipped without a GPU).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backends/cuda/device.h"
+#include "backends/cuda/kernels/act_quant/act_quant.h"
+#include "core/quant.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+TEST(CudaActQuant, MatchesTheCpuBitForBit) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 32 * 5120 + 32 * 7;  // a V4.1 row count and an odd remainder of groups
+  std::vector<uint16_t> x = testing::random_bf16(n, 99, 3.0f);
+  std::vector<uint8_t> codes(n), scales(n / 32);
+  act_quant(x, codes, scales);
+  std::vector<uint16_t> fake = x;
+  act_quant_inplace(fake);
+
+  uint16_t *dx = nullptr, *dfake = nullptr;
+  uint8_t *dcodes = nullptr, *dscales = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, n * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dfake, n * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dcodes, n), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dscales, n / 32), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::ActQuantParams p;
+  p.x = dx, p.fake = dfake, p.codes = dcodes, p.scales = dscales, p.n = n;
+  ASSERT_EQ(cuda::launch_act_quant(p), cudaSuccess);
+  std::vector<uint16_t> got_fake(n);
+  std::vector<uint8_t> got_codes(n), got_scales(n / 32);
+  ASSERT_EQ(cudaMemcpy(got_fake.data(), dfake, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got_codes.data(), dcodes, n, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got_scales.data(), dscales, n / 32, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got_codes, codes);
+  EXPECT_EQ(got_scales, scales);
+  EXPECT_EQ(got_fake, fake);
+  for (void* q : {static_cast<void*>(dx), static_cast<void*>(dfake), static_cast<void*>(dcodes),
+                  static_cast<void*>(dscales)})
+    cudaFree(q);
+  p.n = 33;
+  EXPECT_EQ(cuda::launch_act_quant(p), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace dsinfer
