@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh -DDSINFER_WERROR=ON
+cuda_flag=()
+[ -n "${CUDA:-}" ] && cuda_flag=(-DDSINFER_CUDA="$CUDA")  # CUDA=ON makes a missing nvcc an error
+scripts/build.sh -DDSINFER_WERROR=ON "${cuda_flag[@]}"
 (cd build && ctest --output-on-failure -j "$(nproc)")
 if [ "${SANITIZE:-0}" = 1 ]; then
   BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DDSINFER_SANITIZE=address,undefined \

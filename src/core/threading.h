@@ -1,0 +1,42 @@
+// ThreadPool: a fixed set of workers and a blocking parallel_for over an index range. The CPU
+// kernels split work by output rows or heads, so results never depend on the thread count.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dsinfer {
+
+class ThreadPool {
+ public:
+  /// n_threads <= 0: one per hardware thread.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  /// Calls fn(begin, end) on disjoint chunks covering [0, n), at most `size()` chunks of at least
+  /// `grain` items, and returns when all are done. The caller's thread takes part.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0, job_chunk_ = 0;
+  int job_chunks_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace dsinfer
