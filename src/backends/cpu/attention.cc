@@ -1,0 +1,89 @@
+// Sparse attention with a sink (spec §5.3) and the indexer's bf16 scores (spec §7.2).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/check.h"
+#include "core/float_formats.h"
+
+namespace dsinfer {
+
+void CpuBackend::sparse_attn(const SparseAttnArgs& a) {
+  const int64_t n = a.q.size(0), heads = a.q.size(1), d = a.q.size(2), k = a.idx.size(1);
+  const int64_t n_win = a.window.ndim ? a.window.size(0) : 0;
+  [[maybe_unused]] const int64_t n_cmp = a.compressed.ndim ? a.compressed.size(0) : 0;
+  constexpr int64_t kBlock = 64;  // the reference kernel's online-softmax block
+  pool_->parallel_for(n * heads, 1, [&](int64_t wb, int64_t we) {
+    std::vector<const uint16_t*> rows(kBlock);
+    std::vector<float> s(kBlock), acc(d);
+    std::vector<double> part(d);
+    for (int64_t w = wb; w < we; ++w) {
+      const int64_t t = w / heads, h = w % heads;
+      const uint16_t* q = a.q.as<const uint16_t>() + t * a.q.stride[0] + h * a.q.stride[1];
+      const int32_t* idx = a.idx.as<const int32_t>() + t * a.idx.stride[0];
+      float m = -1e30f, l = 0.0f;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t b0 = 0; b0 < k; b0 += kBlock) {
+        const int64_t len = std::min(kBlock, k - b0);
+        float bmax = m;
+        for (int64_t j = 0; j < len; ++j) {
+          const int32_t id = idx[b0 + j];
+          DSINFER_DCHECK(id < n_win + n_cmp, "kv index {} out of range", id);
+          rows[j] = id < 0 ? nullptr : id < n_win ? cpu::bf16_row(a.window, id) : cpu::bf16_row(a.compressed, id - n_win);
+          if (!rows[j]) {
+            s[j] = -std::numeric_limits<float>::infinity();
+            continue;
+          }
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) dot += double{bf16_to_f32(q[c])} * bf16_to_f32(rows[j][c]);
+          s[j] = static_cast<float>(dot) * a.scale;
+          bmax = std::fmax(bmax, s[j]);
+        }
+        const float alpha = std::exp(m - bmax);
+        double psum = 0;
+        std::fill(part.begin(), part.end(), 0.0);
+        for (int64_t j = 0; j < len; ++j) {
+          if (!rows[j]) continue;
+          const float p = std::exp(s[j] - bmax);
+          psum += p;
+          const double pb = bf16_to_f32(f32_to_bf16(p));  // P is cast to bf16 for the P.V product
+          for (int64_t c = 0; c < d; ++c) part[c] += pb * bf16_to_f32(rows[j][c]);
+        }
+        l = l * alpha + static_cast<float>(psum);
+        for (int64_t c = 0; c < d; ++c) acc[c] = acc[c] * alpha + static_cast<float>(part[c]);
+        m = bmax;
+      }
+      l = l + std::exp(a.sink.as<const float>()[h] - m);
+      uint16_t* out = a.out.as<uint16_t>() + t * a.out.stride[0] + h * a.out.stride[1];
+      for (int64_t c = 0; c < d; ++c) out[c] = f32_to_bf16(acc[c] / l);
+    }
+  });
+}
+
+void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
+  const int64_t n = a.q.size(0), heads = a.q.size(1), d = a.q.size(2), T = a.keys.ndim ? a.keys.size(0) : 0;
+  pool_->parallel_for(n * T, 64, [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t t = w / T, tau = w % T;
+      float* out = a.out.as<float>() + t * a.out.stride[0] + tau;
+      if (tau >= a.visible.as<const int32_t>()[t]) {
+        *out = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      const uint16_t* key = cpu::bf16_row(a.keys, tau);
+      const uint16_t* wt = cpu::bf16_row(a.weights, t);
+      double exact = 0;  // the reference sums the bf16 head terms in fp32; the bf16 result is order-free
+      for (int64_t h = 0; h < heads; ++h) {
+        const uint16_t* q = a.q.as<const uint16_t>() + t * a.q.stride[0] + h * a.q.stride[1];
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += double{bf16_to_f32(q[c])} * bf16_to_f32(key[c]);
+        const float dv = std::fmax(round_to_bf16(static_cast<float>(dot)), 0.0f);  // bf16, then relu
+        exact += round_to_bf16(dv * bf16_to_f32(wt[h]));
+      }
+      *out = round_to_bf16(static_cast<float>(exact));
+    }
+  });
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,47 @@
+// CpuBackend: the readable reference implementation of every op, exact to the reference's
+// rounding points (spec §3–§9). Multi-threaded over independent rows, heads or outputs only, so
+// results do not depend on the thread count or on which other rows share the batch.
+#pragma once
+
+#include <cmath>
+#include <memory>
+
+#include "core/threading.h"
+#include "ops/backend.h"
+
+namespace dsinfer {
+
+class CpuBackend final : public Backend {
+ public:
+  /// n_threads <= 0: one per hardware thread.
+  explicit CpuBackend(int n_threads = 0) : pool_(std::make_unique<ThreadPool>(n_threads)) {}
+  Device device() const override { return Device::kCpu; }
+  ThreadPool& pool() { return *pool_; }
+
+  void embed(const EmbedArgs& a) override;
+  void rms_norm(const RmsNormArgs& a) override;
+  void linear(const LinearArgs& a) override;
+  void rope(const RopeArgs& a) override;
+  void fake_quant(const FakeQuantArgs& a) override;
+  void hc_mixes(const HcMixesArgs& a) override;
+  void hc_pre(const HcPreArgs& a) override;
+  void hc_post(const HcPostArgs& a) override;
+  void sparse_attn(const SparseAttnArgs& a) override;
+  void indexer_scores(const IndexerScoresArgs& a) override;
+  void swiglu(const SwigluArgs& a) override;
+  void router(const RouterArgs& a) override;
+  void compress_pool(const CompressPoolArgs& a) override;
+  void engram_gate(const EngramGateArgs& a) override;
+
+ private:
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+/// Elementwise helpers shared by the CPU kernels.
+namespace cpu {
+inline const uint16_t* bf16_row(const TensorView& t, int64_t row) { return t.as<const uint16_t>() + row * t.stride[0]; }
+inline uint16_t* bf16_row_mut(const TensorView& t, int64_t row) { return t.as<uint16_t>() + row * t.stride[0]; }
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+}  // namespace cpu
+
+}  // namespace dsinfer

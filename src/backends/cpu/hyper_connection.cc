@@ -1,0 +1,100 @@
+// Hyper-connection ops (spec §4): the Sinkhorn-normalised mixes and the pre/post collapses.
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/check.h"
+#include "core/float_formats.h"
+
+namespace dsinfer {
+
+void CpuBackend::hc_mixes(const HcMixesArgs& a) {
+  const int64_t n = a.x.size(0), hc = a.x.size(1), dim = a.x.size(2), width = hc * dim;
+  const int64_t mix = (2 + hc) * hc;
+  DSINFER_CHECK(a.fn.size(0) == mix && a.fn.size(1) == width, "hc_mixes fn shape");
+  const float* fn = a.fn.as<const float>();
+  const float* scale = a.scale.as<const float>();
+  const float* base = a.base.as<const float>();
+  const float eps = static_cast<float>(a.hc_eps);
+  pool_->parallel_for(n, 1, [&](int64_t tb, int64_t te) {
+    std::vector<float> xf(width), m(mix), c(hc * hc);
+    for (int64_t t = tb; t < te; ++t) {
+      const uint16_t* x = a.x.as<const uint16_t>() + t * a.x.stride[0];
+      double ss = 0;
+      for (int64_t j = 0; j < width; ++j) xf[j] = bf16_to_f32(x[j]), ss += double{xf[j]} * xf[j];
+      const float r = 1.0f / std::sqrt(static_cast<float>(ss) / static_cast<float>(width) + static_cast<float>(a.norm_eps));
+      for (int64_t o = 0; o < mix; ++o) {
+        double dot = 0;
+        for (int64_t j = 0; j < width; ++j) dot += double{fn[o * width + j]} * xf[j];
+        m[o] = static_cast<float>(dot) * r;
+      }
+      float* pre = a.pre.as<float>() + t * hc;
+      float* post = a.post.as<float>() + t * hc;
+      for (int64_t j = 0; j < hc; ++j) {
+        pre[j] = cpu::sigmoid(m[j] * scale[0] + base[j]) + eps;
+        post[j] = 2.0f * cpu::sigmoid(m[hc + j] * scale[1] + base[hc + j]);
+      }
+      for (int64_t i = 0; i < hc * hc; ++i) c[i] = m[2 * hc + i] * scale[2] + base[2 * hc + i];
+      // Row softmax, + eps, then a column normalisation; iters - 1 more row/column rounds.
+      for (int64_t i = 0; i < hc; ++i) {
+        float mx = c[i * hc];
+        for (int64_t j = 1; j < hc; ++j) mx = std::fmax(mx, c[i * hc + j]);
+        float sum = 0;
+        for (int64_t j = 0; j < hc; ++j) c[i * hc + j] = std::exp(c[i * hc + j] - mx), sum += c[i * hc + j];
+        for (int64_t j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / sum + eps;
+      }
+      const auto normalise_columns = [&] {
+        for (int64_t j = 0; j < hc; ++j) {
+          float sum = 0;
+          for (int64_t i = 0; i < hc; ++i) sum += c[i * hc + j];
+          for (int64_t i = 0; i < hc; ++i) c[i * hc + j] = c[i * hc + j] / (sum + eps);
+        }
+      };
+      normalise_columns();
+      for (int it = 1; it < a.sinkhorn_iters; ++it) {
+        for (int64_t i = 0; i < hc; ++i) {
+          float sum = 0;
+          for (int64_t j = 0; j < hc; ++j) sum += c[i * hc + j];
+          for (int64_t j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / (sum + eps);
+        }
+        normalise_columns();
+      }
+      std::copy(c.begin(), c.end(), a.comb.as<float>() + t * hc * hc);
+    }
+  });
+}
+
+void CpuBackend::hc_pre(const HcPreArgs& a) {
+  const int64_t n = a.x.size(0), hc = a.x.size(1), dim = a.x.size(2);
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* x = a.x.as<const uint16_t>() + t * a.x.stride[0];
+    const float* p = a.pre.as<const float>() + t * hc;
+    uint16_t* out = cpu::bf16_row_mut(a.out, t);
+    for (int64_t d = 0; d < dim; ++d) {
+      float y = 0.0f;  // sequential over copies, from 0 (spec §4.2)
+      for (int64_t c = 0; c < hc; ++c) y = y + p[c] * bf16_to_f32(x[c * dim + d]);
+      out[d] = f32_to_bf16(y);
+    }
+  }
+}
+
+void CpuBackend::hc_post(const HcPostArgs& a) {
+  const int64_t n = a.residual.size(0), hc = a.residual.size(1), dim = a.residual.size(2);
+  std::vector<float> y(hc * dim);
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* sub = cpu::bf16_row(a.sub, t);
+    const uint16_t* r = a.residual.as<const uint16_t>() + t * a.residual.stride[0];
+    const float* post = a.post.as<const float>() + t * hc;
+    const float* comb = a.comb.as<const float>() + t * hc * hc;
+    for (int64_t j = 0; j < hc; ++j)
+      for (int64_t d = 0; d < dim; ++d) {
+        float s = 0.0f;  // S_j = sum_i comb[i][j] * R[i]: the column of comb picks the output copy
+        for (int64_t i = 0; i < hc; ++i) s = s + comb[i * hc + j] * bf16_to_f32(r[i * dim + d]);
+        y[j * dim + d] = post[j] * bf16_to_f32(sub[d]) + s;
+      }
+    uint16_t* out = a.out.as<uint16_t>() + t * a.out.stride[0];
+    for (int64_t k = 0; k < hc * dim; ++k) out[k] = f32_to_bf16(y[k]);  // after reading r: out may alias it
+  }
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,124 @@
+// CPU GEMMs for every Linear format (spec §3.6), reading the quantised weights directly.
+// Block-scaled formats: for each output and each 32-wide K block, the partial sum of code products
+// is exact (double holds it: products of <= 4-bit significands, < 40 bits of span) and rounded
+// once to fp32, then acc = acc + (partial * s_x) * s_w in fp32, then one bf16 rounding.
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/check.h"
+#include "core/float_formats.h"
+
+namespace dsinfer {
+namespace {
+
+constexpr int kBlock = 32;
+
+struct E4M3Doubles {
+  double v[256];
+  E4M3Doubles() {
+    for (int i = 0; i < 256; ++i) v[i] = e4m3_to_f32(static_cast<uint8_t>(i));
+  }
+};
+const E4M3Doubles& e4m3_doubles() {
+  static const E4M3Doubles t;
+  return t;
+}
+
+// One row of x as act_quant codes (as doubles, unscaled) and per-block scales.
+void quantize_row(const uint16_t* x, int64_t k, double* codes, float* scales) {
+  const int64_t blocks = (k + kBlock - 1) / kBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t k0 = b * kBlock, len = std::min<int64_t>(kBlock, k - k0);
+    float amax = 0;
+    for (int64_t j = 0; j < len; ++j) amax = std::fmax(amax, std::fabs(bf16_to_f32(x[k0 + j])));
+    const float s = act_quant_scale(amax);
+    scales[b] = s;
+    for (int64_t j = 0; j < len; ++j)
+      codes[k0 + j] = e4m3_to_f32(f32_to_e4m3(std::fmin(std::fmax(bf16_to_f32(x[k0 + j]) / s, -kE4M3Max), kE4M3Max)));
+  }
+}
+
+void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
+  const LinearWeight& w = *a.w;
+  const int64_t n = a.x.size(0), k = w.in, o = w.out, blocks = (k + kBlock - 1) / kBlock;
+  std::vector<double> xq(n * k);
+  std::vector<float> xs(n * blocks);
+  for (int64_t i = 0; i < n; ++i) quantize_row(cpu::bf16_row(a.x, i), k, &xq[i * k], &xs[i * blocks]);
+  const bool fp4 = w.format == LinearFormat::kFp4;
+  const uint8_t* codes = w.weight.as<const uint8_t>();
+  const uint8_t* scales = w.scale.as<const uint8_t>();
+  const int64_t w_stride = w.weight.stride[0], s_stride = w.scale.stride[0];
+  const double* e4m3 = e4m3_doubles().v;
+  pool.parallel_for(o, 16, [&](int64_t ob, int64_t oe) {
+    std::vector<double> wrow(k);
+    for (int64_t r = ob; r < oe; ++r) {
+      const uint8_t* wr = codes + r * w_stride;
+      for (int64_t j = 0; j < k; ++j) wrow[j] = fp4 ? e2m1_to_f32(e2m1_packed_code(wr, j)) : e4m3[wr[j]];
+      const uint8_t* sr = scales + (fp4 ? r : r / kBlock) * s_stride;
+      for (int64_t i = 0; i < n; ++i) {
+        const double* x = &xq[i * k];
+        float acc = 0.0f;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t k0 = b * kBlock, k1 = std::min(k, k0 + kBlock);
+          double partial = 0;
+          for (int64_t j = k0; j < k1; ++j) partial += x[j] * wrow[j];
+          acc = acc + (static_cast<float>(partial) * xs[i * blocks + b]) * e8m0_to_f32(sr[b]);
+        }
+        cpu::bf16_row_mut(a.out, i)[r] = f32_to_bf16(acc);
+      }
+    }
+  });
+}
+
+void linear_bf16(ThreadPool& pool, const LinearArgs& a) {
+  const LinearWeight& w = *a.w;
+  const int64_t n = a.x.size(0), k = w.in;
+  pool.parallel_for(w.out, 16, [&](int64_t ob, int64_t oe) {
+    std::vector<float> wrow(k);
+    for (int64_t r = ob; r < oe; ++r) {
+      const uint16_t* wr = w.weight.as<const uint16_t>() + r * w.weight.stride[0];
+      for (int64_t j = 0; j < k; ++j) wrow[j] = bf16_to_f32(wr[j]);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t* x = cpu::bf16_row(a.x, i);
+        double acc = 0;  // fp32 accumulation in the reference; the exact sum is its order-free ideal
+        for (int64_t j = 0; j < k; ++j) acc += double{bf16_to_f32(x[j])} * wrow[j];
+        cpu::bf16_row_mut(a.out, i)[r] = f32_to_bf16(static_cast<float>(acc));
+      }
+    }
+  });
+}
+
+void linear_f32(ThreadPool& pool, const LinearArgs& a) {
+  const LinearWeight& w = *a.w;
+  const int64_t n = a.x.size(0), k = w.in;
+  pool.parallel_for(w.out, 16, [&](int64_t ob, int64_t oe) {
+    for (int64_t r = ob; r < oe; ++r) {
+      const float* wr = w.weight.as<const float>() + r * w.weight.stride[0];
+      for (int64_t i = 0; i < n; ++i) {
+        const float* x = a.x.as<const float>() + i * a.x.stride[0];
+        double acc = 0;
+        for (int64_t j = 0; j < k; ++j) acc += double{x[j]} * wr[j];
+        a.out.as<float>()[i * a.out.stride[0] + r] = static_cast<float>(acc);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::linear(const LinearArgs& a) {
+  const LinearWeight& w = *a.w;
+  DSINFER_CHECK(a.x.size(1) == w.in && a.out.size(1) == w.out && a.out.size(0) == a.x.size(0),
+                "linear: x [{}, {}] W [{}, {}] out [{}, {}]", a.x.size(0), a.x.size(1), w.out, w.in, a.out.size(0),
+                a.out.size(1));
+  if (a.x.size(0) == 0) return;
+  switch (w.format) {
+    case LinearFormat::kFp8:
+    case LinearFormat::kFp4: return linear_block_scaled(*pool_, a);
+    case LinearFormat::kBf16: return linear_bf16(*pool_, a);
+    case LinearFormat::kF32: return linear_f32(*pool_, a);
+  }
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,68 @@
+// The MoE router (spec §8.1).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/check.h"
+#include "core/float_formats.h"
+
+namespace dsinfer {
+
+void CpuBackend::router(const RouterArgs& a) {
+  const int64_t n = a.x.size(0), dim = a.x.size(1), experts = a.weight.size(0), k = a.indices.size(1);
+  const bool w_f32 = a.weight.dtype == DType::kF32;
+  pool_->parallel_for(n, 1, [&](int64_t tb, int64_t te) {
+    std::vector<float> s(experts), key(experts);
+    std::vector<int32_t> order(experts);
+    for (int64_t t = tb; t < te; ++t) {
+      const uint16_t* x = cpu::bf16_row(a.x, t);
+      for (int64_t e = 0; e < experts; ++e) {
+        double dot = 0;
+        for (int64_t j = 0; j < dim; ++j) {
+          const float wv = w_f32 ? a.weight.as<const float>()[e * a.weight.stride[0] + j]
+                                 : bf16_to_f32(a.weight.as<const uint16_t>()[e * a.weight.stride[0] + j]);
+          dot += double{bf16_to_f32(x[j])} * wv;
+        }
+        s[e] = static_cast<float>(dot) / static_cast<float>(a.gate_temp);
+      }
+      switch (a.score) {
+        case RouterScore::kSqrtSoftplus:
+          for (float& v : s) v = std::sqrt(v > 20.0f ? v : std::log1p(std::exp(v)));  // torch softplus
+          break;
+        case RouterScore::kSigmoid:
+          for (float& v : s) v = cpu::sigmoid(v);
+          break;
+        case RouterScore::kSoftmax: {
+          const float mx = *std::max_element(s.begin(), s.end());
+          float sum = 0;
+          for (float& v : s) v = std::exp(v - mx), sum += v;
+          for (float& v : s) v = v / sum;
+          break;
+        }
+      }
+      const bool image = a.is_image.data && a.is_image.as<const uint8_t>()[t];
+      const TensorView& bias = image && a.bias_vl.data ? a.bias_vl : a.bias;
+      for (int64_t e = 0; e < experts; ++e) key[e] = bias.data ? s[e] + bias.as<const float>()[e] : s[e];
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
+        return key[x] > key[y] || (key[x] == key[y] && x < y);
+      });
+      int32_t* idx = a.indices.as<int32_t>() + t * k;
+      float* w = a.weights.as<float>() + t * k;
+      for (int64_t j = 0; j < k; ++j) idx[j] = order[j], w[j] = s[order[j]];  // unbiased scores
+      if (a.norm_topk_prob && k > 1) {
+        // torch's CPU sum order for 6 terms is ((((w0 + w4) + w5) + w1) + w2) + w3; sequential for <= 3.
+        float sum = 0;
+        if (k == 6) sum = ((((w[0] + w[4]) + w[5]) + w[1]) + w[2]) + w[3];
+        else
+          for (int64_t j = 0; j < k; ++j) sum = sum + w[j];
+        for (int64_t j = 0; j < k; ++j) w[j] = w[j] / (sum + 1e-20f);
+      }
+      for (int64_t j = 0; j < k; ++j) w[j] = w[j] * static_cast<float>(a.route_scale);
+    }
+  });
+}
+
+}  // namespace dsinfer

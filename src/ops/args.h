@@ -1,0 +1,141 @@
+// Argument structs of the backend ops: plain views and scalars, a shape comment on each field.
+// bf16 tensors hold uint16_t bit patterns. Row strides are in elements.
+#pragma once
+
+#include <cstdint>
+
+#include "core/quant.h"
+#include "core/tensor.h"
+#include "ops/linear_weight.h"
+
+namespace dsinfer {
+
+struct EmbedArgs {
+  TensorView ids;        // [n] int32
+  TensorView table;      // [V_local, dim] bf16: rows [vocab_offset, vocab_offset + V_local) of the vocab
+  int64_t vocab_offset;  // ids outside the local rows give zero rows (summed over ranks)
+  TensorView out;        // [n, dim] bf16
+};
+
+struct RmsNormArgs {
+  TensorView x;       // [n, d] bf16
+  TensorView weight;  // [d] bf16
+  double eps;
+  TensorView out;  // [n, d] bf16, may alias x
+};
+
+/// out = x · W^T in W's format (spec §3.6): fp8/fp4 quantise x with act_quant first.
+struct LinearArgs {
+  TensorView x;  // [n, in] bf16 (f32 for LinearFormat::kF32); may be a strided row view
+  const LinearWeight* w;
+  TensorView out;  // [n, out] bf16 (f32 for kF32); may be a strided row view
+};
+
+/// Interleaved RoPE on the last `rope_dim` dims of each head vector (spec §3.2).
+struct RopeArgs {
+  TensorView x;    // [n, heads, d] bf16, rotated in place
+  TensorView cos;  // [n, rope_dim / 2] f32: the table rows of each token's position
+  TensorView sin;  // [n, rope_dim / 2] f32
+  bool inverse;
+};
+
+enum class FakeQuant : uint8_t { kFp8Group32, kFp4E8M0Group32, kFp4E4M3Group16 };
+struct FakeQuantArgs {
+  TensorView x;  // [n, d] bf16, quantised and dequantised in place (groups along d)
+  FakeQuant kind;
+};
+
+struct HcMixesArgs {
+  TensorView x;      // [n, hc, dim] bf16: the residual stream
+  TensorView fn;     // [(2 + hc) * hc, hc * dim] f32
+  TensorView scale;  // [3] f32
+  TensorView base;   // [(2 + hc) * hc] f32
+  double norm_eps, hc_eps;
+  int sinkhorn_iters;
+  TensorView pre;   // [n, hc] f32
+  TensorView post;  // [n, hc] f32
+  TensorView comb;  // [n, hc, hc] f32
+};
+
+struct HcPreArgs {
+  TensorView x;    // [n, hc, dim] bf16
+  TensorView pre;  // [n, hc] f32
+  TensorView out;  // [n, dim] bf16
+};
+
+struct HcPostArgs {
+  TensorView sub;       // [n, dim] bf16: the sublayer output
+  TensorView residual;  // [n, hc, dim] bf16
+  TensorView post;      // [n, hc] f32
+  TensorView comb;      // [n, hc, hc] f32
+  TensorView out;       // [n, hc, dim] bf16, may alias residual
+};
+
+/// Attention of each query over its own list of KV rows, with a sink (spec §5.3). Row index i
+/// < window.size(0) reads window[i], else compressed[i - window.size(0)]; -1 is an empty slot.
+struct SparseAttnArgs {
+  TensorView q;           // [n, h, d] bf16
+  TensorView window;      // [n_win, d] bf16
+  TensorView compressed;  // [n_cmp, d] bf16 (may be empty)
+  TensorView idx;         // [n, k] int32, slot order as the reference builds it
+  TensorView sink;        // [h] f32
+  float scale;
+  TensorView out;  // [n, h, d] bf16
+};
+
+/// Indexer scores (spec §7.2): I[t, tau] = bf16(sum_h bf16(relu(bf16(q[t,h] . K[tau])) * w[t,h])).
+struct IndexerScoresArgs {
+  TensorView q;        // [n, h_idx, d_idx] bf16 (fp4 fake-quantised)
+  TensorView keys;     // [T, d_idx] bf16
+  TensorView weights;  // [n, h_idx] bf16 (already scaled)
+  TensorView visible;  // [n] int32: columns >= visible[t] are -inf (pass T to mask nothing)
+  TensorView out;      // [n, T] f32 holding bf16 values (-inf where masked)
+};
+
+}  // namespace dsinfer
+
+namespace dsinfer {
+
+/// a = silu(min(g, limit)) * clamp(u, -limit, limit) * row_weight, rounded once to bf16 (spec §8.2).
+struct SwigluArgs {
+  TensorView gate;        // [n, f] bf16 (w1 output)
+  TensorView up;          // [n, f] bf16 (w3 output)
+  TensorView row_weight;  // [n] f32 routing weight, or empty for the shared expert
+  float limit;            // 0 disables the clamp
+  TensorView out;         // [n, f] bf16
+};
+
+enum class RouterScore : uint8_t { kSoftmax, kSigmoid, kSqrtSoftplus };
+
+/// Router (spec §8.1): z = x_f32 . W_f32^T / temp; s = score_fn(z); top-k of s + bias; weights
+/// from s, renormalised and scaled.
+struct RouterArgs {
+  TensorView x;        // [n, dim] bf16
+  TensorView weight;   // [E, dim] bf16 or f32
+  TensorView bias;     // [E] f32 selection bias (may be empty)
+  TensorView bias_vl;  // [E] f32 for image tokens (may be empty)
+  TensorView is_image; // [n] uint8 (may be empty)
+  RouterScore score;
+  double gate_temp, route_scale;
+  bool norm_topk_prob;
+  TensorView indices;  // [n, k] int32, in descending order of s + bias
+  TensorView weights;  // [n, k] f32
+};
+
+/// Ratio-2 compressor pooling (spec §6.1): per channel softmax over the 2 tokens of a group.
+struct CompressPoolArgs {
+  TensorView kv;     // [groups, 2, d] f32
+  TensorView score;  // [groups, 2, d] f32
+  TensorView out;    // [groups, d] bf16 (before the RMSNorm)
+};
+
+/// Engram gate and injection (spec §9.7), per token and copy.
+struct EngramGateArgs {
+  TensorView x;       // [n, hc, dim] bf16: the stream, updated in place
+  TensorView kv;      // [n, (hc + 1) * dim] bf16: wkv output (hc keys, then the value)
+  TensorView wgt;     // [hc, dim] f32: q_weight * k_weight
+  TensorView live;    // [n] uint8: 0 forces the gate to 0 (image tokens); may be empty
+  double norm_eps;
+};
+
+}  // namespace dsinfer

@@ -1,0 +1,25 @@
+// LinearWeight: one Linear layer's weight as the release stores it (two views for block-scaled
+// formats: codes + e8m0 scales), the unit every GEMM op consumes.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace dsinfer {
+
+enum class LinearFormat : uint8_t {
+  kFp8,   // e4m3 [out, in] + e8m0 scales [ceil(out/32), ceil(in/32)]; input act_quant'd
+  kFp4,   // e2m1 packed [out, in/2] + e8m0 scales [out, in/32]; input act_quant'd
+  kBf16,  // bf16 [out, in]; fp32 accumulation, bf16 output
+  kF32,   // f32 [out, in]; f32 input and output
+};
+
+struct LinearWeight {
+  LinearFormat format = LinearFormat::kBf16;
+  int64_t out = 0, in = 0;
+  TensorView weight;  // codes or values, row stride weight.stride[0] (in elements of its dtype)
+  TensorView scale;   // kFp8 / kFp4 only
+};
+
+}  // namespace dsinfer
