@@ -10,10 +10,10 @@
 namespace dsinfer {
 
 struct RopeTable {
-  int half = 0;             // rope_dim / 2 frequency pairs
+  int half = 0;  // rope_dim / 2 frequency pairs
   int64_t positions = 0;
-  std::vector<float> cos;   // [positions, half]
-  std::vector<float> sin;   // [positions, half]
+  std::vector<float> cos;  // [positions, half]
+  std::vector<float> sin;  // [positions, half]
 
   const float* cos_row(int64_t pos) const { return &cos[pos * half]; }
   const float* sin_row(int64_t pos) const { return &sin[pos * half]; }

@@ -26,9 +26,9 @@ struct RmsNormArgs {
 
 /// out = x · W^T in W's format (spec §3.6): fp8/fp4 quantise x with act_quant first.
 struct LinearArgs {
-  TensorView x;  // [n, in] bf16 (f32 for LinearFormat::kF32); may be a strided row view
+  TensorView x;  // [n, in] bf16 (or f32 for kBf16AsF32); may be a strided row view
   const LinearWeight* w;
-  TensorView out;  // [n, out] bf16 (f32 for kF32); may be a strided row view
+  TensorView out;  // [n, out] bf16 (f32 for kBf16AsF32); may be a strided row view
 };
 
 /// Interleaved RoPE on the last `rope_dim` dims of each head vector (spec §3.2).
@@ -110,14 +110,15 @@ enum class RouterScore : uint8_t { kSoftmax, kSigmoid, kSqrtSoftplus };
 /// Router (spec §8.1): z = x_f32 . W_f32^T / temp; s = score_fn(z); top-k of s + bias; weights
 /// from s, renormalised and scaled.
 struct RouterArgs {
-  TensorView x;        // [n, dim] bf16
-  TensorView weight;   // [E, dim] bf16 or f32
-  TensorView bias;     // [E] f32 selection bias (may be empty)
-  TensorView bias_vl;  // [E] f32 for image tokens (may be empty)
-  TensorView is_image; // [n] uint8 (may be empty)
+  TensorView x;         // [n, dim] bf16
+  TensorView weight;    // [E, dim] bf16 or f32
+  TensorView bias;      // [E] f32 selection bias (may be empty)
+  TensorView bias_vl;   // [E] f32 for image tokens (may be empty)
+  TensorView is_image;  // [n] uint8 (may be empty)
   RouterScore score;
   double gate_temp, route_scale;
   bool norm_topk_prob;
+  bool given_indices;  // true: `indices` is an input (replayed selections); weights follow from it
   TensorView indices;  // [n, k] int32, in descending order of s + bias
   TensorView weights;  // [n, k] f32
 };
@@ -131,10 +132,10 @@ struct CompressPoolArgs {
 
 /// Engram gate and injection (spec §9.7), per token and copy.
 struct EngramGateArgs {
-  TensorView x;       // [n, hc, dim] bf16: the stream, updated in place
-  TensorView kv;      // [n, (hc + 1) * dim] bf16: wkv output (hc keys, then the value)
-  TensorView wgt;     // [hc, dim] f32: q_weight * k_weight
-  TensorView live;    // [n] uint8: 0 forces the gate to 0 (image tokens); may be empty
+  TensorView x;     // [n, hc, dim] bf16: the stream, updated in place
+  TensorView kv;    // [n, (hc + 1) * dim] bf16: wkv output (hc keys, then the value)
+  TensorView wgt;   // [hc, dim] f32: q_weight * k_weight
+  TensorView live;  // [n] uint8: 0 forces the gate to 0 (image tokens); may be empty
   double norm_eps;
 };
 

@@ -9,10 +9,11 @@
 namespace dsinfer {
 
 enum class LinearFormat : uint8_t {
-  kFp8,   // e4m3 [out, in] + e8m0 scales [ceil(out/32), ceil(in/32)]; input act_quant'd
-  kFp4,   // e2m1 packed [out, in/2] + e8m0 scales [out, in/32]; input act_quant'd
-  kBf16,  // bf16 [out, in]; fp32 accumulation, bf16 output
-  kF32,   // f32 [out, in]; f32 input and output
+  kFp8,        // e4m3 [out, in] + e8m0 scales [ceil(out/32), ceil(in/32)]; input act_quant'd
+  kFp4,        // e2m1 packed [out, in/2] + e8m0 scales [out, in/32]; input act_quant'd
+  kBf16,       // bf16 [out, in]; fp32 accumulation, bf16 output
+  kBf16AsF32,  // bf16 [out, in] held as fp32 by the reference: f32 output (head, ratio-2 compressor)
+  kFp8AsBf16,  // fp8 storage, bf16 math: weights dequantised exactly, input not quantised (wo_a)
 };
 
 struct LinearWeight {

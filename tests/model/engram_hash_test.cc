@@ -68,8 +68,10 @@ TEST_P(EngramGolden, MultipliersLayoutAndEveryStepsHashes) {
     for (int64_t step = 0; step < steps; ++step) {
       std::vector<int32_t> chunk;
       int64_t start = 0;
-      if (step == 0) chunk.assign(prompts.begin() + b * prompt_len, prompts.begin() + (b + 1) * prompt_len);
-      else chunk = {generated[b * steps + step - 1]}, start = prompt_len + step - 1;
+      if (step == 0)
+        chunk.assign(prompts.begin() + b * prompt_len, prompts.begin() + (b + 1) * prompt_len);
+      else
+        chunk = {generated[b * steps + step - 1]}, start = prompt_len + step - 1;
       std::vector<int64_t> got(chunk.size() * per_tok);
       hasher.hash_chunk(history, start, chunk, {}, got);
       const std::string name = fmt::format("step{:02d}.engram_hashes", step);

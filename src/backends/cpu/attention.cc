@@ -30,7 +30,9 @@ void CpuBackend::sparse_attn(const SparseAttnArgs& a) {
         for (int64_t j = 0; j < len; ++j) {
           const int32_t id = idx[b0 + j];
           DSINFER_DCHECK(id < n_win + n_cmp, "kv index {} out of range", id);
-          rows[j] = id < 0 ? nullptr : id < n_win ? cpu::bf16_row(a.window, id) : cpu::bf16_row(a.compressed, id - n_win);
+          rows[j] = id < 0       ? nullptr
+                    : id < n_win ? cpu::bf16_row(a.window, id)
+                                 : cpu::bf16_row(a.compressed, id - n_win);
           if (!rows[j]) {
             s[j] = -std::numeric_limits<float>::infinity();
             continue;

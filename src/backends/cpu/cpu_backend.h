@@ -39,9 +39,15 @@ class CpuBackend final : public Backend {
 
 /// Elementwise helpers shared by the CPU kernels.
 namespace cpu {
-inline const uint16_t* bf16_row(const TensorView& t, int64_t row) { return t.as<const uint16_t>() + row * t.stride[0]; }
-inline uint16_t* bf16_row_mut(const TensorView& t, int64_t row) { return t.as<uint16_t>() + row * t.stride[0]; }
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline const uint16_t* bf16_row(const TensorView& t, int64_t row) {
+  return t.as<const uint16_t>() + row * t.stride[0];
+}
+inline uint16_t* bf16_row_mut(const TensorView& t, int64_t row) {
+  return t.as<uint16_t>() + row * t.stride[0];
+}
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
 }  // namespace cpu
 
 }  // namespace dsinfer

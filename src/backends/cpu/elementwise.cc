@@ -18,8 +18,10 @@ void CpuBackend::embed(const EmbedArgs& a) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t local = a.ids.as<const int32_t>()[i] - a.vocab_offset;
     uint16_t* out = bf16_row_mut(a.out, i);
-    if (local >= 0 && local < rows) std::memcpy(out, bf16_row(a.table, local), dim * 2);
-    else std::memset(out, 0, dim * 2);  // another rank holds this row
+    if (local >= 0 && local < rows)
+      std::memcpy(out, bf16_row(a.table, local), dim * 2);
+    else
+      std::memset(out, 0, dim * 2);  // another rank holds this row
   }
 }
 
@@ -67,9 +69,15 @@ void CpuBackend::fake_quant(const FakeQuantArgs& a) {
     for (int64_t i = b; i < e; ++i) {
       std::span<uint16_t> row(bf16_row_mut(a.x, i), d);
       switch (a.kind) {
-        case FakeQuant::kFp8Group32: act_quant_inplace(row); break;
-        case FakeQuant::kFp4E8M0Group32: fp4_act_quant_inplace(row, 32, Fp4ScaleKind::kE8M0); break;
-        case FakeQuant::kFp4E4M3Group16: fp4_act_quant_inplace(row, 16, Fp4ScaleKind::kE4M3); break;
+        case FakeQuant::kFp8Group32:
+          act_quant_inplace(row);
+          break;
+        case FakeQuant::kFp4E8M0Group32:
+          fp4_act_quant_inplace(row, 32, Fp4ScaleKind::kE8M0);
+          break;
+        case FakeQuant::kFp4E4M3Group16:
+          fp4_act_quant_inplace(row, 16, Fp4ScaleKind::kE4M3);
+          break;
       }
     }
   });

@@ -22,7 +22,8 @@ void CpuBackend::hc_mixes(const HcMixesArgs& a) {
       const uint16_t* x = a.x.as<const uint16_t>() + t * a.x.stride[0];
       double ss = 0;
       for (int64_t j = 0; j < width; ++j) xf[j] = bf16_to_f32(x[j]), ss += double{xf[j]} * xf[j];
-      const float r = 1.0f / std::sqrt(static_cast<float>(ss) / static_cast<float>(width) + static_cast<float>(a.norm_eps));
+      const float r =
+          1.0f / std::sqrt(static_cast<float>(ss) / static_cast<float>(width) + static_cast<float>(a.norm_eps));
       for (int64_t o = 0; o < mix; ++o) {
         double dot = 0;
         for (int64_t j = 0; j < width; ++j) dot += double{fn[o * width + j]} * xf[j];

@@ -71,35 +71,36 @@ void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
   });
 }
 
-void linear_bf16(ThreadPool& pool, const LinearArgs& a) {
+// Dense paths: bf16 (or exactly dequantised fp8) weights, fp32 accumulation (computed exactly and
+// rounded once, the order-free ideal of the reference's fp32 sum), bf16 or f32 output.
+void linear_dense(ThreadPool& pool, const LinearArgs& a) {
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in;
+  const bool x_f32 = a.x.dtype == DType::kF32, out_f32 = a.out.dtype == DType::kF32;
   pool.parallel_for(w.out, 16, [&](int64_t ob, int64_t oe) {
     std::vector<float> wrow(k);
     for (int64_t r = ob; r < oe; ++r) {
-      const uint16_t* wr = w.weight.as<const uint16_t>() + r * w.weight.stride[0];
-      for (int64_t j = 0; j < k; ++j) wrow[j] = bf16_to_f32(wr[j]);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint16_t* x = cpu::bf16_row(a.x, i);
-        double acc = 0;  // fp32 accumulation in the reference; the exact sum is its order-free ideal
-        for (int64_t j = 0; j < k; ++j) acc += double{bf16_to_f32(x[j])} * wrow[j];
-        cpu::bf16_row_mut(a.out, i)[r] = f32_to_bf16(static_cast<float>(acc));
+      if (w.format == LinearFormat::kFp8AsBf16) {
+        const uint8_t* wr = w.weight.as<const uint8_t>() + r * w.weight.stride[0];
+        const uint8_t* sr = w.scale.as<const uint8_t>() + (r / kBlock) * w.scale.stride[0];
+        for (int64_t j = 0; j < k; ++j) wrow[j] = e4m3_to_f32(wr[j]) * e8m0_to_f32(sr[j / kBlock]);
+      } else {
+        const uint16_t* wr = w.weight.as<const uint16_t>() + r * w.weight.stride[0];
+        for (int64_t j = 0; j < k; ++j) wrow[j] = bf16_to_f32(wr[j]);
       }
-    }
-  });
-}
-
-void linear_f32(ThreadPool& pool, const LinearArgs& a) {
-  const LinearWeight& w = *a.w;
-  const int64_t n = a.x.size(0), k = w.in;
-  pool.parallel_for(w.out, 16, [&](int64_t ob, int64_t oe) {
-    for (int64_t r = ob; r < oe; ++r) {
-      const float* wr = w.weight.as<const float>() + r * w.weight.stride[0];
       for (int64_t i = 0; i < n; ++i) {
-        const float* x = a.x.as<const float>() + i * a.x.stride[0];
         double acc = 0;
-        for (int64_t j = 0; j < k; ++j) acc += double{x[j]} * wr[j];
-        a.out.as<float>()[i * a.out.stride[0] + r] = static_cast<float>(acc);
+        if (x_f32) {
+          const float* x = a.x.as<const float>() + i * a.x.stride[0];
+          for (int64_t j = 0; j < k; ++j) acc += double{x[j]} * wrow[j];
+        } else {
+          const uint16_t* x = cpu::bf16_row(a.x, i);
+          for (int64_t j = 0; j < k; ++j) acc += double{bf16_to_f32(x[j])} * wrow[j];
+        }
+        if (out_f32)
+          a.out.as<float>()[i * a.out.stride[0] + r] = static_cast<float>(acc);
+        else
+          cpu::bf16_row_mut(a.out, i)[r] = f32_to_bf16(static_cast<float>(acc));
       }
     }
   });
@@ -115,9 +116,12 @@ void CpuBackend::linear(const LinearArgs& a) {
   if (a.x.size(0) == 0) return;
   switch (w.format) {
     case LinearFormat::kFp8:
-    case LinearFormat::kFp4: return linear_block_scaled(*pool_, a);
-    case LinearFormat::kBf16: return linear_bf16(*pool_, a);
-    case LinearFormat::kF32: return linear_f32(*pool_, a);
+    case LinearFormat::kFp4:
+      return linear_block_scaled(*pool_, a);
+    case LinearFormat::kBf16:
+    case LinearFormat::kBf16AsF32:
+    case LinearFormat::kFp8AsBf16:
+      return linear_dense(*pool_, a);
   }
 }
 

@@ -45,17 +45,21 @@ void CpuBackend::router(const RouterArgs& a) {
       const bool image = a.is_image.data && a.is_image.as<const uint8_t>()[t];
       const TensorView& bias = image && a.bias_vl.data ? a.bias_vl : a.bias;
       for (int64_t e = 0; e < experts; ++e) key[e] = bias.data ? s[e] + bias.as<const float>()[e] : s[e];
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
-        return key[x] > key[y] || (key[x] == key[y] && x < y);
-      });
       int32_t* idx = a.indices.as<int32_t>() + t * k;
+      if (a.given_indices) {
+        std::copy(idx, idx + k, order.begin());
+      } else {
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [&](int32_t x, int32_t y) { return key[x] > key[y] || (key[x] == key[y] && x < y); });
+      }
       float* w = a.weights.as<float>() + t * k;
       for (int64_t j = 0; j < k; ++j) idx[j] = order[j], w[j] = s[order[j]];  // unbiased scores
       if (a.norm_topk_prob && k > 1) {
         // torch's CPU sum order for 6 terms is ((((w0 + w4) + w5) + w1) + w2) + w3; sequential for <= 3.
         float sum = 0;
-        if (k == 6) sum = ((((w[0] + w[4]) + w[5]) + w[1]) + w[2]) + w[3];
+        if (k == 6)
+          sum = ((((w[0] + w[4]) + w[5]) + w[1]) + w[2]) + w[3];
         else
           for (int64_t j = 0; j < k; ++j) sum = sum + w[j];
         for (int64_t j = 0; j < k; ++j) w[j] = w[j] / (sum + 1e-20f);

@@ -1,0 +1,95 @@
+// `dsinfer logits`: the golden fixtures' experiment (prefill, then greedy decode steps), writing
+// every forward's last-position logits and argmax tokens; with the debug switches of issue 3.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "cli/commands.h"
+#include "io/json.h"
+#include "io/safetensors_writer.h"
+#include "ops/communicator.h"
+#include "runtime/golden_run.h"
+
+namespace dsinfer::cli {
+namespace {
+
+struct LogitsOptions {
+  std::string model, prompts, out, force_tokens, replay, dump_debug;
+  int steps = 0;
+  int threads = 0;
+};
+
+Result<std::vector<std::vector<int32_t>>> read_prompts(const std::string& path) {
+  DSINFER_ASSIGN_OR_RETURN(Json j, read_json_file(path));
+  const auto bad = [&](std::string_view why) {
+    return error(ErrorKind::kInvalidArgument, fmt::format("{}: {}", path, why));
+  };
+  if (!j.is_object() || !j.contains("prompts") || !j["prompts"].is_array())
+    return bad("expected {\"prompts\": [[ids...], ...]}");
+  std::vector<std::vector<int32_t>> out;
+  for (const Json& p : j["prompts"]) {
+    if (!p.is_array() || p.empty()) return bad("every prompt must be a non-empty list of token ids");
+    std::vector<int32_t> ids;
+    for (const Json& t : p) {
+      if (!t.is_number_integer()) return bad("token ids must be integers");
+      ids.push_back(t.get<int32_t>());
+    }
+    out.push_back(std::move(ids));
+  }
+  if (out.empty()) return bad("no prompts");
+  return out;
+}
+
+int run_logits(const LogitsOptions& o) {
+  auto prompts = read_prompts(o.prompts);
+  if (!prompts.ok()) return report_error(prompts.status());
+  CpuBackend backend(o.threads);
+  LocalCommunicator comm;
+  auto model = Model::load(o.model, backend, comm);
+  if (!model.ok()) return report_error(model.status());
+  std::optional<SafetensorsFile> forced, replay;
+  GoldenRunOptions ro;
+  ro.steps = o.steps;
+  ro.dump_debug = !o.dump_debug.empty();
+  if (!o.force_tokens.empty()) {
+    auto f = SafetensorsFile::open(o.force_tokens);
+    if (!f.ok()) return report_error(f.status());
+    forced = std::move(*f);
+    ro.force_tokens = &*forced;
+  }
+  if (!o.replay.empty()) {
+    auto f = SafetensorsFile::open(o.replay);
+    if (!f.ok()) return report_error(f.status());
+    replay = std::move(*f);
+    ro.replay = &*replay;
+  }
+  auto res = run_golden_experiment(**model, *prompts, ro);
+  if (!res.ok()) return report_error(res.status());
+  SafetensorsWriter w;
+  w.add_values<float>("logits", DType::kF32, {res->batch, res->forwards, res->vocab}, res->logits);
+  w.add_values<int32_t>("tokens", DType::kI32, {res->batch, res->forwards}, res->tokens);
+  if (Status s = w.write(o.out); !s.ok()) return report_error(s);
+  if (ro.dump_debug)
+    if (Status s = res->debug.write(o.dump_debug); !s.ok()) return report_error(s);
+  fmt::print("wrote {} forwards x {} rows of logits to {}\n", res->forwards, res->batch, o.out);
+  return 0;
+}
+
+}  // namespace
+
+void register_logits(CLI::App& app, CommandResult& result) {
+  auto o = std::make_shared<LogitsOptions>();
+  CLI::App* cmd = app.add_subcommand("logits", "Prefill prompts, decode greedily, write every step's logits");
+  cmd->add_option("--model", o->model, "Model folder")->required();
+  cmd->add_option("--prompts", o->prompts, "JSON file {\"prompts\": [[ids...], ...]}")->required();
+  cmd->add_option("--steps", o->steps, "Decode steps after the prefill")->required()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--out", o->out, "Output .safetensors (logits f32 [batch, steps+1, vocab], tokens i32)")->required();
+  cmd->add_option("--force-tokens", o->force_tokens, "golden.safetensors: forward k+1 takes its tokens[:, k]");
+  cmd->add_option("--replay", o->replay, "golden_debug.safetensors: use its expert / top-k / candidate choices");
+  cmd->add_option("--dump-debug", o->dump_debug, "Write internals under golden_debug's names to this file");
+  cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
+  cmd->callback([o, &result] { result.exit_code = run_logits(*o); });
+}
+
+}  // namespace dsinfer::cli

@@ -1,0 +1,72 @@
+// Model::Batch: the flattened tokens of one forward call and the per-call slots the reference
+// hands between layers (published top-k and candidate masks, per chunk).
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace dsinfer {
+
+inline TensorView tv(const void* data, DType dtype, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(const_cast<void*>(data), dtype, shape);
+}
+
+struct Model::Batch {
+  std::span<ForwardChunk> chunks;
+  int64_t n = 0;                // tokens in the call
+  std::vector<int64_t> offset;  // chunk c owns rows [offset[c], offset[c + 1])
+  std::vector<int64_t> pos;     // [n] absolute positions
+  std::vector<int32_t> ids;     // [n]
+  std::vector<int64_t> hashes;  // [n, engram layers, columns]
+  std::vector<uint16_t> x;      // [n, hc, dim] the residual stream
+  std::vector<float> pre;       // [n, hc] the pending pre-mix
+  // Published by the most recent index source / candidate source in this call, per chunk.
+  std::vector<std::vector<int32_t>> topk;  // [s, k] compressed positions or -1
+  std::vector<int64_t> topk_k;
+  std::vector<std::vector<uint8_t>> candidates;  // [s, T]
+
+  int64_t size(size_t c) const { return offset[c + 1] - offset[c]; }
+
+  Status init(const ModelConfig& cfg, std::span<ForwardChunk> cs) {
+    chunks = cs;
+    offset.assign(1, 0);
+    for (const ForwardChunk& ch : cs) {
+      const int64_t s = static_cast<int64_t>(ch.tokens.size());
+      if (!ch.state || s == 0) return error(ErrorKind::kInvalidArgument, "a chunk needs a sequence and tokens");
+      if (ch.decode && s != 1) return error(ErrorKind::kInvalidArgument, "a decode chunk holds exactly one token");
+      if (ch.start_pos != ch.state->length)
+        return error(ErrorKind::kInvalidArgument, fmt::format("chunk starts at {} but its sequence holds {} positions",
+                                                              ch.start_pos, ch.state->length));
+      if (ch.start_pos + s > cfg.max_seq_len)
+        return error(ErrorKind::kInvalidArgument,
+                     fmt::format("positions up to {} exceed max_seq_len {}", ch.start_pos + s, cfg.max_seq_len));
+      if (!ch.decode && ch.prompt_len < ch.start_pos + s)
+        return error(ErrorKind::kInvalidArgument, "a prefill chunk must lie inside its prompt");
+      for (int32_t t : ch.tokens)
+        if (t < 0 || t >= cfg.vocab_size)
+          return error(ErrorKind::kInvalidArgument,
+                       fmt::format("token id {} outside the vocab of {}", t, cfg.vocab_size));
+      offset.push_back(offset.back() + s);
+      for (int64_t i = 0; i < s; ++i) pos.push_back(ch.start_pos + i), ids.push_back(ch.tokens[i]);
+    }
+    n = offset.back();
+    topk.assign(cs.size(), {});
+    topk_k.assign(cs.size(), 0);
+    candidates.assign(cs.size(), {});
+    return {};
+  }
+
+  void record(size_t c, const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data) const {
+    if (!chunks[c].debug) return;
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    DebugTensor t{dtype, std::move(shape), std::vector<uint8_t>(dtype_bytes(dtype, numel))};
+    if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
+    (*chunks[c].debug)[name] = std::move(t);
+  }
+};
+
+}  // namespace dsinfer

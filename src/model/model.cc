@@ -1,0 +1,178 @@
+// Model loading and the top-level forward: embedding, the 4-copy stream through every block
+// (Engram first where present), the final collapse, norm and head (spec §2, §4.3).
+#include "model/model.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/float_formats.h"
+#include "io/engram_token_map.h"
+#include "model/forward_batch.h"
+#include "model/weight_manifest.h"
+
+namespace dsinfer {
+
+SequenceState make_sequence_state(const ModelConfig& c) {
+  SequenceState s;
+  s.layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    s.layers[l].window.assign(static_cast<size_t>(c.window_size) * c.head_dim, 0);
+    if (c.is_kv_source(l) && c.compress_ratio(l) == 2) {
+      s.layers[l].kv_state.assign(2 * c.head_dim, 0.0f);
+      s.layers[l].score_state.assign(2 * c.head_dim, -std::numeric_limits<float>::infinity());
+    }
+  }
+  return s;
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Backend& backend, Communicator& comm) {
+  if (comm.world_size() != 1)
+    return error(ErrorKind::kUnsupported,
+                 "the forward pass runs on one rank today (tensor parallelism is a later issue)");
+  DSINFER_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  DSINFER_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
+  DSINFER_RETURN_IF_ERROR(check_checkpoint(build_weight_manifest(config), ckpt));
+  std::unique_ptr<Model> m(new Model(std::move(config), std::move(ckpt), backend, comm));
+  DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_));
+  const ModelConfig& c = m->config_;
+  if (!c.engram_layer_ids.empty()) {
+    DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::load(dir / "tokenizer.json"));
+    EngramTokenMap map = build_engram_token_map(vocab);
+    if (map.compressed_vocab_size != c.engram_compressed_vocab_size)
+      return error(ErrorKind::kInvalidConfig,
+                   fmt::format("{}: tokenizer.json yields an Engram compressed vocab of {}, config says {}",
+                               dir.string(), map.compressed_vocab_size, c.engram_compressed_vocab_size));
+    m->hasher_ = std::make_unique<EngramHasher>(c, std::move(map.map));
+  }
+  // Layers share a table when their RoPE settings match (window-only vs compressed).
+  for (int l = 0; l < c.n_layers; ++l) {
+    const int twin = l > 0 && (c.compress_ratio(l) > 0) == (c.compress_ratio(l - 1) > 0) ? l - 1 : -1;
+    if (twin >= 0) {
+      m->rope_.push_back(m->rope_[twin]);
+      continue;
+    }
+    m->rope_tables_.push_back(std::make_unique<RopeTable>(make_layer_rope_table(c, l, c.max_seq_len)));
+    m->rope_.push_back(m->rope_tables_.back().get());
+  }
+  return m;
+}
+
+Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
+  const ModelConfig& c = config_;
+  Batch b;
+  DSINFER_RETURN_IF_ERROR(b.init(c, chunks));
+  if (logits.size() != chunks.size() * static_cast<size_t>(c.vocab_size))
+    return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
+  const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
+
+  if (hasher_) {
+    b.hashes.resize(n * hasher_->n_layers() * hasher_->n_columns());
+    for (size_t ci = 0; ci < chunks.size(); ++ci) {
+      ForwardChunk& ch = chunks[ci];
+      const int64_t per_tok = hasher_->n_layers() * hasher_->n_columns();
+      std::span<int64_t> out(&b.hashes[b.offset[ci] * per_tok], ch.tokens.size() * per_tok);
+      hasher_->hash_chunk(ch.state->engram_history, ch.start_pos, ch.tokens, {}, out);
+      b.record(ci, "engram_hashes", DType::kI64,
+               {static_cast<int64_t>(ch.tokens.size()), hasher_->n_layers(), hasher_->n_columns()}, out.data());
+    }
+  }
+
+  // Embedding, repeated into hc identical copies; the first pre-mix is one-hot on copy 0.
+  std::vector<uint16_t> h(n * dim);
+  backend_.embed({tv(b.ids.data(), DType::kI32, {n}), weights_.embed, 0, tv(h.data(), DType::kBF16, {n, dim})});
+  b.x.resize(n * hc * dim);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < hc; ++k) std::memcpy(&b.x[(t * hc + k) * dim], &h[t * dim], dim * 2);
+  b.pre.assign(n * hc, 0.0f);
+  for (int64_t t = 0; t < n; ++t) b.pre[t * hc] = 1.0f;
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (weights_.layers[l].engram) engram(l, b);
+    DSINFER_RETURN_IF_ERROR(block(l, b));
+  }
+
+  // Final collapse with the last FFN's pre, norm, head on each chunk's last token.
+  const int64_t nc = static_cast<int64_t>(chunks.size());
+  std::vector<uint16_t> last_x(nc * hc * dim), collapsed(nc * dim);
+  std::vector<float> last_pre(nc * hc);
+  for (int64_t ci = 0; ci < nc; ++ci) {
+    const int64_t t = b.offset[ci + 1] - 1;
+    std::memcpy(&last_x[ci * hc * dim], &b.x[t * hc * dim], hc * dim * 2);
+    std::memcpy(&last_pre[ci * hc], &b.pre[t * hc], hc * 4);
+  }
+  backend_.hc_pre({tv(last_x.data(), DType::kBF16, {nc, hc, dim}), tv(last_pre.data(), DType::kF32, {nc, hc}),
+                   tv(collapsed.data(), DType::kBF16, {nc, dim})});
+  const TensorView xc = tv(collapsed.data(), DType::kBF16, {nc, dim});
+  backend_.rms_norm({xc, weights_.norm, c.norm_eps, xc});
+  backend_.linear({xc, &weights_.head, tv(logits.data(), DType::kF32, {nc, c.vocab_size})});
+  for (ForwardChunk& ch : chunks) ch.state->length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+  return {};
+}
+
+Status Model::block(int l, Batch& b) {
+  const ModelConfig& c = config_;
+  const BlockWeights& w = weights_.layers[l];
+  const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
+  const TensorView stream = tv(b.x.data(), DType::kBF16, {n, hc, dim});
+  std::vector<float> a_pre(n * hc), a_post(n * hc), a_comb(n * hc * hc);
+  std::vector<float> f_post(n * hc), f_comb(n * hc * hc), f_pre(n * hc);
+  std::vector<uint16_t> x(n * dim), y(n * dim);
+  const TensorView xv = tv(x.data(), DType::kBF16, {n, dim}), yv = tv(y.data(), DType::kBF16, {n, dim});
+
+  // Attention: mixes from the block input; collapse with the previous sublayer's pre.
+  backend_.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+                     tv(a_pre.data(), DType::kF32, {n, hc}), tv(a_post.data(), DType::kF32, {n, hc}),
+                     tv(a_comb.data(), DType::kF32, {n, hc, hc})});
+  backend_.hc_pre({stream, tv(b.pre.data(), DType::kF32, {n, hc}), xv});
+  backend_.rms_norm({xv, w.attn_norm, c.norm_eps, xv});
+  DSINFER_RETURN_IF_ERROR(attention(l, b, xv, yv));
+  backend_.hc_post(
+      {yv, stream, tv(a_post.data(), DType::kF32, {n, hc}), tv(a_comb.data(), DType::kF32, {n, hc, hc}), stream});
+
+  // FFN: mixes from the updated stream; collapse with this attention's pre.
+  backend_.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+                     tv(f_pre.data(), DType::kF32, {n, hc}), tv(f_post.data(), DType::kF32, {n, hc}),
+                     tv(f_comb.data(), DType::kF32, {n, hc, hc})});
+  backend_.hc_pre({stream, tv(a_pre.data(), DType::kF32, {n, hc}), xv});
+  backend_.rms_norm({xv, w.ffn_norm, c.norm_eps, xv});
+  moe(l, b, xv, yv);
+  backend_.hc_post(
+      {yv, stream, tv(f_post.data(), DType::kF32, {n, hc}), tv(f_comb.data(), DType::kF32, {n, hc, hc}), stream});
+  b.pre = std::move(f_pre);  // the delayed pre-mix: the next block's attention collapses with it
+
+  for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
+    const int64_t s = b.size(ci);
+    b.record(ci, fmt::format("layer{}.out", l), DType::kBF16, {s, hc, dim}, &b.x[b.offset[ci] * hc * dim]);
+    b.record(ci, fmt::format("layer{}.ffn_pre", l), DType::kF32, {s, hc}, &b.pre[b.offset[ci] * hc]);
+  }
+  return {};
+}
+
+void Model::engram(int l, Batch& b) {
+  const ModelConfig& c = config_;
+  const EngramWeights& w = *weights_.layers[l].engram;
+  const int e = c.engram_index(l), cols = hasher_->n_columns(), de = c.engram_head_dim;
+  const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
+  // Look up the hashed rows (fp8 with an e8m0 scale per 32 values, exact in bf16).
+  std::vector<uint16_t> rows(n * cols * de);
+  const uint8_t* table = w.table.as<const uint8_t>();
+  const uint8_t* scales = w.table_scale.as<const uint8_t>();
+  for (int64_t t = 0; t < n; ++t)
+    for (int col = 0; col < cols; ++col) {
+      const int64_t row = b.hashes[(t * hasher_->n_layers() + e) * cols + col];
+      for (int d = 0; d < de; ++d)
+        rows[(t * cols + col) * de + d] = f32_to_bf16(e4m3_to_f32(table[row * w.table.stride[0] + d]) *
+                                                      e8m0_to_f32(scales[row * w.table_scale.stride[0] + d / 32]));
+    }
+  std::vector<uint16_t> kv(n * (hc + 1) * dim);
+  backend_.linear(
+      {tv(rows.data(), DType::kBF16, {n, cols * de}), &w.wkv, tv(kv.data(), DType::kBF16, {n, (hc + 1) * dim})});
+  backend_.engram_gate({tv(b.x.data(), DType::kBF16, {n, hc, dim}), tv(kv.data(), DType::kBF16, {n, (hc + 1) * dim}),
+                        tv(const_cast<float*>(w.wgt.data()), DType::kF32, {hc, dim}), TensorView{}, c.norm_eps});
+  for (size_t ci = 0; ci < b.chunks.size(); ++ci)
+    b.record(ci, fmt::format("layer{}.engram_out", l), DType::kBF16, {b.size(ci), hc, dim},
+             &b.x[b.offset[ci] * hc * dim]);
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,83 @@
+// Model: the V4.1 text forward pass (spec §2–§9) over a backend and a communicator. One call
+// runs chunks of any sequences at once; each chunk is a prefill piece or one decode token.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "model/engram_hash.h"
+#include "model/rope.h"
+#include "model/sequence_state.h"
+#include "model/weights.h"
+#include "ops/backend.h"
+#include "ops/communicator.h"
+
+namespace dsinfer {
+
+/// The golden run's own selections for one layer of one chunk (debug replay, spec fixtures).
+struct LayerReplay {
+  std::vector<int32_t> topk;        // [s, k] compressed positions or -1 (index sources)
+  std::vector<uint8_t> candidates;  // [s, T] (candidate source)
+  std::vector<int32_t> experts;     // [s, n_act] in the router's order
+};
+
+/// A named internal tensor of one chunk, laid out as the fixtures' golden_debug files.
+struct DebugTensor {
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+struct ForwardChunk {
+  SequenceState* state = nullptr;
+  int64_t start_pos = 0;
+  std::vector<int32_t> tokens;
+  /// false: prefill layout for a prompt of `prompt_len` tokens (this chunk may be a piece of it);
+  /// true: one token laid out as the reference's decode step.
+  bool decode = false;
+  int64_t prompt_len = 0;
+  const std::map<int, LayerReplay>* replay = nullptr;   // by layer; may be null
+  std::map<std::string, DebugTensor>* debug = nullptr;  // filled when not null
+};
+
+class Model {
+ public:
+  /// Loads config.json, tokenizer.json (for the Engram token map) and the weights of `dir`.
+  static Result<std::unique_ptr<Model>> load(const std::filesystem::path& dir, Backend& backend, Communicator& comm);
+
+  const ModelConfig& config() const { return config_; }
+  SequenceState new_sequence() const { return make_sequence_state(config_); }
+
+  /// Runs the chunks and writes the fp32 logits of each chunk's last token: logits [chunks, V].
+  Status forward(std::span<ForwardChunk> chunks, std::span<float> logits);
+
+ private:
+  Model(ModelConfig config, Checkpoint ckpt, Backend& backend, Communicator& comm)
+      : config_(std::move(config)), ckpt_(std::move(ckpt)), backend_(backend), comm_(comm) {}
+  struct Batch;
+  Status block(int layer, Batch& b);
+  Status attention(int layer, Batch& b, const TensorView& x, const TensorView& out);
+  Status compressed_kv(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr);
+  Status indexer(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr,
+                 std::vector<uint16_t>& latent, const std::vector<int64_t>& group_pos);
+  void moe(int layer, Batch& b, const TensorView& x, const TensorView& out);
+  void engram(int layer, Batch& b);
+
+  ModelConfig config_;
+  Checkpoint ckpt_;
+  ModelWeights weights_;
+  Backend& backend_;
+  Communicator& comm_;
+  std::unique_ptr<EngramHasher> hasher_;
+  std::vector<const RopeTable*> rope_;  // per layer
+  std::vector<std::unique_ptr<RopeTable>> rope_tables_;
+};
+
+}  // namespace dsinfer

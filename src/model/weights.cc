@@ -1,0 +1,177 @@
+// Binding checkpoint tensors to the weight structs. Views point into the mmap; a tensor whose
+// bytes are not aligned for its element type is copied once into an aligned buffer.
+#include "model/weights.h"
+
+#include <cstring>
+
+#include "core/float_formats.h"
+
+#include <fmt/format.h>
+
+namespace dsinfer {
+namespace {
+
+class Binder {
+ public:
+  Binder(const Checkpoint& c, ModelWeights& w) : ckpt_(c), w_(w) {}
+
+  Result<TensorView> view(const std::string& name) {
+    const Checkpoint::Tensor* t = ckpt_.find(name);
+    if (!t) return error(ErrorKind::kNotFound, fmt::format("tensor '{}' is missing", name));
+    const SafetensorsEntry& e = *t->entry;
+    if (e.shape.size() > kMaxDims) return error(ErrorKind::kUnsupported, fmt::format("'{}' has too many dims", name));
+    const uint8_t* data = t->data().data();
+    const int align = std::max(1, dtype_bits(e.dtype) / 8);
+    if (reinterpret_cast<uintptr_t>(data) % align != 0) {
+      DSINFER_ASSIGN_OR_RETURN(Buffer b, Buffer::allocate_host(e.data_bytes));
+      std::memcpy(b.data(), data, e.data_bytes);
+      data = b.as<const uint8_t>();
+      w_.owned.push_back(std::move(b));
+    }
+    TensorView v;
+    v.data = const_cast<uint8_t*>(data);  // weights are read-only; views carry no constness
+    v.dtype = e.dtype;
+    v.ndim = static_cast<int>(e.shape.size());
+    int64_t st = 1;
+    for (int d = v.ndim - 1; d >= 0; --d) v.shape[d] = e.shape[d], v.stride[d] = st, st *= e.shape[d];
+    return v;
+  }
+
+  Result<LinearWeight> linear(const std::string& prefix, LinearFormat format) {
+    LinearWeight lw;
+    lw.format = format;
+    DSINFER_ASSIGN_OR_RETURN(lw.weight, view(prefix + ".weight"));
+    lw.out = lw.weight.shape[0];
+    lw.in = lw.weight.shape[1] * (format == LinearFormat::kFp4 ? 2 : 1);
+    if (format == LinearFormat::kFp8 || format == LinearFormat::kFp4 || format == LinearFormat::kFp8AsBf16) {
+      DSINFER_ASSIGN_OR_RETURN(lw.scale, view(prefix + ".scale"));
+    }
+    return lw;
+  }
+
+ private:
+  const Checkpoint& ckpt_;
+  ModelWeights& w_;
+};
+
+LinearFormat storage_format(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kFp8:
+      return LinearFormat::kFp8;
+    case WeightFormat::kFp4:
+      return LinearFormat::kFp4;
+    case WeightFormat::kBf16:
+      return LinearFormat::kBf16;
+  }
+  return LinearFormat::kBf16;
+}
+
+Status bind_attention(Binder& b, const ModelConfig& c, int l, AttentionWeights& a) {
+  const std::string p = fmt::format("layers.{}.attn.", l);
+  const LinearFormat f = storage_format(c.weight_format());
+  DSINFER_ASSIGN_OR_RETURN(a.attn_sink, b.view(p + "attn_sink"));
+  DSINFER_ASSIGN_OR_RETURN(a.wq_a, b.linear(p + "wq_a", f));
+  DSINFER_ASSIGN_OR_RETURN(a.q_norm, b.view(p + "q_norm.weight"));
+  DSINFER_ASSIGN_OR_RETURN(a.wq_b, b.linear(p + "wq_b", f));
+  DSINFER_ASSIGN_OR_RETURN(a.wkv, b.linear(p + "wkv", f));
+  DSINFER_ASSIGN_OR_RETURN(a.kv_norm, b.view(p + "kv_norm.weight"));
+  DSINFER_ASSIGN_OR_RETURN(a.wo_b, b.linear(p + "wo_b", f));
+  // wo_a is a block-diagonal (grouped) projection with bf16 math on the exactly dequantised
+  // weights (spec §5.1): one LinearWeight view per group, rows [g * o_lora, (g + 1) * o_lora).
+  DSINFER_ASSIGN_OR_RETURN(LinearWeight wo_a,
+                           b.linear(p + "wo_a", f == LinearFormat::kFp8 ? LinearFormat::kFp8AsBf16 : f));
+  for (int g = 0; g < c.o_groups; ++g) {
+    LinearWeight gw = wo_a;
+    gw.out = c.o_lora_rank;
+    gw.weight.data =
+        wo_a.weight.as<uint8_t>() + dtype_bytes(wo_a.weight.dtype, g * c.o_lora_rank * wo_a.weight.stride[0]);
+    gw.weight.shape[0] = c.o_lora_rank;
+    if (gw.scale.data) {
+      gw.scale.data = wo_a.scale.as<uint8_t>() + (g * c.o_lora_rank / 32) * wo_a.scale.stride[0];
+      gw.scale.shape[0] = (c.o_lora_rank + 31) / 32;
+    }
+    a.wo_a.push_back(gw);
+  }
+  if (c.is_kv_source(l)) {
+    const LinearFormat cf = c.compress_ratio(l) > 1 ? LinearFormat::kBf16AsF32 : LinearFormat::kBf16;
+    DSINFER_ASSIGN_OR_RETURN(a.comp_wkv, b.linear(p + "compressor.wkv", cf));
+    if (c.compress_ratio(l) > 1) {
+      DSINFER_ASSIGN_OR_RETURN(a.comp_wgate, b.linear(p + "compressor.wgate", cf));
+    }
+    DSINFER_ASSIGN_OR_RETURN(a.comp_norm, b.view(p + "compressor.norm.weight"));
+    DSINFER_ASSIGN_OR_RETURN(a.idx_wk, b.linear(p + "indexer.wk", LinearFormat::kBf16));
+    DSINFER_ASSIGN_OR_RETURN(a.idx_k_norm, b.view(p + "indexer.k_norm.weight"));
+  }
+  if (c.is_index_source(l)) {
+    DSINFER_ASSIGN_OR_RETURN(a.idx_wq_b, b.linear(p + "indexer.wq_b", f));
+    DSINFER_ASSIGN_OR_RETURN(a.idx_weights_proj, b.linear(p + "indexer.weights_proj", LinearFormat::kBf16));
+  }
+  return {};
+}
+
+Status bind_moe(Binder& b, const ModelConfig& c, int l, MoeWeights& m) {
+  const std::string p = fmt::format("layers.{}.ffn.", l);
+  DSINFER_ASSIGN_OR_RETURN(m.gate, b.view(p + "gate.weight"));
+  DSINFER_ASSIGN_OR_RETURN(m.bias, b.view(p + "gate.bias"));
+  if (c.vision_enabled()) {
+    DSINFER_ASSIGN_OR_RETURN(m.bias_vl, b.view(p + "gate.bias_vl"));
+  }
+  const auto expert = [&](const std::string& ep, LinearFormat f, ExpertWeights& e) -> Status {
+    DSINFER_ASSIGN_OR_RETURN(e.w1, b.linear(ep + "w1", f));
+    DSINFER_ASSIGN_OR_RETURN(e.w2, b.linear(ep + "w2", f));
+    DSINFER_ASSIGN_OR_RETURN(e.w3, b.linear(ep + "w3", f));
+    return {};
+  };
+  m.experts.resize(c.routed_experts(l));
+  for (int e = 0; e < c.routed_experts(l); ++e)
+    DSINFER_RETURN_IF_ERROR(
+        expert(fmt::format("{}experts.{}.", p, e), storage_format(c.expert_format()), m.experts[e]));
+  return expert(p + "shared_experts.", storage_format(c.weight_format()), m.shared);
+}
+
+Status bind_engram(Binder& b, const ModelConfig& c, int l, EngramWeights& e) {
+  const std::string p = fmt::format("layers.{}.engram.", l);
+  DSINFER_ASSIGN_OR_RETURN(e.table, b.view(p + "embed.weight"));
+  DSINFER_ASSIGN_OR_RETURN(e.table_scale, b.view(p + "embed.scale"));
+  DSINFER_ASSIGN_OR_RETURN(e.wkv, b.linear(p + "wkv", storage_format(c.weight_format())));
+  DSINFER_ASSIGN_OR_RETURN(TensorView q, b.view(p + "q_weight"));
+  DSINFER_ASSIGN_OR_RETURN(TensorView k, b.view(p + "k_weight"));
+  const auto value = [](const TensorView& t, int64_t i) {
+    return t.dtype == DType::kF32 ? t.as<const float>()[i] : bf16_to_f32(t.as<const uint16_t>()[i]);
+  };
+  e.wgt.resize(static_cast<size_t>(q.numel()));
+  for (int64_t i = 0; i < q.numel(); ++i) e.wgt[i] = value(q, i) * value(k, i);
+  return {};
+}
+
+}  // namespace
+
+Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& c) {
+  ModelWeights w;
+  Binder b(ckpt, w);
+  DSINFER_ASSIGN_OR_RETURN(w.embed, b.view("embed.weight"));
+  DSINFER_ASSIGN_OR_RETURN(w.norm, b.view("norm.weight"));
+  DSINFER_ASSIGN_OR_RETURN(w.head, b.linear("head", LinearFormat::kBf16AsF32));
+  w.layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    BlockWeights& bw = w.layers[l];
+    const std::string p = fmt::format("layers.{}.", l);
+    DSINFER_ASSIGN_OR_RETURN(bw.attn_norm, b.view(p + "attn_norm.weight"));
+    DSINFER_ASSIGN_OR_RETURN(bw.ffn_norm, b.view(p + "ffn_norm.weight"));
+    DSINFER_ASSIGN_OR_RETURN(bw.hc_attn_fn, b.view(p + "hc_attn_fn"));
+    DSINFER_ASSIGN_OR_RETURN(bw.hc_attn_base, b.view(p + "hc_attn_base"));
+    DSINFER_ASSIGN_OR_RETURN(bw.hc_attn_scale, b.view(p + "hc_attn_scale"));
+    DSINFER_ASSIGN_OR_RETURN(bw.hc_ffn_fn, b.view(p + "hc_ffn_fn"));
+    DSINFER_ASSIGN_OR_RETURN(bw.hc_ffn_base, b.view(p + "hc_ffn_base"));
+    DSINFER_ASSIGN_OR_RETURN(bw.hc_ffn_scale, b.view(p + "hc_ffn_scale"));
+    DSINFER_RETURN_IF_ERROR(bind_attention(b, c, l, bw.attn));
+    DSINFER_RETURN_IF_ERROR(bind_moe(b, c, l, bw.ffn));
+    if (c.engram_index(l) >= 0) {
+      bw.engram.emplace();
+      DSINFER_RETURN_IF_ERROR(bind_engram(b, c, l, *bw.engram));
+    }
+  }
+  return w;
+}
+
+}  // namespace dsinfer

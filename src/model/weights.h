@@ -1,0 +1,76 @@
+// Model weights as views into the mmap'ed checkpoint (no dequantised copy of the model), one
+// struct per module of the reference. Shapes are the release's (spec §12.2).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/status.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "ops/linear_weight.h"
+
+namespace dsinfer {
+
+struct AttentionWeights {
+  TensorView attn_sink;            // [h] f32
+  LinearWeight wq_a;               // [q_lora, dim] fp8
+  TensorView q_norm;               // [q_lora] bf16
+  LinearWeight wq_b;               // [h * hd, q_lora] fp8
+  LinearWeight wkv;                // [hd, dim] fp8
+  TensorView kv_norm;              // [hd] bf16
+  std::vector<LinearWeight> wo_a;  // per group: [o_lora, h * hd / groups], fp8 storage, bf16 math
+  LinearWeight wo_b;               // [dim, groups * o_lora] fp8
+  // Compressor (kv sources only).
+  LinearWeight comp_wkv;    // [hd, dim] bf16 (f32 math for ratio 2)
+  LinearWeight comp_wgate;  // [hd, dim] bf16, ratio 2 only
+  TensorView comp_norm;     // [hd] bf16
+  // Indexer (index sources; wk / k_norm on kv sources only).
+  LinearWeight idx_wq_b;          // [h_idx * d_idx, q_lora] fp8
+  LinearWeight idx_weights_proj;  // [h_idx, dim] bf16
+  LinearWeight idx_wk;            // [d_idx, hd] bf16
+  TensorView idx_k_norm;          // [d_idx] bf16
+};
+
+struct ExpertWeights {
+  LinearWeight w1, w2, w3;  // w1/w3 [ff, dim], w2 [dim, ff]
+};
+
+struct MoeWeights {
+  TensorView gate;     // [E, dim] bf16
+  TensorView bias;     // [E] f32
+  TensorView bias_vl;  // [E] f32, vision configs only
+  std::vector<ExpertWeights> experts;
+  ExpertWeights shared;
+};
+
+struct EngramWeights {
+  TensorView table;        // [rows, d_e] e4m3
+  TensorView table_scale;  // [rows, d_e / 32] e8m0
+  LinearWeight wkv;        // [(hc + 1) * dim, cols * d_e] fp8
+  std::vector<float> wgt;  // [hc, dim]: q_weight * k_weight in fp32
+};
+
+struct BlockWeights {
+  TensorView attn_norm, ffn_norm;                      // [dim] bf16
+  TensorView hc_attn_fn, hc_attn_base, hc_attn_scale;  // [mix, hc * dim], [mix], [3] f32
+  TensorView hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
+  AttentionWeights attn;
+  MoeWeights ffn;
+  std::optional<EngramWeights> engram;
+};
+
+struct ModelWeights {
+  TensorView embed;                  // [V, dim] bf16
+  TensorView norm;                   // [dim] bf16
+  LinearWeight head;                 // [V, dim] bf16 (f32 math)
+  std::vector<BlockWeights> layers;  // backbone layers
+  std::vector<Buffer> owned;         // copies of tensors the file stores misaligned
+};
+
+/// Views every backbone tensor of `ckpt` (which must outlive the result and pass the manifest).
+Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& config);
+
+}  // namespace dsinfer
