@@ -51,7 +51,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   const ModelConfig& c = config_;
   const AttentionWeights& w = weights_.layers[l].attn;
   const RopeTable& rope = *rope_[l];
-  const int64_t n = b.n, dim = c.dim, heads = c.n_heads, hd = c.head_dim, ql = c.q_lora_rank, win = c.window_size;
+  const int64_t n = b.n, heads = c.n_heads, hd = c.head_dim, ql = c.q_lora_rank, win = c.window_size;
   const int r = c.compress_ratio(l);
 
   std::vector<uint16_t> qr(n * ql), q(n * heads * hd), kv(n * hd), o(n * heads * hd);
