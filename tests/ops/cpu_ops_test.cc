@@ -1,0 +1,339 @@
+// Every CpuBackend op against a simple loop written here, on random inputs with odd sizes.
+// Exact ops are compared bit for bit; the others within the stated tolerance.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/float_formats.h"
+#include "core/quant.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+TensorView view(const void* p, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(const_cast<void*>(p), t, shape);
+}
+float f(uint16_t b) {
+  return bf16_to_f32(b);
+}
+std::vector<float> random_f32(size_t n, uint64_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+int ulps(uint16_t a, uint16_t b) {
+  const auto key = [](uint16_t x) { return x & 0x8000 ? -static_cast<int>(x & 0x7FFF) : static_cast<int>(x); };
+  return std::abs(key(a) - key(b));
+}
+
+class CpuOps : public ::testing::Test {
+ protected:
+  CpuBackend be{2};
+};
+
+// Block-scaled GEMM reference: integer partials (codes x 2^9 are integers), one fp32 rounding.
+std::vector<uint16_t> reference_block_gemm(const std::vector<uint16_t>& x, int64_t n, int64_t k, int64_t o,
+                                           const std::vector<uint8_t>& w, const std::vector<uint8_t>& ws, bool fp4) {
+  std::vector<uint8_t> xc(n * k), xs(n * k / 32);
+  for (int64_t i = 0; i < n; ++i)
+    act_quant(std::span(x).subspan(i * k, k), std::span(xc).subspan(i * k, k),
+              std::span(xs).subspan(i * k / 32, k / 32));
+  std::vector<uint16_t> out(n * o);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < o; ++r) {
+      float acc = 0;
+      for (int64_t b = 0; b < k / 32; ++b) {
+        long long sum = 0;  // exact: both factors are multiples of 2^-10 below 2^9
+        for (int64_t j = b * 32; j < b * 32 + 32; ++j) {
+          const double wv = fp4 ? e2m1_to_f32(e2m1_packed_code(&w[r * k / 2], j)) : e4m3_to_f32(w[r * k + j]);
+          sum += std::llround(e4m3_to_f32(xc[i * k + j]) * 512.0) * std::llround(wv * 1024.0);
+        }
+        const float partial = static_cast<float>(std::ldexp(static_cast<double>(sum), -19));
+        const float sw = e8m0_to_f32(fp4 ? ws[r * (k / 32) + b] : ws[(r / 32) * ((k + 31) / 32) + b]);
+        acc = acc + (partial * e8m0_to_f32(xs[i * k / 32 + b])) * sw;
+      }
+      out[i * o + r] = f32_to_bf16(acc);
+    }
+  return out;
+}
+
+TEST_F(CpuOps, Fp8AndFp4LinearAreExact) {
+  const int64_t n = 3, k = 96, o = 45;  // 45 outputs: a partial 32-row scale block
+  const std::vector<uint16_t> x = testing::random_bf16(n * k, 1);
+  std::mt19937 rng(2);
+  for (bool fp4 : {false, true}) {
+    std::vector<uint8_t> w(fp4 ? o * k / 2 : o * k), ws(fp4 ? o * k / 32 : ((o + 31) / 32) * (k / 32));
+    for (auto& b : w) b = static_cast<uint8_t>(rng() & (fp4 ? 0xFF : 0x7F)) | (fp4 ? 0 : (rng() & 0x80));
+    for (auto& b : w)
+      if (!fp4 && (b & 0x7F) == 0x7F) b = 0x7E;  // no NaN codes
+    for (auto& b : ws) b = static_cast<uint8_t>(110 + rng() % 14);
+    LinearWeight lw{fp4 ? LinearFormat::kFp4 : LinearFormat::kFp8, o, k,
+                    view(w.data(), DType::kU8, {o, fp4 ? k / 2 : k}),
+                    view(ws.data(), DType::kU8, {fp4 ? o : (o + 31) / 32, k / 32})};
+    std::vector<uint16_t> out(n * o);
+    be.linear({view(x.data(), DType::kBF16, {n, k}), &lw, view(out.data(), DType::kBF16, {n, o})});
+    EXPECT_EQ(out, reference_block_gemm(x, n, k, o, w, ws, fp4)) << (fp4 ? "fp4" : "fp8");
+  }
+}
+
+TEST_F(CpuOps, DenseLinearFormats) {
+  const int64_t n = 5, k = 67, o = 33;
+  const std::vector<uint16_t> x = testing::random_bf16(n * k, 3), w = testing::random_bf16(o * k, 4);
+  LinearWeight lw{LinearFormat::kBf16, o, k, view(w.data(), DType::kBF16, {o, k}), {}};
+  std::vector<uint16_t> out(n * o);
+  std::vector<float> out32(n * o);
+  be.linear({view(x.data(), DType::kBF16, {n, k}), &lw, view(out.data(), DType::kBF16, {n, o})});
+  lw.format = LinearFormat::kBf16AsF32;
+  be.linear({view(x.data(), DType::kBF16, {n, k}), &lw, view(out32.data(), DType::kF32, {n, o})});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < o; ++r) {
+      long double s = 0;
+      for (int64_t j = 0; j < k; ++j) s += static_cast<long double>(f(x[i * k + j])) * f(w[r * k + j]);
+      EXPECT_EQ(out32[i * o + r], static_cast<float>(s));
+      EXPECT_EQ(out[i * o + r], f32_to_bf16(static_cast<float>(s)));
+    }
+}
+
+TEST_F(CpuOps, RmsNormAndSwiglu) {
+  const int64_t n = 3, d = 71;
+  const std::vector<uint16_t> x = testing::random_bf16(n * d, 5), w = testing::random_bf16(d, 6);
+  std::vector<uint16_t> out(n * d);
+  be.rms_norm({view(x.data(), DType::kBF16, {n, d}), view(w.data(), DType::kBF16, {d}), 1e-20,
+               view(out.data(), DType::kBF16, {n, d})});
+  for (int64_t i = 0; i < n; ++i) {
+    float ss = 0;
+    for (int64_t j = 0; j < d; ++j) ss += f(x[i * d + j]) * f(x[i * d + j]);
+    const float r = 1.0f / std::sqrt(ss / d + 1e-20f);
+    for (int64_t j = 0; j < d; ++j) EXPECT_LE(ulps(out[i * d + j], f32_to_bf16(f(x[i * d + j]) * r * f(w[j]))), 1);
+  }
+  const std::vector<uint16_t> g = testing::random_bf16(n * d, 7, 8.0f), u = testing::random_bf16(n * d, 8, 8.0f);
+  const std::vector<float> rw = {0.5f, 1.25f, 2.0f};
+  be.swiglu({view(g.data(), DType::kBF16, {n, d}), view(u.data(), DType::kBF16, {n, d}),
+             view(rw.data(), DType::kF32, {n}), 10.0f, view(out.data(), DType::kBF16, {n, d})});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < d; ++j) {
+      const float gv = std::min(f(g[i * d + j]), 10.0f), uv = std::clamp(f(u[i * d + j]), -10.0f, 10.0f);
+      EXPECT_EQ(out[i * d + j], f32_to_bf16(gv / (1.0f + std::exp(-gv)) * uv * rw[i])) << i << " " << j;
+    }
+}
+
+TEST_F(CpuOps, RopeForwardAndInverse) {
+  const int64_t n = 3, heads = 5, d = 24, half = 4;
+  std::vector<uint16_t> x = testing::random_bf16(n * heads * d, 9);
+  const std::vector<uint16_t> orig = x;
+  const std::vector<float> c = random_f32(n * half, 10), s = random_f32(n * half, 11);
+  be.rope({view(x.data(), DType::kBF16, {n, heads, d}), view(c.data(), DType::kF32, {n, half}),
+           view(s.data(), DType::kF32, {n, half}), false});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < d; ++j) {
+        const int64_t e = (i * heads + h) * d + j;
+        if (j < d - 2 * half) {
+          EXPECT_EQ(x[e], orig[e]);  // only the last 2*half dims rotate
+          continue;
+        }
+        const int64_t pair = (j - (d - 2 * half)) / 2;
+        const float re = f(orig[e - (j % 2)]), im = f(orig[e - (j % 2) + 1]);
+        const float cs = c[i * half + pair], sn = s[i * half + pair];
+        const float want = j % 2 == 0 ? re * cs - im * sn : re * sn + im * cs;
+        EXPECT_EQ(x[e], f32_to_bf16(want));
+      }
+}
+
+TEST_F(CpuOps, HyperConnectionOps) {
+  const int64_t n = 3, hc = 4, dim = 37, mix = (2 + hc) * hc;
+  const std::vector<uint16_t> x = testing::random_bf16(n * hc * dim, 12), sub = testing::random_bf16(n * dim, 13);
+  const std::vector<float> fn = random_f32(mix * hc * dim, 14, -0.1f, 0.1f), base = random_f32(mix, 15),
+                           scale = {0.9f, 1.1f, 1.3f};
+  std::vector<float> pre(n * hc), post(n * hc), comb(n * hc * hc);
+  be.hc_mixes({view(x.data(), DType::kBF16, {n, hc, dim}), view(fn.data(), DType::kF32, {mix, hc * dim}),
+               view(scale.data(), DType::kF32, {3}), view(base.data(), DType::kF32, {mix}), 1e-20, 1e-6, 20,
+               view(pre.data(), DType::kF32, {n, hc}), view(post.data(), DType::kF32, {n, hc}),
+               view(comb.data(), DType::kF32, {n, hc, hc})});
+  for (int64_t t = 0; t < n; ++t) {
+    double ss = 0;
+    for (int64_t j = 0; j < hc * dim; ++j) ss += double{f(x[t * hc * dim + j])} * f(x[t * hc * dim + j]);
+    const double r = 1 / std::sqrt(ss / (hc * dim));
+    std::vector<double> m(mix);
+    for (int64_t o = 0; o < mix; ++o) {
+      for (int64_t j = 0; j < hc * dim; ++j) m[o] += double{fn[o * hc * dim + j]} * f(x[t * hc * dim + j]);
+      m[o] *= r;
+    }
+    for (int64_t j = 0; j < hc; ++j) {
+      EXPECT_NEAR(pre[t * hc + j], 1 / (1 + std::exp(-(m[j] * scale[0] + base[j]))) + 1e-6, 1e-6);
+      EXPECT_NEAR(post[t * hc + j], 2 / (1 + std::exp(-(m[hc + j] * scale[1] + base[hc + j]))), 2e-6);
+    }
+    // Sinkhorn output: columns sum to ~1 (it ends on a column normalisation), rows close to 1.
+    for (int64_t j = 0; j < hc; ++j) {
+      double col = 0, row = 0;
+      for (int64_t i = 0; i < hc; ++i) col += comb[t * hc * hc + i * hc + j], row += comb[t * hc * hc + j * hc + i];
+      EXPECT_NEAR(col, 1.0, 1e-5);
+      EXPECT_NEAR(row, 1.0, 1e-3);
+    }
+  }
+  std::vector<uint16_t> y(n * dim), z(n * hc * dim);
+  be.hc_pre({view(x.data(), DType::kBF16, {n, hc, dim}), view(pre.data(), DType::kF32, {n, hc}),
+             view(y.data(), DType::kBF16, {n, dim})});
+  be.hc_post({view(sub.data(), DType::kBF16, {n, dim}), view(x.data(), DType::kBF16, {n, hc, dim}),
+              view(post.data(), DType::kF32, {n, hc}), view(comb.data(), DType::kF32, {n, hc, hc}),
+              view(z.data(), DType::kBF16, {n, hc, dim})});
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t d = 0; d < dim; ++d) {
+      float acc = 0;
+      for (int64_t c = 0; c < hc; ++c) acc += pre[t * hc + c] * f(x[(t * hc + c) * dim + d]);
+      EXPECT_EQ(y[t * dim + d], f32_to_bf16(acc));
+      for (int64_t j = 0; j < hc; ++j) {
+        float s = 0;
+        for (int64_t i = 0; i < hc; ++i) s += comb[t * hc * hc + i * hc + j] * f(x[(t * hc + i) * dim + d]);
+        EXPECT_EQ(z[(t * hc + j) * dim + d], f32_to_bf16(post[t * hc + j] * f(sub[t * dim + d]) + s));
+      }
+    }
+}
+
+TEST_F(CpuOps, SparseAttentionWithSink) {
+  const int64_t n = 2, heads = 3, d = 40, nw = 70, nc = 9, k = 83;  // two 64-slot blocks, one partial
+  const std::vector<uint16_t> q = testing::random_bf16(n * heads * d, 16), win = testing::random_bf16(nw * d, 17),
+                              cmp = testing::random_bf16(nc * d, 18);
+  const std::vector<float> sink = {0.3f, -1.0f, 2.0f};
+  std::vector<int32_t> idx(n * k);
+  std::mt19937 rng(19);
+  for (auto& v : idx) v = rng() % 5 == 0 ? -1 : static_cast<int32_t>(rng() % (nw + nc));
+  std::fill(idx.begin() + k, idx.end(), -1);  // the second query sees nothing: output 0
+  std::vector<uint16_t> out(n * heads * d);
+  const float scale = 1 / std::sqrt(40.0f);
+  be.sparse_attn({view(q.data(), DType::kBF16, {n, heads, d}), view(win.data(), DType::kBF16, {nw, d}),
+                  view(cmp.data(), DType::kBF16, {nc, d}), view(idx.data(), DType::kI32, {n, k}),
+                  view(sink.data(), DType::kF32, {heads}), scale, view(out.data(), DType::kBF16, {n, heads, d})});
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<double> s;
+    std::vector<const uint16_t*> rows;
+    for (int64_t j = 0; j < k; ++j) {
+      if (idx[j] < 0) continue;
+      rows.push_back(idx[j] < nw ? &win[idx[j] * d] : &cmp[(idx[j] - nw) * d]);
+      double dot = 0;
+      for (int64_t c = 0; c < d; ++c) dot += double{f(q[h * d + c])} * f(rows.back()[c]);
+      s.push_back(dot * scale);
+    }
+    const double m = *std::max_element(s.begin(), s.end());
+    double den = std::exp(sink[h] - m);
+    for (double v : s) den += std::exp(v - m);
+    for (int64_t c = 0; c < d; ++c) {
+      double num = 0;
+      for (size_t j = 0; j < s.size(); ++j) num += std::exp(s[j] - m) * f(rows[j][c]);
+      EXPECT_NEAR(f(out[h * d + c]), num / den, 4e-3 * std::max(1.0, std::fabs(num / den))) << h << " " << c;
+      EXPECT_EQ(out[(heads + h) * d + c], 0);
+    }
+  }
+}
+
+TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
+  const int64_t n = 2, h = 3, d = 32, T = 11;
+  const std::vector<uint16_t> q = testing::random_bf16(n * h * d, 20), keys = testing::random_bf16(T * d, 21),
+                              w = testing::random_bf16(n * h, 22);
+  const std::vector<int32_t> visible = {T, 4};
+  std::vector<float> out(n * T);
+  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}), view(keys.data(), DType::kBF16, {T, d}),
+                     view(w.data(), DType::kBF16, {n, h}), view(visible.data(), DType::kI32, {n}),
+                     view(out.data(), DType::kF32, {n, T})});
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t tau = 0; tau < T; ++tau) {
+      if (tau >= visible[t]) {
+        EXPECT_TRUE(std::isinf(out[t * T + tau]) && out[t * T + tau] < 0);
+        continue;
+      }
+      float sum = 0;
+      for (int64_t hh = 0; hh < h; ++hh) {
+        float dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += f(q[(t * h + hh) * d + c]) * f(keys[tau * d + c]);
+        const float dv = std::max(round_to_bf16(dot), 0.0f);
+        sum += round_to_bf16(dv * f(w[t * h + hh]));
+      }
+      EXPECT_LE(ulps(f32_to_bf16(out[t * T + tau]), f32_to_bf16(sum)), 1) << t << " " << tau;
+    }
+}
+
+TEST_F(CpuOps, RouterSqrtSoftplusTopkAndWeights) {
+  const int64_t n = 3, dim = 45, e = 10, k = 6;
+  std::vector<uint16_t> x(n * dim), w(e * dim);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = f32_to_bf16(random_f32(x.size(), 23, -2, 2)[i]);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(random_f32(w.size(), 24, -0.5f, 0.5f)[i]);
+  const std::vector<float> bias = random_f32(e, 25, -0.2f, 0.2f);
+  std::vector<int32_t> idx(n * k);
+  std::vector<float> wts(n * k);
+  be.router({view(x.data(), DType::kBF16, {n, dim}),
+             view(w.data(), DType::kBF16, {e, dim}),
+             view(bias.data(), DType::kF32, {e}),
+             {},
+             {},
+             RouterScore::kSqrtSoftplus,
+             1.0,
+             1.5,
+             true,
+             false,
+             view(idx.data(), DType::kI32, {n, k}),
+             view(wts.data(), DType::kF32, {n, k})});
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<double> s(e);
+    for (int64_t j = 0; j < e; ++j) {
+      double z = 0;
+      for (int64_t c = 0; c < dim; ++c) z += double{f(x[t * dim + c])} * f(w[j * dim + c]);
+      s[j] = std::sqrt(z > 20 ? z : std::log1p(std::exp(z)));  // torch's softplus threshold
+    }
+    std::vector<int> order(e);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return s[a] + bias[a] > s[b] + bias[b]; });
+    double sum = 0;
+    for (int j = 0; j < k; ++j) sum += s[order[j]];
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(idx[t * k + j], order[j]);
+      EXPECT_NEAR(wts[t * k + j], s[order[j]] / sum * 1.5, 1e-5);
+    }
+  }
+}
+
+TEST_F(CpuOps, CompressPoolAndEngramGate) {
+  const int64_t g = 3, d = 19;
+  const std::vector<float> kv = random_f32(g * 2 * d, 26, -3, 3), sc = random_f32(g * 2 * d, 27, -3, 3);
+  std::vector<uint16_t> pooled(g * d);
+  be.compress_pool({view(kv.data(), DType::kF32, {g, 2, d}), view(sc.data(), DType::kF32, {g, 2, d}),
+                    view(pooled.data(), DType::kBF16, {g, d})});
+  for (int64_t i = 0; i < g; ++i)
+    for (int64_t c = 0; c < d; ++c) {
+      const double a = sc[i * 2 * d + c], b = sc[i * 2 * d + d + c];
+      const double wa = 1 / (1 + std::exp(b - a));
+      EXPECT_LE(ulps(pooled[i * d + c],
+                     f32_to_bf16(static_cast<float>(kv[i * 2 * d + c] * wa + kv[i * 2 * d + d + c] * (1 - wa)))),
+                1);
+    }
+  const int64_t n = 2, hc = 4, dim = 33;
+  std::vector<uint16_t> x = testing::random_bf16(n * hc * dim, 28);
+  const std::vector<uint16_t> orig = x, ekv = testing::random_bf16(n * (hc + 1) * dim, 29);
+  const std::vector<float> wgt = random_f32(hc * dim, 30, 0.5f, 1.5f);
+  const std::vector<uint8_t> live = {1, 0};
+  be.engram_gate({view(x.data(), DType::kBF16, {n, hc, dim}), view(ekv.data(), DType::kBF16, {n, (hc + 1) * dim}),
+                  view(wgt.data(), DType::kF32, {hc, dim}), view(live.data(), DType::kU8, {n}), 1e-20});
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t c = 0; c < hc; ++c) {
+      double hh = 0, kk = 0, dot = 0;
+      for (int64_t j = 0; j < dim; ++j) {
+        const double hv = f(orig[(t * hc + c) * dim + j]), kv2 = f(ekv[t * (hc + 1) * dim + c * dim + j]);
+        hh += hv * hv, kk += kv2 * kv2, dot += hv * wgt[c * dim + j] * kv2;
+      }
+      const double v = dot / std::sqrt(hh / dim) / std::sqrt(kk / dim) / std::sqrt(double(dim));
+      const double gate = live[t] ? 1 / (1 + std::exp(-std::copysign(std::sqrt(std::max(std::fabs(v), 1e-6)), v))) : 0;
+      for (int64_t j = 0; j < dim; ++j) {
+        const double want = f(orig[(t * hc + c) * dim + j]) + gate * f(ekv[t * (hc + 1) * dim + hc * dim + j]);
+        EXPECT_LE(ulps(x[(t * hc + c) * dim + j], f32_to_bf16(static_cast<float>(want))), 1);
+      }
+    }
+}
+
+}  // namespace
+}  // namespace dsinfer
