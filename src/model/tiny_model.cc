@@ -51,38 +51,78 @@ bool contains(const std::string& s, std::string_view part) {
   return s.find(part) != std::string::npos;
 }
 
+// The distribution of a tensor (the fixtures' make_tiny.json recipe), decided once per tensor.
+enum class Draw {
+  kNormal,
+  kScaledNormal,
+  kNormOne,
+  kUniformScale,
+  kHalfNormal,
+  kSmallNormal,
+  kNearOne,
+  kTwiceFanIn,
+  kFanIn,
+  kGate
+};
+
+Draw draw_kind(const std::string& n) {
+  if (n == "embed.weight" || contains(n, "engram.embed") || contains(n, "markov_head.embed") ||
+      contains(n, "attn_sink") || n.rfind("image_", 0) == 0)
+    return Draw::kNormal;
+  if (n == "head.weight") return Draw::kScaledNormal;
+  if (ends_with(n, "norm.weight") || ends_with(n, "norm1.weight") || ends_with(n, "norm2.weight"))
+    return Draw::kNormOne;
+  if (contains(n, "hc_") && ends_with(n, "_scale")) return Draw::kUniformScale;
+  if (contains(n, "hc_") && ends_with(n, "_base")) return Draw::kHalfNormal;
+  if (ends_with(n, "gate.weight") && contains(n, "ffn.")) return Draw::kGate;
+  if (ends_with(n, "gate.bias") || ends_with(n, "gate.bias_vl") || ends_with(n, ".bias")) return Draw::kSmallNormal;
+  if (ends_with(n, "q_weight") || ends_with(n, "k_weight")) return Draw::kNearOne;
+  if (contains(n, "compressor.wgate")) return Draw::kTwiceFanIn;
+  return Draw::kFanIn;  // Linear weights, hc_*_fn
+}
+
 // Values of one tensor with logical shape [rows, cols] (1-D tensors: rows = 1).
 std::vector<float> draw(const TensorSpec& t, int64_t rows, int64_t cols, const ModelConfig& c, uint64_t seed) {
   Rng rng(seed ^ name_hash(t.name));
   std::vector<float> v(static_cast<size_t>(rows * cols));
   const std::string& n = t.name;
   const float inv_sqrt_fan_in = 1.0f / std::sqrt(static_cast<float>(cols));
+  const Draw kind = draw_kind(n);
   for (float& x : v) {
-    if (n == "embed.weight" || contains(n, "engram.embed") || contains(n, "markov_head.embed") ||
-        contains(n, "attn_sink") || n.rfind("image_", 0) == 0)
-      x = rng.normal();
-    else if (n == "head.weight")
-      x = rng.normal() / std::sqrt(static_cast<float>(c.dim));
-    else if (ends_with(n, "norm.weight") || ends_with(n, "norm1.weight") || ends_with(n, "norm2.weight"))
-      x = 1.0f + 0.1f * rng.normal();
-    else if (contains(n, "hc_") && ends_with(n, "_scale"))
-      x = static_cast<float>(0.5 + rng.uniform());
-    else if (contains(n, "hc_") && ends_with(n, "_base"))
-      x = 0.5f * rng.normal();
-    else if (ends_with(n, "gate.weight") && contains(n, "ffn."))
-      x = 1.5f * rng.normal() * inv_sqrt_fan_in;
-    else if (ends_with(n, "gate.bias") || ends_with(n, "gate.bias_vl"))
-      x = 0.2f * rng.normal();
-    else if (ends_with(n, "q_weight") || ends_with(n, "k_weight"))
-      x = 1.0f + 0.25f * rng.normal();
-    else if (contains(n, "compressor.wgate"))
-      x = 2.0f * rng.normal() * inv_sqrt_fan_in;
-    else if (ends_with(n, ".bias"))
-      x = 0.02f * rng.normal();
-    else
-      x = rng.normal() * inv_sqrt_fan_in;  // Linear weights, hc_*_fn
+    switch (kind) {
+      case Draw::kNormal:
+        x = rng.normal();
+        break;
+      case Draw::kScaledNormal:
+        x = rng.normal() / std::sqrt(static_cast<float>(c.dim));
+        break;
+      case Draw::kNormOne:
+        x = 1.0f + 0.1f * rng.normal();
+        break;
+      case Draw::kUniformScale:
+        x = static_cast<float>(0.5 + rng.uniform());
+        break;
+      case Draw::kHalfNormal:
+        x = 0.5f * rng.normal();
+        break;
+      case Draw::kSmallNormal:
+        x = (ends_with(n, ".bias") && !contains(n, "gate.") ? 0.02f : 0.2f) * rng.normal();
+        break;
+      case Draw::kNearOne:
+        x = 1.0f + 0.25f * rng.normal();
+        break;
+      case Draw::kGate:
+        x = 1.5f * rng.normal() * inv_sqrt_fan_in;
+        break;
+      case Draw::kTwiceFanIn:
+        x = 2.0f * rng.normal() * inv_sqrt_fan_in;
+        break;
+      case Draw::kFanIn:
+        x = rng.normal() * inv_sqrt_fan_in;
+        break;
+    }
   }
-  if (contains(n, "hc_") && ends_with(n, "_base"))  // a comb near the identity keeps the stream stable
+  if (kind == Draw::kHalfNormal)  // a comb near the identity keeps the stream stable
     for (int i = 0; i < c.hc_mult; ++i) v[2 * c.hc_mult + i * c.hc_mult + i] += 2.0f;
   return v;
 }

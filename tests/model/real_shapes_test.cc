@@ -1,0 +1,171 @@
+// The attention path at V4.1-Flash shapes (64 heads x 512, window 128, index top-512, 2048
+// candidate blocks of 8) on a 2-layer random-weight model: a ratio-1 kv source that publishes
+// candidates and a reindex layer masked to them. A prefill long enough for top-k to select, and a
+// decode step over a 17,000-entry cache (filled directly) where the candidate filter selects.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/float_formats.h"
+#include "core/quant.h"
+#include "io/atomic_file.h"
+#include "model/model.h"
+#include "model/tiny_model.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+ModelConfig real_attention_config() {
+  ModelConfig c;
+  c.max_batch_size = 1;
+  c.max_seq_len = 18000;
+  c.vocab_size = 256;
+  c.dim = 256;
+  c.moe_inter_dim = 64;
+  c.n_layers = 2;
+  c.n_mtp_layers = 0;
+  c.n_heads = 64;
+  c.head_dim = 512;
+  c.rope_head_dim = 64;
+  c.q_lora_rank = 128;
+  c.o_groups = 8;
+  c.o_lora_rank = 32;
+  c.n_routed_experts = 4;
+  c.n_activated_experts = 2;
+  c.window_size = 128;
+  c.compress_ratios = {1, 1};
+  c.kv_source_layers = {0};
+  c.index_source_layers = {0, 1};
+  c.candidate_source_layer = 0;
+  c.candidate_topk_blocks = 2048;
+  c.candidate_block_size = 8;
+  c.index_n_heads = 32;
+  c.index_head_dim = 128;
+  c.index_topk = 512;
+  c.compress_rope_theta = 160000;
+  c.original_seq_len = 65536;
+  c.rope_factor = 16;
+  return c;
+}
+
+class RealShapes : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir;
+    const ModelConfig c = real_attention_config();
+    ASSERT_TRUE(c.validate().ok()) << c.validate().to_string();
+    ASSERT_TRUE(make_random_weights(c, 5).write(dir_->path() / "model.safetensors").ok());
+    ASSERT_TRUE(write_file_atomic(dir_->path() / "config.json", c.to_json().dump()).ok());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  void SetUp() override {
+    auto m = Model::load(dir_->path(), backend_, comm_);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model_ = std::move(*m);
+  }
+  // A cache as a prefill of P positions would leave it: fake-quantised values, the index-key slot
+  // on layer 0's keys. Lets the tests reach long contexts without an O(P^2) prefill.
+  SequenceState filled_state(int64_t P) const {
+    const ModelConfig& c = model_->config();
+    SequenceState seq = model_->new_sequence();
+    const auto fill = [](std::vector<uint16_t>& v, size_t n, uint64_t seed, FakeQuant kind) {
+      v = testing::random_bf16(n, seed);
+      for (auto& x : v) x = f32_to_bf16(std::fmax(std::fmin(bf16_to_f32(x), 4.0f), -4.0f));
+      if (kind == FakeQuant::kFp8Group32)
+        act_quant_inplace(v);
+      else if (kind == FakeQuant::kFp4E4M3Group16)
+        fp4_act_quant_inplace(v, 16, Fp4ScaleKind::kE4M3);
+      else
+        fp4_act_quant_inplace(v, 32, Fp4ScaleKind::kE8M0);
+    };
+    fill(seq.layers[0].compressed, P * c.head_dim, 1, FakeQuant::kFp4E4M3Group16);
+    fill(seq.layers[0].index_keys, P * c.index_head_dim, 2, FakeQuant::kFp4E8M0Group32);
+    for (int l : {0, 1}) fill(seq.layers[l].window, c.window_size * c.head_dim, 3 + l, FakeQuant::kFp8Group32);
+    seq.length = P;
+    seq.index_key_owner = 0;
+    return seq;
+  }
+  static std::vector<int32_t> ints(const DebugTensor& t) {
+    std::vector<int32_t> v(t.bytes.size() / 4);
+    std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+    return v;
+  }
+
+  static testing::TempDir* dir_;
+  CpuBackend backend_{2};
+  LocalCommunicator comm_;
+  std::unique_ptr<Model> model_;
+};
+testing::TempDir* RealShapes::dir_ = nullptr;
+
+TEST_F(RealShapes, PrefillChunkSelectsTop512OfMoreVisible) {
+  // The last 10 tokens of a 600-token prompt whose first 590 are cached.
+  SequenceState seq = filled_state(590);
+  std::map<std::string, DebugTensor> debug;
+  std::vector<ForwardChunk> chunk(1);
+  chunk[0].state = &seq;
+  chunk[0].start_pos = 590;
+  chunk[0].prompt_len = 600;
+  for (int i = 0; i < 10; ++i) chunk[0].tokens.push_back((i * 37) % 256);
+  chunk[0].debug = &debug;
+  std::vector<float> logits(256);
+  const Status s = model_->forward(chunk, logits);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  for (int l : {0, 1}) {
+    const DebugTensor& t = debug.at(fmt::format("layer{}.topk_idxs", l));
+    ASSERT_EQ(t.shape, (std::vector<int64_t>{10, 512}));
+    const std::vector<int32_t> idx = ints(t);
+    for (int64_t q = 0; q < 10; ++q) {  // query 590 + q sees 591 + q entries, keeps 512 of them
+      const std::vector<int32_t> row(idx.begin() + q * 512, idx.begin() + (q + 1) * 512);
+      EXPECT_TRUE(std::is_sorted(row.begin(), row.end()));
+      EXPECT_EQ(std::set<int32_t>(row.begin(), row.end()).size(), 512u);
+      EXPECT_GE(row.front(), 10);           // offset by the chunk's 10 rows
+      EXPECT_LT(row.back(), 10 + 591 + q);  // only visible entries
+    }
+  }
+}
+
+TEST_F(RealShapes, DecodeOverSeventeenThousandEntriesUsesTheCandidateFilter) {
+  const ModelConfig& c = model_->config();
+  const int64_t P = 17000;
+  SequenceState seq = filled_state(P);
+  std::map<std::string, DebugTensor> debug;
+  std::vector<ForwardChunk> chunk(1);
+  chunk[0].state = &seq;
+  chunk[0].start_pos = P;
+  chunk[0].decode = true;
+  chunk[0].tokens = {42};
+  chunk[0].debug = &debug;
+  std::vector<float> logits(256);
+  const Status s = model_->forward(chunk, logits);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+
+  const int64_t T = P + 1, blocks = (T + 7) / 8;  // 2126 reachable blocks > 2048 kept
+  const DebugTensor& cand = debug.at("layer0.candidates");
+  ASSERT_EQ(cand.shape, (std::vector<int64_t>{1, T}));
+  int64_t kept_positions = 0;
+  std::set<int64_t> kept_blocks;
+  for (int64_t i = 0; i < T; ++i)
+    if (cand.bytes[i]) ++kept_positions, kept_blocks.insert(i / 8);
+  EXPECT_EQ(static_cast<int64_t>(kept_blocks.size()), 2048);
+  EXPECT_LT(static_cast<int64_t>(kept_blocks.size()), blocks);
+  EXPECT_TRUE(kept_blocks.count((T - 1) / 8));  // the newest block is pinned
+  EXPECT_GE(kept_positions, 2047 * 8 + 1);
+  for (int l : {0, 1}) {
+    const std::vector<int32_t> idx = ints(debug.at(fmt::format("layer{}.topk_idxs", l)));
+    ASSERT_EQ(idx.size(), 512u);
+    EXPECT_TRUE(std::is_sorted(idx.begin(), idx.end()));
+    EXPECT_EQ(std::set<int32_t>(idx.begin(), idx.end()).size(), 512u);
+    if (l == 1) {  // the reindex layer only picks inside the candidate blocks (offset by the 128 ring rows)
+      for (int32_t v : idx) EXPECT_TRUE(cand.bytes[v - c.window_size]) << v;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer
