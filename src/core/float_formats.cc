@@ -56,11 +56,6 @@ uint8_t f32_to_e4m3(float f) {
   return sign | static_cast<uint8_t>(((e + 7) << 3) | q);
 }
 
-float e8m0_to_f32(uint8_t b) {
-  if (b == kE8M0NaN) return std::bit_cast<float>(0x7FC00000u);
-  return std::ldexp(1.0f, static_cast<int>(b) - 127);
-}
-
 uint8_t e8m0_ceil_pow2(float t) {
   const uint32_t u = std::bit_cast<uint32_t>(t);
   uint32_t exponent = (u >> 23) & 0xFFu;

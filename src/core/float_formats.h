@@ -64,8 +64,12 @@ inline float e4m3_to_f32(uint8_t code) {
 uint8_t f32_to_e4m3(float f);
 
 // ---- e8m0 (ue8m0 scales) ----------------------------------------------------------------------
-/// 2^(b-127); 0xFF is NaN.
-float e8m0_to_f32(uint8_t b);
+/// 2^(b-127); 0xFF is NaN. Built from the bits (hot in the GEMM inner loops).
+inline float e8m0_to_f32(uint8_t b) {
+  if (b == 0) return std::bit_cast<float>(0x00400000u);  // 2^-127 is an fp32 subnormal
+  if (b == kE8M0NaN) return std::bit_cast<float>(0x7FC00000u);
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 23);
+}
 /// The e8m0 byte of 2^ceil(log2 t) for a positive normal t, computed on the fp32 bits as the
 /// reference's "fast_round_scale" does (exponent field, +1 if any mantissa bit is set).
 uint8_t e8m0_ceil_pow2(float t);

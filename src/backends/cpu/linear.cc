@@ -1,10 +1,11 @@
 // CPU GEMMs for every Linear format (spec §3.6), reading the quantised weights directly.
 // Block-scaled formats: for each output and each 32-wide K block, the partial sum of code products
-// is exact (double holds it: products of <= 4-bit significands, < 40 bits of span) and rounded
-// once to fp32, then acc = acc + (partial * s_x) * s_w in fp32, then one bf16 rounding.
+// is exact (block_dot.h) and rounded once to fp32, then acc = acc + (partial * s_x) * s_w in fp32,
+// then one bf16 rounding.
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/block_dot.h"
 #include "backends/cpu/cpu_backend.h"
 #include "core/check.h"
 #include "core/float_formats.h"
@@ -13,17 +14,6 @@ namespace dsinfer {
 namespace {
 
 constexpr int kBlock = 32;
-
-struct E4M3Doubles {
-  double v[256];
-  E4M3Doubles() {
-    for (int i = 0; i < 256; ++i) v[i] = e4m3_to_f32(static_cast<uint8_t>(i));
-  }
-};
-const E4M3Doubles& e4m3_doubles() {
-  static const E4M3Doubles t;
-  return t;
-}
 
 // One row of x as act_quant codes (as doubles, unscaled) and per-block scales.
 void quantize_row(const uint16_t* x, int64_t k, double* codes, float* scales) {
@@ -42,29 +32,29 @@ void quantize_row(const uint16_t* x, int64_t k, double* codes, float* scales) {
 void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in, o = w.out, blocks = (k + kBlock - 1) / kBlock;
+  const bool fp4 = w.format == LinearFormat::kFp4;
   std::vector<double> xq(n * k);
+  std::vector<int32_t> xi(fp4 ? n * k : 0);  // fp4 path: code values times 512, exact integers
   std::vector<float> xs(n * blocks);
   for (int64_t i = 0; i < n; ++i) quantize_row(cpu::bf16_row(a.x, i), k, &xq[i * k], &xs[i * blocks]);
-  const bool fp4 = w.format == LinearFormat::kFp4;
+  for (size_t j = 0; j < xi.size(); ++j) xi[j] = static_cast<int32_t>(xq[j] * 512.0);
+  std::vector<int16_t> x_hi(xi.size()), x_lo(xi.size());
+  cpu::split_fp4_activations(xi.data(), static_cast<int64_t>(xi.size()), x_hi.data(), x_lo.data());
   const uint8_t* codes = w.weight.as<const uint8_t>();
   const uint8_t* scales = w.scale.as<const uint8_t>();
   const int64_t w_stride = w.weight.stride[0], s_stride = w.scale.stride[0];
-  const double* e4m3 = e4m3_doubles().v;
   pool.parallel_for(o, 16, [&](int64_t ob, int64_t oe) {
-    std::vector<double> wrow(k);
+    std::vector<float> partials(n * blocks);
     for (int64_t r = ob; r < oe; ++r) {
-      const uint8_t* wr = codes + r * w_stride;
-      for (int64_t j = 0; j < k; ++j) wrow[j] = fp4 ? e2m1_to_f32(e2m1_packed_code(wr, j)) : e4m3[wr[j]];
+      if (fp4)
+        cpu::fp4_block_partials(codes + r * w_stride, k, xi.data(), x_hi.data(), x_lo.data(), n, partials.data());
+      else
+        cpu::fp8_block_partials(codes + r * w_stride, k, xq.data(), n, partials.data());
       const uint8_t* sr = scales + (fp4 ? r : r / kBlock) * s_stride;
       for (int64_t i = 0; i < n; ++i) {
-        const double* x = &xq[i * k];
         float acc = 0.0f;
-        for (int64_t b = 0; b < blocks; ++b) {
-          const int64_t k0 = b * kBlock, k1 = std::min(k, k0 + kBlock);
-          double partial = 0;
-          for (int64_t j = k0; j < k1; ++j) partial += x[j] * wrow[j];
-          acc = acc + (static_cast<float>(partial) * xs[i * blocks + b]) * e8m0_to_f32(sr[b]);
-        }
+        for (int64_t b = 0; b < blocks; ++b)
+          acc = acc + (partials[i * blocks + b] * xs[i * blocks + b]) * e8m0_to_f32(sr[b]);
         cpu::bf16_row_mut(a.out, i)[r] = f32_to_bf16(acc);
       }
     }
