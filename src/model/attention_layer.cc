@@ -145,7 +145,7 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
   ForwardChunk& ch = b.chunks[ci];
   SequenceState& st = *ch.state;
   const int r = c.compress_ratio(l);
-  const int64_t s = b.size(ci), row0 = b.offset[ci], start = ch.start_pos, end = start + s, hd = c.head_dim;
+  const int64_t s = b.size(ci), row0 = b.offset[ci], start = ch.start_pos, hd = c.head_dim;
   const TensorView xc = rows_of(x, row0, s);
 
   // Compressor (kv sources): the pre-RoPE latents of the groups this chunk completes.
@@ -196,8 +196,8 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
     grow(cache.compressed, (j0 + groups) * hd);
     std::copy(latent.begin(), latent.end(), cache.compressed.begin() + j0 * hd);
   }
-  if (end / r > 0 && b.topk[ci].empty() && b.topk_k[ci] > 0)
-    return error(ErrorKind::kInternal, fmt::format("layer {} has no published top-k", l));
+  // Config validation guarantees an index source of this ratio ran earlier in this call.
+  DSINFER_CHECK(static_cast<int64_t>(b.topk[ci].size()) == s * b.topk_k[ci], "layer {}: no published top-k", l);
   return {};
 }
 
