@@ -105,9 +105,27 @@ __attribute__((target("avx2,fma"))) void fp4_avx2(const uint8_t* w, int64_t k, c
   }
 }
 
-bool use_avx2(int64_t k) {
+__attribute__((target("avx2,fma"))) double dot_avx2(const float* w, const double* x, int64_t k) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    const __m256 wf = _mm256_loadu_ps(w + j);
+    a0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(wf)), _mm256_loadu_pd(x + j), a0);
+    a1 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(wf, 1)), _mm256_loadu_pd(x + j + 4), a1);
+  }
+  const __m256d s = _mm256_add_pd(a0, a1);
+  const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+  double acc = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  for (; j < k; ++j) acc += double{w[j]} * x[j];
+  return acc;
+}
+
+bool have_avx2() {
   static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return have && k % kBlock == 0;
+  return have;
+}
+bool use_avx2(int64_t k) {
+  return have_avx2() && k % kBlock == 0;
 }
 
 }  // namespace
@@ -132,6 +150,13 @@ void fp4_block_partials_scalar(const uint8_t* w, int64_t k, const int32_t* x, in
         s += x[i * k + j] * static_cast<int32_t>(2 * e2m1_to_f32(e2m1_packed_code(w, j)));
       partials[i * blocks + b] = static_cast<float>(s) * 0x1p-10f;
     }
+}
+
+double dot_f32_f64(const float* w, const double* x, int64_t k) {
+  if (have_avx2()) return dot_avx2(w, x, k);
+  double acc = 0;
+  for (int64_t j = 0; j < k; ++j) acc += double{w[j]} * x[j];
+  return acc;
 }
 
 void fp8_block_partials(const uint8_t* w, int64_t k, const double* x, int64_t n, float* partials) {

@@ -19,4 +19,7 @@ void split_fp4_activations(const int32_t* x, int64_t count, int16_t* hi, int16_t
 void fp8_block_partials_scalar(const uint8_t* w, int64_t k, const double* x, int64_t n, float* partials);
 void fp4_block_partials_scalar(const uint8_t* w, int64_t k, const int32_t* x, int64_t n, float* partials);
 
+/// sum_j w[j] * x[j] in double (exact products; AVX2 when available).
+double dot_f32_f64(const float* w, const double* x, int64_t k);
+
 }  // namespace dsinfer::cpu

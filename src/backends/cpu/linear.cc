@@ -2,6 +2,7 @@
 // Block-scaled formats: for each output and each 32-wide K block, the partial sum of code products
 // is exact (block_dot.h) and rounded once to fp32, then acc = acc + (partial * s_x) * s_w in fp32,
 // then one bf16 rounding.
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -43,30 +44,51 @@ void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
   const uint8_t* codes = w.weight.as<const uint8_t>();
   const uint8_t* scales = w.scale.as<const uint8_t>();
   const int64_t w_stride = w.weight.stride[0], s_stride = w.scale.stride[0];
+  static const std::array<float, 256> e8m0 = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[i] = e8m0_to_f32(static_cast<uint8_t>(i));
+    return t;
+  }();
+  // Rows in groups of 8: their per-block scale accumulations are 8 independent fp32 chains (the
+  // reference's K-ordered sum per output), which the core overlaps instead of waiting on one.
+  constexpr int64_t kRows = 8;
   pool.parallel_for(o, 16, [&](int64_t ob, int64_t oe) {
-    std::vector<float> partials(n * blocks);
-    for (int64_t r = ob; r < oe; ++r) {
-      if (fp4)
-        cpu::fp4_block_partials(codes + r * w_stride, k, xi.data(), x_hi.data(), x_lo.data(), n, partials.data());
-      else
-        cpu::fp8_block_partials(codes + r * w_stride, k, xq.data(), n, partials.data());
-      const uint8_t* sr = scales + (fp4 ? r : r / kBlock) * s_stride;
+    std::vector<float> partials(kRows * n * blocks);
+    for (int64_t r0 = ob; r0 < oe; r0 += kRows) {
+      const int64_t rows = std::min(kRows, oe - r0);
+      for (int64_t l = 0; l < rows; ++l) {
+        float* p = &partials[l * n * blocks];
+        if (fp4)
+          cpu::fp4_block_partials(codes + (r0 + l) * w_stride, k, xi.data(), x_hi.data(), x_lo.data(), n, p);
+        else
+          cpu::fp8_block_partials(codes + (r0 + l) * w_stride, k, xq.data(), n, p);
+      }
+      const uint8_t* sr[kRows];
+      for (int64_t l = 0; l < rows; ++l) sr[l] = scales + (fp4 ? r0 + l : (r0 + l) / kBlock) * s_stride;
       for (int64_t i = 0; i < n; ++i) {
-        float acc = 0.0f;
-        for (int64_t b = 0; b < blocks; ++b)
-          acc = acc + (partials[i * blocks + b] * xs[i * blocks + b]) * e8m0_to_f32(sr[b]);
-        cpu::bf16_row_mut(a.out, i)[r] = f32_to_bf16(acc);
+        float acc[kRows] = {};
+        for (int64_t b = 0; b < blocks; ++b) {
+          const float sx = xs[i * blocks + b];
+          for (int64_t l = 0; l < rows; ++l)
+            acc[l] = acc[l] + (partials[(l * n + i) * blocks + b] * sx) * e8m0[sr[l][b]];
+        }
+        for (int64_t l = 0; l < rows; ++l) cpu::bf16_row_mut(a.out, i)[r0 + l] = f32_to_bf16(acc[l]);
       }
     }
   });
 }
 
-// Dense paths: bf16 (or exactly dequantised fp8) weights, fp32 accumulation (computed exactly and
-// rounded once, the order-free ideal of the reference's fp32 sum), bf16 or f32 output.
+// Dense paths: bf16 (or exactly dequantised fp8) weights, fp32 accumulation (computed in double,
+// whose products are exact and whose sum is the order-free ideal of the reference's fp32 sum, then
+// rounded once), bf16 or f32 output.
 void linear_dense(ThreadPool& pool, const LinearArgs& a) {
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in;
   const bool x_f32 = a.x.dtype == DType::kF32, out_f32 = a.out.dtype == DType::kF32;
+  std::vector<double> xd(n * k);  // x once as doubles for the vector dot
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      xd[i * k + j] = x_f32 ? a.x.as<const float>()[i * a.x.stride[0] + j] : bf16_to_f32(cpu::bf16_row(a.x, i)[j]);
   pool.parallel_for(w.out, 16, [&](int64_t ob, int64_t oe) {
     std::vector<float> wrow(k);
     for (int64_t r = ob; r < oe; ++r) {
@@ -79,14 +101,7 @@ void linear_dense(ThreadPool& pool, const LinearArgs& a) {
         for (int64_t j = 0; j < k; ++j) wrow[j] = bf16_to_f32(wr[j]);
       }
       for (int64_t i = 0; i < n; ++i) {
-        double acc = 0;
-        if (x_f32) {
-          const float* x = a.x.as<const float>() + i * a.x.stride[0];
-          for (int64_t j = 0; j < k; ++j) acc += double{x[j]} * wrow[j];
-        } else {
-          const uint16_t* x = cpu::bf16_row(a.x, i);
-          for (int64_t j = 0; j < k; ++j) acc += double{bf16_to_f32(x[j])} * wrow[j];
-        }
+        const double acc = cpu::dot_f32_f64(wrow.data(), &xd[i * k], k);
         if (out_f32)
           a.out.as<float>()[i * a.out.stride[0] + r] = static_cast<float>(acc);
         else
