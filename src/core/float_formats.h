@@ -60,6 +60,20 @@ inline constexpr std::array<float, 256> kE4M3Table = make_e4m3_table();
 inline float e4m3_to_f32(uint8_t code) {
   return detail::kE4M3Table[code];
 }
+/// e4m3_to_f32(f32_to_e4m3(f)) for |f| <= 448, computed on the fp32 bits (the hot path of act_quant
+/// in the CPU GEMMs): normals round the mantissa to 3 bits, subnormals to multiples of 2^-9.
+inline float round_to_e4m3(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = u & 0x80000000u, mag = u & 0x7FFFFFFFu;
+  float a;
+  if (mag >= 0x3C800000u) {  // |f| >= 2^-6: keep 3 mantissa bits, ties to even
+    a = std::bit_cast<float>((mag + 0x7FFFFu + ((mag >> 20) & 1u)) & 0xFFF00000u);
+  } else {  // the fp32 ulp at 2^14 is 2^-9: adding and removing 2^14 rounds to that grid
+    const volatile float big = 0x1p14f;  // volatile: keep the two roundings from being folded
+    a = (std::bit_cast<float>(mag) + big) - big;
+  }
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(a) | sign);
+}
 /// Saturating: |f| > 448 (and +-inf) gives +-448; NaN gives NaN (0x7F, sign kept).
 uint8_t f32_to_e4m3(float f);
 

@@ -4,6 +4,17 @@
 #include <algorithm>
 
 namespace dsinfer {
+namespace {
+
+constexpr int kSpins = 2000;  // tens of microseconds (a pause is ~40-140 cycles) before blocking
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -14,6 +25,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -28,35 +40,38 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn, job_n_ = n, job_chunk_ = chunk, job_chunks_ = chunks;
-    pending_ = chunks - 1;
-    ++generation_;
+    pending_.store(chunks - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   fn(0, std::min(n, chunk));
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [this] { return pending_ == 0; });
-  job_ = nullptr;
+  for (int i = 0; i < kSpins && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
+    for (int i = 0; i < kSpins && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
     const std::function<void(int64_t, int64_t)>* job;
     int64_t begin, end;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
       if (stop_) return;
-      seen = generation_;
+      seen = generation_.load(std::memory_order_acquire);
       if (index >= job_chunks_) continue;
       job = job_;
       begin = index * job_chunk_;
       end = std::min(job_n_, begin + job_chunk_);
     }
     if (begin < end) (*job)(begin, end);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
+      done_.notify_one();
     }
   }
 }

@@ -2,6 +2,7 @@
 // kernels split work by output rows or heads, so results never depend on the thread count.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -34,8 +35,10 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, job_chunk_ = 0;
   int job_chunks_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
+  // A decode step issues ~1000 short parallel regions: both sides spin briefly before sleeping, so
+  // a region costs microseconds, not a futex wake-up each.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
   bool stop_ = false;
 };
 

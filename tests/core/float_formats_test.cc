@@ -64,6 +64,20 @@ TEST(E4M3, EncodeMatchesNearestSearchOnRandomFloats) {
   }
 }
 
+TEST(E4M3, FastRoundingEqualsEncodeDecode) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float f = bf16_to_f32(static_cast<uint16_t>(b));
+    if (std::isnan(f) || std::fabs(f) > 448.0f) continue;
+    ASSERT_EQ(std::bit_cast<uint32_t>(round_to_e4m3(f)), std::bit_cast<uint32_t>(e4m3_to_f32(f32_to_e4m3(f)))) << f;
+  }
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-448.0f, 448.0f);
+  for (int i = 0; i < 100000; ++i) {
+    const float f = std::ldexp(u(rng), -static_cast<int>(rng() % 20));
+    ASSERT_EQ(round_to_e4m3(f), e4m3_to_f32(f32_to_e4m3(f))) << f;
+  }
+}
+
 TEST(E4M3, TiesZerosSubnormalsSaturationNaN) {
   EXPECT_EQ(f32_to_e4m3(1.0625f), f32_to_e4m3(1.0f));   // tie between 1.0 (even) and 1.125
   EXPECT_EQ(f32_to_e4m3(1.1875f), f32_to_e4m3(1.25f));  // tie between 1.125 and 1.25 (even)

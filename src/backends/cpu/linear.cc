@@ -26,7 +26,7 @@ void quantize_row(const uint16_t* x, int64_t k, double* codes, float* scales) {
     const float s = act_quant_scale(amax);
     scales[b] = s;
     for (int64_t j = 0; j < len; ++j)
-      codes[k0 + j] = e4m3_to_f32(f32_to_e4m3(std::fmin(std::fmax(bf16_to_f32(x[k0 + j]) / s, -kE4M3Max), kE4M3Max)));
+      codes[k0 + j] = round_to_e4m3(std::fmin(std::fmax(bf16_to_f32(x[k0 + j]) / s, -kE4M3Max), kE4M3Max));
   }
 }
 
