@@ -68,7 +68,7 @@ inline float round_to_e4m3(float f) {
   float a;
   if (mag >= 0x3C800000u) {  // |f| >= 2^-6: keep 3 mantissa bits, ties to even
     a = std::bit_cast<float>((mag + 0x7FFFFu + ((mag >> 20) & 1u)) & 0xFFF00000u);
-  } else {  // the fp32 ulp at 2^14 is 2^-9: adding and removing 2^14 rounds to that grid
+  } else {                               // the fp32 ulp at 2^14 is 2^-9: adding and removing 2^14 rounds to that grid
     const volatile float big = 0x1p14f;  // volatile: keep the two roundings from being folded
     a = (std::bit_cast<float>(mag) + big) - big;
   }

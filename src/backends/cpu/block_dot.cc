@@ -66,31 +66,29 @@ __attribute__((target("avx2,fma"))) void fp4_avx2(const uint8_t* w, int64_t k, c
                                                   int64_t n, float* partials) {
   const int64_t blocks = k / kBlock;
   const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-  __m256i wv[16];  // 8 blocks x 2 halves of 16 int16 weights
   for (int64_t b8 = 0; b8 < blocks; b8 += 8) {
     const int nb = static_cast<int>(std::min<int64_t>(8, blocks - b8));
-    for (int q = 0; q < nb; ++q) {
-      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (b8 + q) * kBlock / 2));
-      const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(packed, _mm_set1_epi8(0x0F)));
-      const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
-      wv[2 * q] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(lo, hi));  // elements 0..15 (low nibble = even)
-      wv[2 * q + 1] = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(lo, hi));
-    }
-    for (int q = nb; q < 8; ++q) wv[2 * q] = wv[2 * q + 1] = _mm256_setzero_si256();
     for (int64_t i = 0; i < n; ++i) {
+      // The weights are decoded again per activation row: at batch 1 (the case that streams the
+      // weights) that keeps them in registers instead of a spilled array.
       __m256i acc[8];
       for (int q = 0; q < 8; ++q) {
         if (q >= nb) {
           acc[q] = _mm256_setzero_si256();
           continue;
         }
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (b8 + q) * kBlock / 2));
+        const __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(packed, _mm_set1_epi8(0x0F)));
+        const __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F)));
+        const __m256i w0 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(lo, hi));  // elements 0..15 (low nibble = even)
+        const __m256i w1 = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(lo, hi));
         const int64_t off = i * k + (b8 + q) * kBlock;
         const __m256i* h = reinterpret_cast<const __m256i*>(xhi + off);
         const __m256i* l = reinterpret_cast<const __m256i*>(xlo + off);
-        const __m256i sh = _mm256_add_epi32(_mm256_madd_epi16(wv[2 * q], _mm256_loadu_si256(h)),
-                                            _mm256_madd_epi16(wv[2 * q + 1], _mm256_loadu_si256(h + 1)));
-        const __m256i sl = _mm256_add_epi32(_mm256_madd_epi16(wv[2 * q], _mm256_loadu_si256(l)),
-                                            _mm256_madd_epi16(wv[2 * q + 1], _mm256_loadu_si256(l + 1)));
+        const __m256i sh = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(h)),
+                                            _mm256_madd_epi16(w1, _mm256_loadu_si256(h + 1)));
+        const __m256i sl = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(l)),
+                                            _mm256_madd_epi16(w1, _mm256_loadu_si256(l + 1)));
         acc[q] = _mm256_add_epi32(_mm256_slli_epi32(sh, 9), sl);
       }
       const __m256i t0 = _mm256_hadd_epi32(acc[0], acc[1]), t1 = _mm256_hadd_epi32(acc[2], acc[3]);
