@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/status.h"
 #include "io/tokenizer_vocab.h"
 
 namespace dsinfer {
@@ -19,6 +21,11 @@ struct EngramTokenMap {
 /// NFKC -> NFD -> strip combining marks -> lowercase -> collapse [ \t\r\n]+ to " " -> strip
 /// white space (a lone " " survives); the normaliser of the reference's build_compressed_token_map.
 std::string engram_normalize(std::string_view utf8);
+
+/// The map of `dir`/tokenizer.json, read from `dir`/engram_token_map.safetensors when that cache was
+/// made from the same tokenizer bytes, else built and cached there (atomically; a read-only folder
+/// just skips the cache). Building normalises every token, ~1 s for the 129K-token release vocab.
+Result<EngramTokenMap> load_or_build_engram_token_map(const std::filesystem::path& dir);
 
 /// Scans ids 0, 1, ... assigning compressed ids in order of first appearance of each key: the
 /// normalised decoded text, or the raw piece when decoding yields U+FFFD (a partial character).

@@ -37,8 +37,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
   DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_));
   const ModelConfig& c = m->config_;
   if (!c.engram_layer_ids.empty()) {
-    DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::load(dir / "tokenizer.json"));
-    EngramTokenMap map = build_engram_token_map(vocab);
+    DSINFER_ASSIGN_OR_RETURN(EngramTokenMap map, load_or_build_engram_token_map(dir));
     if (map.compressed_vocab_size != c.engram_compressed_vocab_size)
       return error(ErrorKind::kInvalidConfig,
                    fmt::format("{}: tokenizer.json yields an Engram compressed vocab of {}, config says {}",

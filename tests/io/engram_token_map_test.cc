@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "test_util.h"
 
 namespace dsinfer {
@@ -63,6 +64,41 @@ TEST(TokenizerVocab, ByteLevelAlphabetRoundTrips) {
   EXPECT_TRUE(v->is_special(0));
   EXPECT_EQ(v->decode_bytes(*v->id_of("Ġt")), " t");
   EXPECT_EQ(v->merges().size(), 253u);
+}
+
+}  // namespace
+}  // namespace dsinfer
+
+namespace dsinfer {
+namespace {
+
+TEST(EngramTokenMap, CachedNextToTheModelAndRebuiltWhenStale) {
+  testing::TempDir dir;
+  std::filesystem::copy_file(testing::data_dir() / "v41-tiny-a/checkpoint/tokenizer.json",
+                             dir.path() / "tokenizer.json");
+  auto vocab = TokenizerVocab::load(dir.path() / "tokenizer.json");
+  const EngramTokenMap want = build_engram_token_map(*vocab);
+  auto first = load_or_build_engram_token_map(dir.path());
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  EXPECT_EQ(first->map, want.map);
+  const auto cache = dir.path() / "engram_token_map.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(cache));
+  auto second = load_or_build_engram_token_map(dir.path());  // from the cache
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->map, want.map);
+  EXPECT_EQ(second->compressed_vocab_size, 418);
+  // A cache made for another tokenizer is not used: it is rebuilt and replaced.
+  SafetensorsWriter stale;
+  const std::vector<int32_t> wrong(want.map.size(), 0);
+  stale.add_values<int32_t>("token_map", DType::kI32, {static_cast<int64_t>(wrong.size())}, wrong);
+  stale.set_metadata("tokenizer_fnv64", "0000000000000000");
+  ASSERT_TRUE(stale.write(cache).ok());
+  auto third = load_or_build_engram_token_map(dir.path());
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->map, want.map);
+  auto rewritten = SafetensorsFile::open(cache);
+  ASSERT_TRUE(rewritten.ok());
+  EXPECT_NE(rewritten->metadata().at("tokenizer_fnv64"), "0000000000000000");
 }
 
 }  // namespace
