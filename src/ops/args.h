@@ -92,10 +92,6 @@ struct IndexerScoresArgs {
   TensorView out;      // [n, T] f32 holding bf16 values (-inf where masked)
 };
 
-}  // namespace dsinfer
-
-namespace dsinfer {
-
 /// a = silu(min(g, limit)) * clamp(u, -limit, limit) * row_weight, rounded once to bf16 (spec §8.2).
 struct SwigluArgs {
   TensorView gate;        // [n, f] bf16 (w1 output)

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "io/safetensors.h"
 #include "test_util.h"
 
 namespace dsinfer {
@@ -100,6 +101,39 @@ TEST(Cli, BadInputGivesOneLineErrorsAndExitCodes) {
   r = run("inspect --model " + dir.path().string());
   EXPECT_EQ(r.code, 4);
   EXPECT_HAS(r.out, "field 'compress_ratios' has 6 entries");
+}
+
+TEST(Cli, LogitsWritesTheGoldenLayout) {
+  const auto fx = testing::data_dir() / "v41-tiny-a";
+  testing::TempDir dir;
+  std::ofstream(dir.path() / "prompts.json") << R"({"prompts": [[0, 218, 314, 192, 328, 466, 124, 264, 420, 185]]})";
+  const std::string out = (dir.path() / "out.safetensors").string(), dbg = (dir.path() / "dbg.safetensors").string();
+  const CliRun r = run("logits --model " + (fx / "checkpoint").string() + " --prompts " +
+                       (dir.path() / "prompts.json").string() + " --steps 3 --out " + out + " --dump-debug " + dbg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto o = SafetensorsFile::open(out);
+  auto d = SafetensorsFile::open(dbg);
+  ASSERT_TRUE(o.ok() && d.ok());
+  EXPECT_EQ(o->find("logits")->shape, (std::vector<int64_t>{1, 4, 512}));
+  EXPECT_EQ(o->find("tokens")->shape, (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(d->find("step00.engram_hashes")->shape, (std::vector<int64_t>{1, 10, 2, 6}));
+  EXPECT_EQ(d->find("step00.layer3.out")->shape, (std::vector<int64_t>{1, 10, 4, 192}));
+  EXPECT_EQ(d->find("step01.layer3.ffn_pre")->shape, (std::vector<int64_t>{1, 1, 4}));
+  EXPECT_EQ(d->find("step02.layer5.topk_idxs")->shape, (std::vector<int64_t>{1, 1, 6}));
+  EXPECT_EQ(d->find("step00.layer0.gate_indices")->shape, (std::vector<int64_t>{10, 2}));
+  EXPECT_EQ(d->find("step03.layer4.candidates")->shape, (std::vector<int64_t>{1, 1, 13}));  // position 12
+
+  // Bad input: a prompt that is not a list of ids, and a token id outside the vocab.
+  std::ofstream(dir.path() / "bad.json") << R"({"prompts": [["hello"]]})";
+  CliRun bad = run("logits --model " + (fx / "checkpoint").string() + " --prompts " +
+                   (dir.path() / "bad.json").string() + " --steps 1 --out " + out);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_HAS(bad.out, "token ids must be integers");
+  std::ofstream(dir.path() / "big.json") << R"({"prompts": [[0, 9999]]})";
+  bad = run("logits --model " + (fx / "checkpoint").string() + " --prompts " + (dir.path() / "big.json").string() +
+            " --steps 1 --out " + out);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_HAS(bad.out, "token id 9999 outside the vocab of 512");
 }
 
 }  // namespace
