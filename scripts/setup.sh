@@ -4,7 +4,7 @@
 # /usr/local/cuda turns the CUDA backend on).
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
-          nlohmann-json3-dev libcli11-dev libfmt-dev libutf8proc-dev
+          nlohmann-json3-dev libcli11-dev libfmt-dev libutf8proc-dev libpcre2-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do

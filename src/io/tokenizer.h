@@ -1,0 +1,51 @@
+// Tokenizer: Hugging Face tokenizer.json as DeepSeek ships it — added tokens matched in the raw
+// text first (leftmost-longest), then the pre-tokenizer (a Sequence of regex Splits with PCRE2 in
+// Unicode mode, then ByteLevel), then byte-level BPE by merge rank (heap-based: no quadratic
+// rescans), and the ByteLevel decoder. Ids equal HF `tokenizers` with add_special_tokens=False.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "io/json.h"
+#include "io/tokenizer_vocab.h"
+
+namespace dsinfer {
+
+class Tokenizer {
+ public:
+  static Result<Tokenizer> load(const std::filesystem::path& tokenizer_json);
+  static Result<Tokenizer> from_json(const Json& j, std::string_view what);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  std::vector<int32_t> encode(std::string_view text) const;
+  /// The text of `ids` (added tokens as their content); invalid UTF-8 from partial characters
+  /// becomes U+FFFD as in HF.
+  std::string decode(std::span<const int32_t> ids) const;
+  /// The raw bytes of `ids` (no U+FFFD replacement): what a streaming detokenizer accumulates.
+  std::string decode_bytes(std::span<const int32_t> ids) const;
+  const TokenizerVocab& vocab() const { return vocab_; }
+
+ private:
+  Tokenizer() = default;
+  struct Regexes;
+  void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
+
+  TokenizerVocab vocab_;
+  std::unique_ptr<Regexes> regexes_;                       // the pre-tokenizer's Split patterns, in order
+  std::unordered_map<std::string, int32_t> merge_rank_;    // "a b" -> rank
+  std::vector<std::pair<std::string, int32_t>> added_;     // added token text -> id, longest first
+  std::vector<std::vector<int32_t>> added_by_first_byte_;  // [256] indices into added_, longest first
+};
+
+}  // namespace dsinfer
