@@ -136,5 +136,24 @@ TEST(Cli, LogitsWritesTheGoldenLayout) {
   EXPECT_HAS(bad.out, "token id 9999 outside the vocab of 512");
 }
 
+TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
+  const std::string tok = (testing::data_dir() / "tokenizer/tokenizer.json").string();
+  testing::TempDir dir;
+  std::ofstream(dir.path() / "in.jsonl") << "{\"text\": \"Hello, world!\"}\n{\"text\": \"<｜User｜>2026\"}\n";
+  const CliRun enc = run("tokenize --tokenizer " + tok + " --input " + (dir.path() / "in.jsonl").string());
+  ASSERT_EQ(enc.code, 0) << enc.out;
+  EXPECT_EQ(std::count(enc.out.begin(), enc.out.end(), '\n'), 2);
+  std::ofstream(dir.path() / "ids.jsonl") << enc.out;
+  const CliRun dec = run("detokenize --tokenizer " + tok + " --input " + (dir.path() / "ids.jsonl").string());
+  ASSERT_EQ(dec.code, 0) << dec.out;
+  EXPECT_EQ(dec.out, "{\"text\":\"Hello, world!\"}\n{\"text\":\"<｜User｜>2026\"}\n");
+  const CliRun one = run("tokenize --tokenizer " + tok + " --text 'Hello, world!'");
+  EXPECT_EQ(one.out, enc.out.substr(0, enc.out.find('\n') + 1));
+  std::ofstream(dir.path() / "bad.jsonl") << "{\"ids\": [1, -5]}\n";
+  const CliRun bad = run("detokenize --tokenizer " + tok + " --input " + (dir.path() / "bad.jsonl").string());
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_HAS(bad.out, "bad.jsonl:1: -5 is not a token id");
+}
+
 }  // namespace
 }  // namespace dsinfer
