@@ -1,0 +1,94 @@
+// The sampler: greedy, reproducibility by seed, the sampled distributions and every cut.
+#include "runtime/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+namespace dsinfer {
+namespace {
+
+std::map<int32_t, double> frequencies(const SamplingParams& p, const std::vector<float>& logits, int draws) {
+  std::map<int32_t, double> f;
+  for (int i = 0; i < draws; ++i) {
+    SamplerState fresh(p, 1000 + i, {});  // one draw per seed: nothing accumulates between draws
+    f[fresh.sample(logits)] += 1.0 / draws;
+  }
+  return f;
+}
+
+const std::vector<float> kLogits = {1.0f, 2.0f, 0.5f, 2.0f, -1.0f};
+
+TEST(Sampler, GreedyPicksTheFirstMaximum) {
+  SamplingParams p;
+  p.temperature = 0;
+  SamplerState s(p, 7, {});
+  EXPECT_EQ(s.sample(kLogits), 1);
+}
+
+TEST(Sampler, TemperatureOneFollowsTheSoftmax) {
+  SamplingParams p;
+  const auto f = frequencies(p, kLogits, 40000);
+  double z = 0;
+  for (float l : kLogits) z += std::exp(l);
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(f.count(i) ? f.at(i) : 0.0, std::exp(kLogits[i]) / z, 0.01) << i;
+}
+
+TEST(Sampler, TopKTopPAndMinPCut) {
+  SamplingParams p;
+  p.top_k = 2;  // tokens 1 and 3 (equal logits) only, half each
+  auto f = frequencies(p, kLogits, 20000);
+  EXPECT_EQ(f.size(), 2u);
+  EXPECT_NEAR(f[1], 0.5, 0.02);
+  p = {};
+  p.top_p = 0.5f;  // 1 and 3 hold 0.36 + 0.36 of the mass: both needed, nothing else
+  f = frequencies(p, kLogits, 20000);
+  EXPECT_EQ(f.size(), 2u);
+  p = {};
+  p.min_p = 0.5f;  // keep p >= 0.5 * p_max: tokens 1, 3 (and not 0: e^-1 < 0.5)
+  f = frequencies(p, kLogits, 20000);
+  EXPECT_EQ(f.size(), 2u);
+  p.temperature = 4.0f;  // flatter: token 0 now passes the min-p cut too
+  f = frequencies(p, kLogits, 20000);
+  EXPECT_TRUE(f.count(0));
+}
+
+TEST(Sampler, SeedsReproduce) {
+  SamplingParams p;
+  p.seed = 42;
+  SamplerState a(p, 1, {}), b(p, 2, {});  // the request's seed wins over the engine's
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(kLogits), b.sample(kLogits));
+  p.seed.reset();
+  SamplerState c(p, 1, {}), d(p, 2, {});
+  int differ = 0;
+  for (int i = 0; i < 50; ++i) differ += c.sample(kLogits) != d.sample(kLogits);
+  EXPECT_GT(differ, 0);
+}
+
+TEST(Sampler, PenaltiesDiscourageRepeats) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.frequency_penalty = 1.5f;
+  SamplerState s(p, 1, {});
+  EXPECT_EQ(s.sample(kLogits), 1);
+  EXPECT_EQ(s.sample(kLogits), 3);  // 1 now scores 2 - 1.5
+  p.frequency_penalty = 0;
+  p.repetition_penalty = 3.0f;  // the prompt's tokens count too
+  const std::vector<int32_t> prompt = {1, 3};
+  SamplerState r(p, 1, prompt);
+  EXPECT_EQ(r.sample(kLogits), 0);
+}
+
+TEST(Sampler, ValidationNamesTheField) {
+  SamplingParams p;
+  p.top_p = 0;
+  EXPECT_NE(p.validate().message().find("'top_p'"), std::string::npos);
+  p = {};
+  p.temperature = -1;
+  EXPECT_EQ(p.validate().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_TRUE(SamplingParams{}.validate().ok());
+}
+
+}  // namespace
+}  // namespace dsinfer
