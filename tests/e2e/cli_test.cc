@@ -136,6 +136,27 @@ TEST(Cli, LogitsWritesTheGoldenLayout) {
   EXPECT_HAS(bad.out, "token id 9999 outside the vocab of 512");
 }
 
+TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
+  testing::TempDir dir;
+  ASSERT_EQ(run("make-tiny --out " + dir.path().string()).code, 0);
+  const std::string base = "generate --model " + dir.path().string() + " --prompt 'Hello there' --max-tokens 12";
+  const CliRun a = run(base + " --temperature 0.9 --seed 7"), b = run(base + " --temperature 0.9 --seed 7");
+  ASSERT_EQ(a.code, 0) << a.out;
+  // Same seed, same text (the timing line on stderr follows the text).
+  EXPECT_EQ(a.out.substr(0, a.out.rfind("prompt ")), b.out.substr(0, b.out.rfind("prompt ")));
+  EXPECT_HAS(a.out, "prompt 3 tokens");
+  EXPECT_HAS(a.out, "generated 12 tokens");
+  const CliRun greedy = run(base + " --temperature 0");
+  EXPECT_EQ(greedy.code, 0) << greedy.out;
+  const CliRun too_long = run("generate --model " + dir.path().string() + " --prompt hi --max-tokens 5000");
+  EXPECT_EQ(too_long.code, 2);
+  EXPECT_HAS(too_long.out, "exceeds the context of 4096 tokens");
+  EXPECT_EQ(std::count(too_long.out.begin(), too_long.out.end(), '\n'), 1) << too_long.out;
+  const CliRun bad = run("generate --model " + dir.path().string() + " --prompt hi --top-p 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_HAS(bad.out, "'top_p'");
+}
+
 TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
   const std::string tok = (testing::data_dir() / "tokenizer/tokenizer.json").string();
   testing::TempDir dir;
