@@ -47,6 +47,7 @@ int run_generate(GenerateOptions o) {
   });
   if (!stats.ok()) return report_error(stats.status());
   std::fputc('\n', stdout);
+  std::fflush(stdout);  // the text ends before the timing line on a shared terminal
   std::fprintf(stderr, "prompt %ld tokens, prefill %.1f tok/s; generated %ld tokens, decode %.2f tok/s%s\n",
                static_cast<long>(stats->prompt_tokens), stats->prompt_tokens / std::max(stats->prefill_seconds, 1e-9),
                static_cast<long>(stats->generated_tokens),
