@@ -44,15 +44,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
                                dir.string(), map.compressed_vocab_size, c.engram_compressed_vocab_size));
     m->hasher_ = std::make_unique<EngramHasher>(c, std::move(map.map));
   }
-  // Layers share a table when their RoPE settings match (window-only vs compressed).
+  // Two tables serve every layer: window-only (theta 1e4) and compressed (YaRN) (spec §3.2).
+  m->rope_tables_.resize(2);
   for (int l = 0; l < c.n_layers; ++l) {
-    const int twin = l > 0 && (c.compress_ratio(l) > 0) == (c.compress_ratio(l - 1) > 0) ? l - 1 : -1;
-    if (twin >= 0) {
-      m->rope_.push_back(m->rope_[twin]);
-      continue;
-    }
-    m->rope_tables_.push_back(std::make_unique<RopeTable>(make_layer_rope_table(c, l, c.max_seq_len)));
-    m->rope_.push_back(m->rope_tables_.back().get());
+    auto& table = m->rope_tables_[c.compress_ratio(l) > 0 ? 1 : 0];
+    if (!table) table = std::make_unique<RopeTable>(make_layer_rope_table(c, l, c.max_seq_len));
+    m->rope_.push_back(table.get());
   }
   return m;
 }
