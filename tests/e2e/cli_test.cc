@@ -155,6 +155,12 @@ TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
   const CliRun bad = run("generate --model " + dir.path().string() + " --prompt hi --top-p 0");
   EXPECT_EQ(bad.code, 2);
   EXPECT_HAS(bad.out, "'top_p'");
+
+  const CliRun bench =
+      run("bench --model " + dir.path().string() + " --prompt-lengths 8 20 --batch-sizes 1 3 --decode-steps 2");
+  ASSERT_EQ(bench.code, 0) << bench.out;
+  EXPECT_HAS(bench.out, "prefill tok/s");
+  EXPECT_EQ(std::count(bench.out.begin(), bench.out.end(), '\n'), 5) << bench.out;  // header + 2 x 2 rows
 }
 
 TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
