@@ -17,6 +17,7 @@ struct GenerateOptions {
   std::string model, prompt, prompt_file;
   int max_tokens = 128, threads = 0;
   SamplingParams sampling;
+  std::vector<std::string> stop;
   uint64_t seed = 0;
   bool has_seed = false;
 };
@@ -40,6 +41,7 @@ int run_generate(GenerateOptions o) {
   req.prompt = tok->encode(o.prompt);
   req.sampling = o.sampling;
   req.max_tokens = o.max_tokens;
+  req.stop_strings = o.stop;
   if (auto eos = tok->vocab().id_of("<｜end▁of▁sentence｜>")) req.stop_ids.push_back(*eos);
   auto stats = generate(**model, *tok, req, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -52,7 +54,9 @@ int run_generate(GenerateOptions o) {
                static_cast<long>(stats->prompt_tokens), stats->prompt_tokens / std::max(stats->prefill_seconds, 1e-9),
                static_cast<long>(stats->generated_tokens),
                stats->generated_tokens / std::max(stats->decode_seconds, 1e-9),
-               stats->stopped_by_token ? " (stopped at the end token)" : "");
+               stats->stopped_by_token    ? " (stopped at the end token)"
+               : stats->stopped_by_string ? " (stopped at a stop string)"
+                                          : "");
   return 0;
 }
 
@@ -75,6 +79,7 @@ void register_generate(CLI::App& app, CommandResult& result) {
   cmd->add_option("--repetition-penalty", o->sampling.repetition_penalty)->capture_default_str();
   cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty)->capture_default_str();
   cmd->add_option("--presence-penalty", o->sampling.presence_penalty)->capture_default_str();
+  cmd->add_option("--stop", o->stop, "Stop before this text (repeatable)");
   auto* seed = cmd->add_option("--seed", o->seed, "Sampling seed (reproducible output)");
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
   cmd->callback([o, &result, p, pf, seed] {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "runtime/detokenizer.h"
+#include "runtime/stop_strings.h"
 
 namespace dsinfer {
 
@@ -27,6 +28,7 @@ Result<GenerateStats> generate(Model& model, const Tokenizer& tokenizer, const G
   SequenceState seq = model.new_sequence();
   SamplerState sampler(req.sampling, 0x5EED, req.prompt);
   IncrementalDetokenizer detok(tokenizer);
+  StopStringMatcher stops(req.stop_strings);
   std::vector<float> logits(c.vocab_size);
   std::vector<ForwardChunk> chunk(1);
   chunk[0].state = &seq;
@@ -43,14 +45,25 @@ Result<GenerateStats> generate(Model& model, const Tokenizer& tokenizer, const G
       break;
     }
     ++stats.generated_tokens;
-    if (const std::string piece = detok.push(next); !piece.empty()) on_text(piece);
+    bool stopped = false;
+    if (const std::string piece = stops.push(detok.push(next), &stopped); !piece.empty()) on_text(piece);
+    if (stopped) {
+      stats.stopped_by_string = true;
+      break;
+    }
     if (step + 1 == req.max_tokens) break;
     chunk[0].start_pos = seq.length;
     chunk[0].decode = true;
     chunk[0].tokens = {next};
     DSINFER_RETURN_IF_ERROR(model.forward(chunk, logits));
   }
-  if (const std::string rest = detok.flush(); !rest.empty()) on_text(rest);
+  if (!stats.stopped_by_string) {
+    bool stopped = false;
+    std::string rest = stops.push(detok.flush(), &stopped);
+    if (!stopped) rest += stops.flush();
+    stats.stopped_by_string = stopped;
+    if (!rest.empty()) on_text(rest);
+  }
   stats.decode_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return stats;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -18,13 +19,15 @@ struct GenerateRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   int max_tokens = 128;
-  std::vector<int32_t> stop_ids;  // generation ends after emitting one of these (not streamed)
+  std::vector<int32_t> stop_ids;          // generation ends at one of these tokens (not streamed)
+  std::vector<std::string> stop_strings;  // ... or before the first of these texts (never streamed)
 };
 
 struct GenerateStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   bool stopped_by_token = false;
+  bool stopped_by_string = false;
 };
 
 /// kInvalidArgument when the prompt is empty or prompt + max_tokens exceeds the model's max_seq_len.
