@@ -6,10 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "model/model.h"
-#include "ops/communicator.h"
 
 namespace dsinfer::cli {
 namespace {
@@ -27,11 +25,9 @@ double since(Clock::time_point t) {
 }
 
 int run_bench(const BenchOptions& o) {
-  CpuBackend backend(o.threads);
-  LocalCommunicator comm;
-  auto loaded = Model::load(o.model, backend, comm);
+  auto loaded = load_cpu_model(o.model, o.threads);
   if (!loaded.ok()) return report_error(loaded.status());
-  Model& model = **loaded;
+  Model& model = *loaded->model;
   const ModelConfig& c = model.config();
   fmt::print("{:>8} {:>6} {:>14} {:>14} {:>12}\n", "prompt", "batch", "prefill tok/s", "decode tok/s", "ms/step");
   std::mt19937 rng(1);

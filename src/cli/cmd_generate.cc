@@ -5,9 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
-#include "ops/communicator.h"
 #include "runtime/generator.h"
 
 namespace dsinfer::cli {
@@ -33,9 +31,7 @@ int run_generate(GenerateOptions o) {
   if (o.has_seed) o.sampling.seed = o.seed;
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
-  CpuBackend backend(o.threads);
-  LocalCommunicator comm;
-  auto model = Model::load(o.model, backend, comm);
+  auto model = load_cpu_model(o.model, o.threads);
   if (!model.ok()) return report_error(model.status());
   GenerateRequest req;
   req.prompt = tok->encode(o.prompt);
@@ -43,7 +39,7 @@ int run_generate(GenerateOptions o) {
   req.max_tokens = o.max_tokens;
   req.stop_strings = o.stop;
   if (auto eos = tok->vocab().id_of("<｜end▁of▁sentence｜>")) req.stop_ids.push_back(*eos);
-  auto stats = generate(**model, *tok, req, [](std::string_view piece) {
+  auto stats = generate(*model->model, *tok, req, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
@@ -84,8 +80,7 @@ void register_generate(CLI::App& app, CommandResult& result) {
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
   cmd->callback([o, &result, p, pf, seed] {
     if (!p->count() && !pf->count()) {
-      std::fprintf(stderr, "dsinfer: error: generate needs --prompt or --prompt-file (see dsinfer generate --help)\n");
-      result.exit_code = 2;
+      result.exit_code = usage_error("generate needs --prompt or --prompt-file (see dsinfer generate --help)");
       return;
     }
     o->has_seed = seed->count() > 0;

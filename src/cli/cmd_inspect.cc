@@ -177,8 +177,7 @@ void register_inspect(CLI::App& app, CommandResult& result) {
   model->excludes(config);
   cmd->callback([opts, &result] {
     if (opts->model.empty() && opts->config.empty()) {
-      std::fprintf(stderr, "dsinfer: error: inspect needs --model DIR or --config FILE (see dsinfer inspect --help)\n");
-      result.exit_code = 2;
+      result.exit_code = usage_error("inspect needs --model DIR or --config FILE (see dsinfer inspect --help)");
       return;
     }
     result.exit_code = run_inspect(*opts);

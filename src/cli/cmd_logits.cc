@@ -4,11 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/cpu_backend.h"
 #include "cli/commands.h"
 #include "io/json.h"
 #include "io/safetensors_writer.h"
-#include "ops/communicator.h"
 #include "runtime/golden_run.h"
 
 namespace dsinfer::cli {
@@ -44,9 +42,7 @@ Result<std::vector<std::vector<int32_t>>> read_prompts(const std::string& path) 
 int run_logits(const LogitsOptions& o) {
   auto prompts = read_prompts(o.prompts);
   if (!prompts.ok()) return report_error(prompts.status());
-  CpuBackend backend(o.threads);
-  LocalCommunicator comm;
-  auto model = Model::load(o.model, backend, comm);
+  auto model = load_cpu_model(o.model, o.threads);
   if (!model.ok()) return report_error(model.status());
   std::optional<SafetensorsFile> forced, replay;
   GoldenRunOptions ro;
@@ -64,7 +60,7 @@ int run_logits(const LogitsOptions& o) {
     replay = std::move(*f);
     ro.replay = &*replay;
   }
-  auto res = run_golden_experiment(**model, *prompts, ro);
+  auto res = run_golden_experiment(*model->model, *prompts, ro);
   if (!res.ok()) return report_error(res.status());
   SafetensorsWriter w;
   w.add_values<float>("logits", DType::kF32, {res->batch, res->forwards, res->vocab}, res->logits);

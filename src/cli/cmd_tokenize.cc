@@ -83,8 +83,7 @@ void register_tokenize(CLI::App& app, CommandResult& result) {
   enc->callback([o, &result, text] {
     o->has_text = text->count() > 0;
     if (!o->has_text && o->input.empty()) {
-      std::fprintf(stderr, "dsinfer: error: tokenize needs --text or --input (see dsinfer tokenize --help)\n");
-      result.exit_code = 2;
+      result.exit_code = usage_error("tokenize needs --text or --input (see dsinfer tokenize --help)");
       return;
     }
     result.exit_code = run_tokenize(*o);

@@ -3,7 +3,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "backends/cpu/cpu_backend.h"
 #include "core/status.h"
+#include "model/model.h"
+#include "ops/communicator.h"
 
 namespace dsinfer::cli {
 
@@ -22,5 +29,15 @@ void register_tokenize(CLI::App& app, CommandResult& result);  // tokenize and d
 /// Prints "dsinfer: error: <message>" to stderr and returns the exit code for the error's kind
 /// (docs/errors.md).
 int report_error(const Status& status);
+/// A usage problem the flag parser cannot see (a missing one-of option): one line, exit code 2.
+int usage_error(std::string_view message);
+
+/// A model on the CPU backend; the backend and communicator live as long as the model.
+struct CpuModel {
+  std::unique_ptr<CpuBackend> backend;
+  std::unique_ptr<LocalCommunicator> comm;
+  std::unique_ptr<Model> model;
+};
+Result<CpuModel> load_cpu_model(const std::string& dir, int threads);
 
 }  // namespace dsinfer::cli

@@ -1,4 +1,5 @@
-// Error reporting and exit codes of the CLI (the table lives in docs/errors.md).
+// Error reporting and exit codes of the CLI (the table lives in docs/errors.md), and the model
+// loading the commands share.
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -24,6 +25,19 @@ int report_error(const Status& status) {
       return 1;
   }
   return 1;
+}
+
+int usage_error(std::string_view message) {
+  std::fprintf(stderr, "dsinfer: error: %.*s\n", static_cast<int>(message.size()), message.data());
+  return 2;
+}
+
+Result<CpuModel> load_cpu_model(const std::string& dir, int threads) {
+  CpuModel m;
+  m.backend = std::make_unique<CpuBackend>(threads);
+  m.comm = std::make_unique<LocalCommunicator>();
+  DSINFER_ASSIGN_OR_RETURN(m.model, Model::load(dir, *m.backend, *m.comm));
+  return m;
 }
 
 }  // namespace dsinfer::cli

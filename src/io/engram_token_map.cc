@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <utf8proc.h>
 
+#include "core/hash.h"
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
@@ -66,9 +67,9 @@ std::string engram_normalize(std::string_view utf8) {
 Result<EngramTokenMap> load_or_build_engram_token_map(const std::filesystem::path& dir) {
   const std::filesystem::path tok_path = dir / "tokenizer.json", cache_path = dir / "engram_token_map.safetensors";
   DSINFER_ASSIGN_OR_RETURN(MappedFile tok, MappedFile::open(tok_path));
-  uint64_t h = 1469598103934665603ull;  // FNV-1a of the tokenizer's bytes identifies it
-  for (uint8_t c : tok.bytes()) h = (h ^ c) * 1099511628211ull;
-  const std::string key = fmt::format("{:016x}", h);
+  // The FNV-1a of the tokenizer's bytes identifies it.
+  const std::string key = fmt::format(
+      "{:016x}", fnv1a64(std::string_view(reinterpret_cast<const char*>(tok.bytes().data()), tok.bytes().size())));
 
   if (auto cached = SafetensorsFile::open(cache_path); cached.ok()) {
     const auto it = cached->metadata().find("tokenizer_fnv64");

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/float_formats.h"
+#include "core/hash.h"
 #include "io/atomic_file.h"
 #include "io/engram_layout.h"
 #include "io/engram_token_map.h"
@@ -22,13 +23,7 @@ namespace {
 class Rng {
  public:
   explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }  // [0, 1)
+  double uniform() { return splitmix64_uniform(s_); }  // [0, 1)
   float normal() {
     const double u1 = 1.0 - uniform(), u2 = uniform();
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
@@ -37,12 +32,6 @@ class Rng {
  private:
   uint64_t s_;
 };
-
-uint64_t name_hash(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -83,7 +72,7 @@ Draw draw_kind(const std::string& n) {
 
 // Values of one tensor with logical shape [rows, cols] (1-D tensors: rows = 1).
 std::vector<float> draw(const TensorSpec& t, int64_t rows, int64_t cols, const ModelConfig& c, uint64_t seed) {
-  Rng rng(seed ^ name_hash(t.name));
+  Rng rng(seed ^ fnv1a64(t.name));
   std::vector<float> v(static_cast<size_t>(rows * cols));
   const std::string& n = t.name;
   const float inv_sqrt_fan_in = 1.0f / std::sqrt(static_cast<float>(cols));

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/hash.h"
+
 namespace dsinfer {
 
 Status SamplingParams::validate() const {
@@ -27,10 +29,7 @@ SamplerState::SamplerState(const SamplingParams& params, uint64_t fallback_seed,
     : params_(params), rng_(params.seed.value_or(fallback_seed)), seen_(prompt.begin(), prompt.end()) {}
 
 double SamplerState::uniform() {
-  uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1p-53;
+  return splitmix64_uniform(rng_);
 }
 
 int32_t SamplerState::sample(std::span<const float> logits) {
