@@ -1,4 +1,6 @@
-// ThreadPool: one job at a time; chunk i goes to worker i (the caller runs chunk 0).
+// ThreadPool: one job at a time, cut into a few chunks per thread that the caller and the workers
+// claim from a shared ticket (generation in the high half, so a late worker cannot claim a chunk
+// of the next job): a thread slowed down by the machine leaves its share to the others.
 #include "core/threading.h"
 
 #include <algorithm>
@@ -6,6 +8,7 @@
 namespace dsinfer {
 namespace {
 
+constexpr int kChunksPerThread = 4;
 constexpr int kSpins = 2000;  // tens of microseconds (a pause is ~40-140 cycles) before blocking
 
 inline void cpu_relax() {
@@ -18,7 +21,7 @@ inline void cpu_relax() {
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -34,17 +37,18 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   const int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
-  const int chunks = static_cast<int>(std::min<int64_t>(size(), max_chunks));
-  if (chunks == 1) return fn(0, n);
-  const int64_t chunk = (n + chunks - 1) / chunks;
+  const int chunks = static_cast<int>(std::min<int64_t>(int64_t{size()} * kChunksPerThread, max_chunks));
+  if (chunks == 1 || size() == 1) return fn(0, n);
+  uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn, job_n_ = n, job_chunk_ = chunk, job_chunks_ = chunks;
-    pending_.store(chunks - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    job_ = &fn, job_n_ = n, job_chunk_ = (n + chunks - 1) / chunks, job_chunks_ = chunks;
+    pending_.store(chunks, std::memory_order_relaxed);
+    generation = generation_.fetch_add(1, std::memory_order_relaxed) + 1;
+    ticket_.store(generation << 32, std::memory_order_release);
   }
   wake_.notify_all();
-  fn(0, std::min(n, chunk));
+  run_chunks(generation, fn, n, job_chunk_, chunks);
   for (int i = 0; i < kSpins && pending_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -52,27 +56,36 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   }
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::run_chunks(uint64_t generation, const std::function<void(int64_t, int64_t)>& fn, int64_t n,
+                            int64_t chunk, int chunks) {
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  while (t >> 32 == generation && static_cast<int64_t>(t & 0xFFFFFFFFu) < chunks) {
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+    const int64_t begin = static_cast<int64_t>(t & 0xFFFFFFFFu) * chunk;
+    fn(begin, std::min(n, begin + chunk));
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
+      done_.notify_one();
+    }
+    t = ticket_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     for (int i = 0; i < kSpins && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
     const std::function<void(int64_t, int64_t)>* job;
-    int64_t begin, end;
+    int64_t n, chunk;
+    int chunks;
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
       if (stop_) return;
       seen = generation_.load(std::memory_order_acquire);
-      if (index >= job_chunks_) continue;
-      job = job_;
-      begin = index * job_chunk_;
-      end = std::min(job_n_, begin + job_chunk_);
+      job = job_, n = job_n_, chunk = job_chunk_, chunks = job_chunks_;
     }
-    if (begin < end) (*job)(begin, end);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
-      done_.notify_one();
-    }
+    run_chunks(seen, *job, n, chunk, chunks);
   }
 }
 

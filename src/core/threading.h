@@ -22,12 +22,15 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  /// Calls fn(begin, end) on disjoint chunks covering [0, n), at most `size()` chunks of at least
-  /// `grain` items, and returns when all are done. The caller's thread takes part.
+  /// Calls fn(begin, end) on disjoint chunks covering [0, n) (a few per thread, each of at least
+  /// `grain` items, in any order on any thread) and returns when all are done. The caller's
+  /// thread takes part. Not reentrant: fn must not call parallel_for.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop(int index);
+  void worker_loop();
+  void run_chunks(uint64_t generation, const std::function<void(int64_t, int64_t)>& fn, int64_t n, int64_t chunk,
+                  int chunks);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
@@ -38,7 +41,8 @@ class ThreadPool {
   // A decode step issues ~1000 short parallel regions: both sides spin briefly before sleeping, so
   // a region costs microseconds, not a futex wake-up each.
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> pending_{0};        // chunks not finished
+  std::atomic<uint64_t> ticket_{0};    // generation << 32 | next unclaimed chunk
   bool stop_ = false;
 };
 

@@ -342,29 +342,69 @@ TEST_F(CpuOps, CompressPoolAndEngramGate) {
 namespace dsinfer {
 namespace {
 
-// The run-time-selected block dot products (AVX2 where available) equal the portable loops bit for
+// Every instruction set this CPU has gives the portable loops' partials and scale sums bit for
 // bit, over every e4m3 / e2m1 code including subnormals and signed zeros.
-TEST(BlockDot, DispatchedEqualsScalar) {
-  const int64_t k = 320, n = 3, blocks = k / 32;  // 10 blocks: one group of 8 and a tail of 2
-  std::mt19937 rng(31);
-  std::vector<uint8_t> w8(k), w4(k / 2);
-  for (int64_t j = 0; j < k; ++j) w8[j] = static_cast<uint8_t>(j % 256 == 0x7F || j % 256 == 0xFF ? 0x7E : j % 256);
-  for (auto& b : w4) b = static_cast<uint8_t>(rng());
-  std::vector<double> x(n * k);
-  std::vector<int32_t> xi(n * k);
-  for (int64_t i = 0; i < n * k; ++i) {
-    x[i] = e4m3_to_f32(static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80)));
-    xi[i] = static_cast<int32_t>(x[i] * 512);
+// The dense views: fp8 rows decoded to fp32 equal the scalar decode for every code; the double
+// dot products of the two vector paths are identical, and within rounding of the scalar one.
+TEST(BlockDot, DenseRowsAndDots) {
+  const int64_t k = 2 * 256 + 40;
+  std::mt19937 rng(5);
+  std::vector<uint8_t> w(k), scales(k / 32 + 1);
+  for (int64_t j = 0; j < k; ++j) w[j] = static_cast<uint8_t>(j % 256 == 0x7F || j % 256 == 0xFF ? 0 : j % 256);
+  for (auto& s : scales) s = static_cast<uint8_t>(110 + rng() % 30);
+  std::vector<double> x(k);
+  for (auto& v : x) v = std::normal_distribution<double>()(rng);
+  std::vector<float> want(k);
+  cpu::e4m3_row_to_f32(cpu::Isa::kScalar, w.data(), scales.data(), k, want.data());
+  for (int64_t j = 0; j < k; ++j) ASSERT_EQ(want[j], e4m3_to_f32(w[j]) * e8m0_to_f32(scales[j / 32])) << j;
+  const double scalar_dot = cpu::dot_f32_f64(cpu::Isa::kScalar, want.data(), x.data(), k);
+  std::vector<double> dots;
+  for (const cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+    if (isa > cpu::best_isa()) continue;
+    std::vector<float> got(k);
+    cpu::e4m3_row_to_f32(isa, w.data(), scales.data(), k, got.data());
+    EXPECT_EQ(got, want) << static_cast<int>(isa);
+    dots.push_back(cpu::dot_f32_f64(isa, want.data(), x.data(), k));
+    EXPECT_NEAR(dots.back(), scalar_dot, 1e-12 * std::fabs(scalar_dot) + 1e-300);
   }
-  std::vector<float> a(n * blocks), b(n * blocks);
-  cpu::fp8_block_partials(w8.data(), k, x.data(), n, a.data());
-  cpu::fp8_block_partials_scalar(w8.data(), k, x.data(), n, b.data());
-  EXPECT_EQ(a, b);
-  std::vector<int16_t> hi(n * k), lo(n * k);
-  cpu::split_fp4_activations(xi.data(), n * k, hi.data(), lo.data());
-  cpu::fp4_block_partials(w4.data(), k, xi.data(), hi.data(), lo.data(), n, a.data());
-  cpu::fp4_block_partials_scalar(w4.data(), k, xi.data(), n, b.data());
-  EXPECT_EQ(a, b);
+  for (const double d : dots) EXPECT_EQ(d, dots.front());
+}
+
+TEST(BlockDot, EveryIsaEqualsScalar) {
+  const int64_t k = 512 + 64, n = 3, blocks = k / 32;  // 18 blocks: not a multiple of 8
+  std::mt19937 rng(31);
+  std::vector<uint8_t> w8(k + 64), w4(k / 2 + 64);  // rows start at different offsets
+  for (size_t j = 0; j < w8.size(); ++j) w8[j] = static_cast<uint8_t>(j % 256 == 0x7F || j % 256 == 0xFF ? 0x7E : j % 256);
+  for (auto& b : w4) b = static_cast<uint8_t>(rng());
+  std::vector<double> codes(n * k);
+  for (auto& c : codes) c = e4m3_to_f32(static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80)));
+  std::vector<float> xs(n * blocks), ws(blocks * cpu::kRowGroup);
+  for (auto& v : xs) v = std::ldexp(1.0f + static_cast<float>(rng() % 100) / 128, static_cast<int>(rng() % 20) - 10);
+  for (auto& v : ws) v = std::ldexp(1.0f, static_cast<int>(rng() % 30) - 15);
+  for (const int64_t kk : {k, int64_t{512}})  // 512: the AVX-512 kernels take whole groups of 8 blocks
+    for (const bool fp4 : {false, true}) {
+      const int64_t nb = kk / 32;
+      auto run = [&](cpu::Isa isa) {
+        cpu::BlockActivations x;
+        std::vector<double> c(n * kk);
+        for (int64_t i = 0; i < n; ++i) std::copy_n(&codes[i * k], kk, &c[i * kk]);
+        cpu::prepare_block_activations(isa, fp4, c.data(), n, kk, x);
+        std::vector<float> partials(n * nb * cpu::kRowGroup), out(n * cpu::kRowGroup);
+        for (int l = 0; l < 5; ++l) cpu::block_partials(x, fp4 ? &w4[l * 8] : &w8[l * 16], &partials[l], cpu::kRowGroup);
+        for (int l = 5; l < cpu::kRowGroup; ++l) cpu::block_partials(x, fp4 ? w4.data() : w8.data(), &partials[l], cpu::kRowGroup);
+        cpu::accumulate_block_scales(isa, partials.data(), xs.data(), ws.data(), n, nb, 13, out.data());
+        std::vector<float> kept;
+        for (int64_t i = 0; i < n; ++i) kept.insert(kept.end(), &out[i * cpu::kRowGroup], &out[i * cpu::kRowGroup + 13]);
+        return std::make_pair(partials, kept);
+      };
+      const auto want = run(cpu::Isa::kScalar);
+      for (const cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+        if (isa > cpu::best_isa()) continue;
+        const auto got = run(isa);
+        EXPECT_EQ(got.first, want.first) << "isa " << static_cast<int>(isa) << " fp4 " << fp4 << " k " << kk;
+        EXPECT_EQ(got.second, want.second) << "isa " << static_cast<int>(isa) << " fp4 " << fp4 << " k " << kk;
+      }
+    }
 }
 
 }  // namespace

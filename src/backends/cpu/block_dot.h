@@ -1,25 +1,50 @@
 // Exact per-block dot products of the block-scaled GEMMs (spec §3.6): for one weight row and n
-// activation rows, partials[i][b] = fp32(exact sum over K block b of x_code * w_code). An AVX2
-// version is picked at run time; both produce the same bits (every sum is exact).
+// activation rows, partial[i][b] = fp32(exact sum over K block b of x_code * w_code), then the
+// reference's K-ordered fp32 accumulation of partial * s_x * s_w. Three instruction sets are
+// implemented (portable, AVX2, AVX-512); every sum is exact, so all three give the same bits.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace dsinfer::cpu {
 
-/// fp8 weights: w [k] e4m3 codes; x [n, k] activation code values as doubles (unscaled).
-void fp8_block_partials(const uint8_t* w, int64_t k, const double* x, int64_t n, float* partials);
-/// fp4 weights: w [k / 2] packed e2m1; x [n, k] activation code values times 512 (integers), also
-/// split as x = 512 * x_hi + x_lo (split_fp4_activations) for the int16 SIMD path.
-void fp4_block_partials(const uint8_t* w, int64_t k, const int32_t* x, const int16_t* x_hi, const int16_t* x_lo,
-                        int64_t n, float* partials);
-void split_fp4_activations(const int32_t* x, int64_t count, int16_t* hi, int16_t* lo);
+enum class Isa { kScalar, kAvx2, kAvx512 };
 
-/// The portable versions (also what the AVX2 ones are tested against).
-void fp8_block_partials_scalar(const uint8_t* w, int64_t k, const double* x, int64_t n, float* partials);
-void fp4_block_partials_scalar(const uint8_t* w, int64_t k, const int32_t* x, int64_t n, float* partials);
+/// The best instruction set of this CPU, capped by the DSINFER_CPU_ISA environment variable
+/// (`scalar`, `avx2`, `avx512`) for comparisons and for machines where the wider one is slower.
+Isa best_isa();
 
-/// sum_j w[j] * x[j] in double (exact products; AVX2 when available).
-double dot_f32_f64(const float* w, const double* x, int64_t k);
+/// Rows of output handled together: their scale accumulations run as one vector of independent
+/// fp32 chains.
+inline constexpr int kRowGroup = 16;
+
+/// The activations of one block-scaled GEMM (act_quant codes, unscaled), prepared once in the
+/// layout that `isa`'s kernels read. `isa` may be lowered for shapes a kernel does not cover.
+struct BlockActivations {
+  Isa isa = Isa::kScalar;
+  bool fp4 = false;
+  int64_t n = 0, k = 0, blocks = 0;
+  std::vector<double> f64;      // fp8: code values (times 2^1000 for the AVX-512 kernel)
+  std::vector<int32_t> i32;     // fp4: code values times 512 (exact integers)
+  std::vector<int16_t> hi, lo;  // fp4 SIMD: i32 = 512 * hi + lo (AVX-512: even then odd elements of each 64)
+};
+void prepare_block_activations(Isa isa, bool fp4, const double* codes, int64_t n, int64_t k, BlockActivations& out);
+
+/// One weight row (`k` e4m3 codes, or k / 2 packed e2m1 bytes) against every activation row:
+/// partials[(i * blocks + b) * stride] for activation row i and K block b.
+void block_partials(const BlockActivations& x, const uint8_t* w, float* partials, int64_t stride);
+
+/// out[i][l] = sum over b in order of (partials[(i * blocks + b) * kRowGroup + l] * xs[i * blocks + b]) *
+/// ws[b * kRowGroup + l], in fp32 (the reference's per-block scale accumulation), for rows l < rows.
+void accumulate_block_scales(Isa isa, const float* partials, const float* xs, const float* ws, int64_t n,
+                             int64_t blocks, int rows, float* out);
+
+/// sum_j w[j] * x[j] in double (exact products). Lane j % 8 of every vector path sums the same
+/// terms in the same order, so the AVX2 and AVX-512 results are identical.
+double dot_f32_f64(Isa isa, const float* w, const double* x, int64_t k);
+
+/// out[j] = e4m3(w[j]) * e8m0(block_scales[j / 32]) (exact in fp32: the dense view of fp8 weights).
+void e4m3_row_to_f32(Isa isa, const uint8_t* w, const uint8_t* block_scales, int64_t k, float* out);
 
 }  // namespace dsinfer::cpu

@@ -34,14 +34,21 @@ void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in, o = w.out, blocks = (k + kBlock - 1) / kBlock;
   const bool fp4 = w.format == LinearFormat::kFp4;
-  std::vector<double> xq(n * k);
-  std::vector<int32_t> xi(fp4 ? n * k : 0);  // fp4 path: code values times 512, exact integers
-  std::vector<float> xs(n * blocks);
-  for (int64_t i = 0; i < n; ++i) quantize_row(cpu::bf16_row(a.x, i), k, &xq[i * k], &xs[i * blocks]);
-  for (size_t j = 0; j < xi.size(); ++j) xi[j] = static_cast<int32_t>(xq[j] * 512.0);
-  std::vector<int16_t> x_hi(xi.size()), x_lo(xi.size());
-  cpu::split_fp4_activations(xi.data(), static_cast<int64_t>(xi.size()), x_hi.data(), x_lo.data());
-  const uint8_t* codes = w.weight.as<const uint8_t>();
+  // Scratch kept per calling thread: a decode step runs hundreds of GEMMs, and fresh allocations
+  // of this size would each cost page faults.
+  // (Workers reach them through the references: a thread_local named in the lambda would be the
+  // worker's own.)
+  thread_local std::vector<double> codes_buf;
+  thread_local std::vector<float> xs_buf;
+  thread_local cpu::BlockActivations x_buf;
+  std::vector<double>& codes = codes_buf;
+  std::vector<float>& xs = xs_buf;
+  cpu::BlockActivations& x = x_buf;
+  codes.resize(n * k);
+  xs.resize(n * blocks);
+  for (int64_t i = 0; i < n; ++i) quantize_row(cpu::bf16_row(a.x, i), k, &codes[i * k], &xs[i * blocks]);
+  cpu::prepare_block_activations(cpu::best_isa(), fp4, codes.data(), n, k, x);
+  const uint8_t* wcodes = w.weight.as<const uint8_t>();
   const uint8_t* scales = w.scale.as<const uint8_t>();
   const int64_t w_stride = w.weight.stride[0], s_stride = w.scale.stride[0];
   static const std::array<float, 256> e8m0 = [] {
@@ -49,31 +56,26 @@ void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
     for (int i = 0; i < 256; ++i) t[i] = e8m0_to_f32(static_cast<uint8_t>(i));
     return t;
   }();
-  // Rows in groups of 8: their per-block scale accumulations are 8 independent fp32 chains (the
-  // reference's K-ordered sum per output), which the core overlaps instead of waiting on one.
-  constexpr int64_t kRows = 8;
-  pool.parallel_for(o, 16, [&](int64_t ob, int64_t oe) {
-    std::vector<float> partials(kRows * n * blocks);
-    for (int64_t r0 = ob; r0 < oe; r0 += kRows) {
-      const int64_t rows = std::min(kRows, oe - r0);
-      for (int64_t l = 0; l < rows; ++l) {
-        float* p = &partials[l * n * blocks];
-        if (fp4)
-          cpu::fp4_block_partials(codes + (r0 + l) * w_stride, k, xi.data(), x_hi.data(), x_lo.data(), n, p);
-        else
-          cpu::fp8_block_partials(codes + (r0 + l) * w_stride, k, xq.data(), n, p);
+  // Output rows in groups of kRowGroup: the reference's K-ordered fp32 scale accumulations of a
+  // group run side by side as independent chains.
+  constexpr int64_t kRows = cpu::kRowGroup;
+  pool.parallel_for((o + kRows - 1) / kRows, 1, [&](int64_t gb, int64_t ge) {
+    thread_local std::vector<float> partials, ws, acc;
+    partials.resize(n * blocks * kRows);
+    ws.resize(blocks * kRows);
+    acc.resize(n * kRows);
+    for (int64_t g = gb; g < ge; ++g) {
+      const int64_t r0 = g * kRows;
+      const int rows = static_cast<int>(std::min(kRows, o - r0));
+      for (int l = 0; l < rows; ++l) {
+        cpu::block_partials(x, wcodes + (r0 + l) * w_stride, partials.data() + l, kRows);
+        // fp4 experts have one scale per row and block, fp8 weights one per 32 x 32 tile.
+        const uint8_t* sr = scales + (fp4 ? r0 + l : (r0 + l) / kBlock) * s_stride;
+        for (int64_t b = 0; b < blocks; ++b) ws[b * kRows + l] = e8m0[sr[b]];
       }
-      const uint8_t* sr[kRows];
-      for (int64_t l = 0; l < rows; ++l) sr[l] = scales + (fp4 ? r0 + l : (r0 + l) / kBlock) * s_stride;
-      for (int64_t i = 0; i < n; ++i) {
-        float acc[kRows] = {};
-        for (int64_t b = 0; b < blocks; ++b) {
-          const float sx = xs[i * blocks + b];
-          for (int64_t l = 0; l < rows; ++l)
-            acc[l] = acc[l] + (partials[(l * n + i) * blocks + b] * sx) * e8m0[sr[l][b]];
-        }
-        for (int64_t l = 0; l < rows; ++l) cpu::bf16_row_mut(a.out, i)[r0 + l] = f32_to_bf16(acc[l]);
-      }
+      cpu::accumulate_block_scales(x.isa, partials.data(), xs.data(), ws.data(), n, blocks, rows, acc.data());
+      for (int64_t i = 0; i < n; ++i)
+        for (int l = 0; l < rows; ++l) cpu::bf16_row_mut(a.out, i)[r0 + l] = f32_to_bf16(acc[i * kRows + l]);
     }
   });
 }
@@ -95,13 +97,13 @@ void linear_dense(ThreadPool& pool, const LinearArgs& a) {
       if (w.format == LinearFormat::kFp8AsBf16) {
         const uint8_t* wr = w.weight.as<const uint8_t>() + r * w.weight.stride[0];
         const uint8_t* sr = w.scale.as<const uint8_t>() + (r / kBlock) * w.scale.stride[0];
-        for (int64_t j = 0; j < k; ++j) wrow[j] = e4m3_to_f32(wr[j]) * e8m0_to_f32(sr[j / kBlock]);
+        cpu::e4m3_row_to_f32(cpu::best_isa(), wr, sr, k, wrow.data());
       } else {
         const uint16_t* wr = w.weight.as<const uint16_t>() + r * w.weight.stride[0];
         for (int64_t j = 0; j < k; ++j) wrow[j] = bf16_to_f32(wr[j]);
       }
       for (int64_t i = 0; i < n; ++i) {
-        const double acc = cpu::dot_f32_f64(wrow.data(), &xd[i * k], k);
+        const double acc = cpu::dot_f32_f64(cpu::best_isa(), wrow.data(), &xd[i * k], k);
         if (out_f32)
           a.out.as<float>()[i * a.out.stride[0] + r] = static_cast<float>(acc);
         else
