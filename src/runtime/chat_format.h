@@ -1,0 +1,81 @@
+// V4.1's chat encoding (spec §13.3): OpenAI-style messages -> prompt text, and a completion's
+// text -> reasoning content, content and tool calls (DSML). Prompts are text with the special
+// tokens written out; the tokenizer recognises them as added tokens.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "io/json.h"
+
+namespace dsinfer {
+
+namespace chat_tokens {
+inline constexpr std::string_view kBos = "<｜begin▁of▁sentence｜>";
+inline constexpr std::string_view kEos = "<｜end▁of▁sentence｜>";
+inline constexpr std::string_view kSystem = "<｜System｜>";
+inline constexpr std::string_view kUser = "<｜User｜>";
+inline constexpr std::string_view kAssistant = "<｜Assistant｜>";
+inline constexpr std::string_view kLatestReminder = "<｜latest_reminder｜>";
+inline constexpr std::string_view kThinkStart = "<think>";
+inline constexpr std::string_view kThinkEnd = "</think>";
+}  // namespace chat_tokens
+
+enum class ChatRole { kSystem, kUser, kDeveloper, kAssistant, kTool, kLatestReminder };
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // a JSON object, as text (OpenAI's `function.arguments`)
+};
+
+struct ChatMessage {
+  ChatRole role = ChatRole::kUser;
+  std::string content;
+  std::string reasoning_content;     // assistant
+  std::vector<ToolCall> tool_calls;  // assistant
+  std::string tool_call_id;          // tool
+};
+
+struct ToolSpec {
+  std::string name, description;
+  OrderedJson parameters = OrderedJson::object();  // JSON schema, keys in their written order
+};
+
+struct ChatOptions {
+  bool thinking = true;       // thinking mode (`<think>`) or chat mode
+  int reasoning_effort = 50;  // 1..100, thinking mode only ("high", the default)
+  std::vector<ToolSpec> tools;
+};
+
+/// "low" 25, "high" 50, "xhigh" 75, "max" 100, or an integer 1..100.
+Result<int> parse_reasoning_effort(std::string_view text);
+
+/// BOS + the rendered messages + the assistant prefix the completion continues from.
+/// kInvalidArgument for a conversation that cannot be rendered (no messages, a tool call whose
+/// arguments are not a JSON object).
+Result<std::string> render_chat_prompt(std::span<const ChatMessage> messages, const ChatOptions& options);
+
+struct ParsedCompletion {
+  std::string reasoning_content;
+  std::string content;
+  std::vector<ToolCall> tool_calls;  // ids left empty: the caller names them
+};
+
+/// Splits a completion (the generated text, without the prompt): in thinking mode the text up to
+/// `</think>` is reasoning (all of it when the model never closed it); a well-formed DSML calls
+/// block at the end of the content becomes tool calls. Malformed DSML stays in the content as
+/// plain text.
+ParsedCompletion parse_completion(std::string_view text, bool thinking);
+
+/// OpenAI `messages` (roles system, developer, user, assistant, tool, latest_reminder; content a
+/// string or an array of text parts; assistant `tool_calls`, `reasoning_content`).
+/// kInvalidArgument naming the offending message and field.
+Result<std::vector<ChatMessage>> chat_messages_from_json(const OrderedJson& messages);
+/// OpenAI `tools` ([{"type": "function", "function": {name, description, parameters}}]).
+Result<std::vector<ToolSpec>> tool_specs_from_json(const OrderedJson& tools);
+
+}  // namespace dsinfer
