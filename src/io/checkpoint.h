@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,6 +35,11 @@ class Checkpoint {
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   uint64_t total_bytes() const;
+
+  /// Reads every page of every tensor once (with read-ahead), so that the first forward pass does
+  /// not wait on the disk; `progress(done, total)` follows the bytes. Meant for checkpoints that
+  /// fit in memory.
+  void prefault(const std::function<void(uint64_t done, uint64_t total)>& progress) const;
 
  private:
   Status add_file(std::unique_ptr<SafetensorsFile> file);

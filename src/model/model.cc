@@ -26,13 +26,15 @@ SequenceState make_sequence_state(const ModelConfig& c) {
   return s;
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Backend& backend, Communicator& comm) {
+Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Backend& backend, Communicator& comm,
+                                           const LoadOptions& options) {
   if (comm.world_size() != 1)
     return error(ErrorKind::kUnsupported,
                  "the forward pass runs on one rank today (tensor parallelism is a later issue)");
   DSINFER_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   DSINFER_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
   DSINFER_RETURN_IF_ERROR(check_checkpoint(build_weight_manifest(config), ckpt));
+  if (options.prefault) ckpt.prefault(options.progress);
   std::unique_ptr<Model> m(new Model(std::move(config), std::move(ckpt), backend, comm));
   DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_));
   const ModelConfig& c = m->config_;

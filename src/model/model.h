@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -47,10 +48,16 @@ struct ForwardChunk {
   std::map<std::string, DebugTensor>* debug = nullptr;  // filled when not null
 };
 
+struct LoadOptions {
+  bool prefault = false;  // read every weight page at load (Checkpoint::prefault)
+  std::function<void(uint64_t done, uint64_t total)> progress;  // bytes read by the prefault
+};
+
 class Model {
  public:
   /// Loads config.json, tokenizer.json (for the Engram token map) and the weights of `dir`.
-  static Result<std::unique_ptr<Model>> load(const std::filesystem::path& dir, Backend& backend, Communicator& comm);
+  static Result<std::unique_ptr<Model>> load(const std::filesystem::path& dir, Backend& backend, Communicator& comm,
+                                             const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   SequenceState new_sequence() const { return make_sequence_state(config_); }

@@ -120,6 +120,17 @@ TEST(Checkpoint, ShardedFolderOpensThroughTheIndex) {
   ASSERT_NE(ckpt->find("c"), nullptr);
   EXPECT_EQ(ckpt->find("c")->data()[15], 7);
   EXPECT_EQ(ckpt->total_bytes(), 48u);
+  // Prefaulting reports monotone progress that ends at the total.
+  std::vector<uint64_t> seen;
+  ckpt->prefault([&](uint64_t done, uint64_t total) {
+    EXPECT_EQ(total, 48u);
+    if (!seen.empty()) {
+      EXPECT_GE(done, seen.back());
+    }
+    seen.push_back(done);
+  });
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), 48u);
 }
 
 TEST(Checkpoint, IndexAndShardsMustAgree) {
