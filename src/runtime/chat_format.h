@@ -40,6 +40,14 @@ struct ChatMessage {
   std::string tool_call_id;          // tool
 };
 
+inline ChatMessage make_message(ChatRole role, std::string content, std::string reasoning_content = {}) {
+  ChatMessage m;
+  m.role = role;
+  m.content = std::move(content);
+  m.reasoning_content = std::move(reasoning_content);
+  return m;
+}
+
 struct ToolSpec {
   std::string name, description;
   OrderedJson parameters = OrderedJson::object();  // JSON schema, keys in their written order

@@ -21,8 +21,8 @@ struct CliRun {
   std::string out;  // stdout and stderr together
 };
 
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(DSINFER_BINARY) + " " + args + " 2>&1";
+CliRun run(const std::string& args, const std::string& stdin_file = "/dev/null") {
+  const std::string cmd = std::string(DSINFER_BINARY) + " " + args + " < " + stdin_file + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -161,6 +161,36 @@ TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
   ASSERT_EQ(bench.code, 0) << bench.out;
   EXPECT_HAS(bench.out, "prefill tok/s");
   EXPECT_EQ(std::count(bench.out.begin(), bench.out.end(), '\n'), 5) << bench.out;  // header + 2 x 2 rows
+}
+
+TEST(Cli, ChatTurnsCommandsAndErrorsKeepTheSessionGoing) {
+  testing::TempDir dir;
+  ASSERT_EQ(run("make-tiny --out " + dir.path().string()).code, 0);
+  const std::string model = " --model " + dir.path().string();
+  std::ofstream(dir.path() / "turns.txt") << "Hello there\n/reset\nAnd again\n/bogus\n\n/exit\nnever read\n";
+  const std::string turns = (dir.path() / "turns.txt").string();
+  const CliRun chat = run("chat" + model + " --max-tokens 6 --seed 1", turns);
+  ASSERT_EQ(chat.code, 0) << chat.out;
+  EXPECT_HAS(chat.out, "[reasoning]");  // thinking mode by default; piped output gets headings
+  EXPECT_HAS(chat.out, "(conversation cleared)");
+  EXPECT_HAS(chat.out, "unknown command /bogus");
+  EXPECT_EQ(chat.out.find("loading weights"), std::string::npos) << "no progress bar when piped";
+  size_t turns_run = 0;
+  for (size_t at = 0; (at = chat.out.find("generated 6 tokens", at)) != std::string::npos; ++at) ++turns_run;
+  EXPECT_EQ(turns_run, 2u) << chat.out;
+  // A turn that cannot run is reported and dropped; the session goes on to the next one.
+  const CliRun too_long = run("chat" + model + " --max-tokens 5000", turns);
+  EXPECT_EQ(too_long.code, 0) << too_long.out;
+  EXPECT_HAS(too_long.out, "exceeds the context");
+  EXPECT_HAS(too_long.out, "(the turn was dropped");
+  const CliRun bad_effort = run("chat" + model + " --reasoning-effort huge", turns);
+  EXPECT_EQ(bad_effort.code, 2);
+  EXPECT_HAS(bad_effort.out, "reasoning effort 'huge'");
+  // generate --chat renders the chat prompt (BOS, roles, the assistant prefix) around the text.
+  const CliRun g = run("generate" + model + " --prompt 'Hello there' --chat --no-thinking --max-tokens 4 --seed 2");
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_EQ(g.out.find("[reasoning]"), std::string::npos) << g.out;
+  EXPECT_HAS(g.out, "prompt 7 tokens");  // BOS, <｜User｜>, 3 text tokens, <｜Assistant｜>, </think>
 }
 
 TEST(Cli, TokenizeAndDetokenizeRoundTrip) {

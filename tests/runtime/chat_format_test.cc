@@ -26,13 +26,6 @@ ChatOptions effort_option(int b) {
   return o;
 }
 
-ChatMessage msg(ChatRole role, std::string content, std::string reasoning = "") {
-  ChatMessage m;
-  m.role = role;
-  m.content = std::move(content);
-  m.reasoning_content = std::move(reasoning);
-  return m;
-}
 
 std::string render(const std::vector<ChatMessage>& m, const ChatOptions& o) {
   auto r = render_chat_prompt(m, o);
@@ -41,16 +34,16 @@ std::string render(const std::vector<ChatMessage>& m, const ChatOptions& o) {
 }
 
 TEST(ChatFormat, SingleUserTurnInBothModes) {
-  const std::vector<ChatMessage> m = {msg(ChatRole::kUser, "hi")};
+  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "hi")};
   EXPECT_EQ(render(m, {}), kBos + effort(50) + kUser + "hi" + kAsst + "<think>");
   EXPECT_EQ(render(m, chat_mode()), kBos + kUser + "hi" + kAsst + "</think>");
   EXPECT_EQ(render(m, effort_option(100)), kBos + effort(100) + kUser + "hi" + kAsst + "<think>");
 }
 
 TEST(ChatFormat, SystemPromptAndLaterSystemMessages) {
-  const std::vector<ChatMessage> m = {msg(ChatRole::kSystem, "be brief"), msg(ChatRole::kUser, "q1"),
-                                      msg(ChatRole::kAssistant, "a1"), msg(ChatRole::kSystem, "now formal"),
-                                      msg(ChatRole::kDeveloper, "q2")};
+  const std::vector<ChatMessage> m = {make_message(ChatRole::kSystem, "be brief"), make_message(ChatRole::kUser, "q1"),
+                                      make_message(ChatRole::kAssistant, "a1"), make_message(ChatRole::kSystem, "now formal"),
+                                      make_message(ChatRole::kDeveloper, "q2")};
   EXPECT_EQ(render(m, chat_mode()), kBos + kSys + "be brief" + kUser + "q1" + kAsst + "</think>a1" + kEos +
                                                 kSys + "now formal" + kUser + "q2" + kAsst + "</think>");
   // Thinking: the effort line opens the system prompt (one <｜System｜>).
@@ -59,8 +52,8 @@ TEST(ChatFormat, SystemPromptAndLaterSystemMessages) {
 }
 
 TEST(ChatFormat, ReasoningKeptOnlyAfterTheLastUserTurn) {
-  const std::vector<ChatMessage> m = {msg(ChatRole::kUser, "q1"), msg(ChatRole::kAssistant, "a1", "r1"),
-                                      msg(ChatRole::kUser, "q2"), msg(ChatRole::kAssistant, "a2", "r2")};
+  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "q1"), make_message(ChatRole::kAssistant, "a1", "r1"),
+                                      make_message(ChatRole::kUser, "q2"), make_message(ChatRole::kAssistant, "a2", "r2")};
   EXPECT_EQ(render(m, {}), kBos + effort(50) + kUser + "q1" + kAsst + "</think>a1" + kEos + kUser + "q2" + kAsst +
                                "<think>r2</think>a2" + kEos);
   EXPECT_EQ(render(m, chat_mode()),
@@ -68,7 +61,7 @@ TEST(ChatFormat, ReasoningKeptOnlyAfterTheLastUserTurn) {
 }
 
 TEST(ChatFormat, LatestReminderComesBeforeTheAssistantPrefix) {
-  const std::vector<ChatMessage> m = {msg(ChatRole::kUser, "hi"), msg(ChatRole::kLatestReminder, "rem")};
+  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "hi"), make_message(ChatRole::kLatestReminder, "rem")};
   EXPECT_EQ(render(m, chat_mode()),
             kBos + kUser + "hi" + "<｜latest_reminder｜>rem" + kAsst + "</think>");
 }
@@ -78,13 +71,13 @@ TEST(ChatFormat, ToolsCallsAndResultsInCallOrder) {
   ToolSpec weather{"get_weather", "Weather of a city", OrderedJson::parse(R"({"type": "object", "properties":
       {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]})")};
   o.tools = {weather};
-  ChatMessage call = msg(ChatRole::kAssistant, "Checking.", "need data");
+  ChatMessage call = make_message(ChatRole::kAssistant, "Checking.", "need data");
   call.tool_calls = {{"c1", "get_weather", R"({"city": "Paris", "days": 2})"},
                      {"c2", "get_weather", R"({"city": "Oslo"})"}};
-  ChatMessage r2 = msg(ChatRole::kTool, "rain"), r1 = msg(ChatRole::kTool, "sun");
+  ChatMessage r2 = make_message(ChatRole::kTool, "rain"), r1 = make_message(ChatRole::kTool, "sun");
   r2.tool_call_id = "c2";
   r1.tool_call_id = "c1";
-  const std::vector<ChatMessage> m = {msg(ChatRole::kUser, "weather?"), call, r2, r1};
+  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "weather?"), call, r2, r1};
   const std::string prompt = render(m, o);
 
   const std::string schema =
@@ -115,16 +108,16 @@ TEST(ChatFormat, ToolsCallsAndResultsInCallOrder) {
 }
 
 TEST(ChatFormat, ToolResultAfterAUserTurnJoinsIt) {
-  ChatMessage r = msg(ChatRole::kTool, "res");
-  const std::vector<ChatMessage> m = {msg(ChatRole::kUser, "q"), r};
+  ChatMessage r = make_message(ChatRole::kTool, "res");
+  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "q"), r};
   EXPECT_EQ(render(m, chat_mode()), kBos + kUser + "q\n\n<tool_result>res</tool_result>" + kAsst + "</think>");
 }
 
 TEST(ChatFormat, RejectsWhatCannotBeRendered) {
   EXPECT_FALSE(render_chat_prompt({}, {}).ok());
-  ChatMessage call = msg(ChatRole::kAssistant, "");
+  ChatMessage call = make_message(ChatRole::kAssistant, "");
   call.tool_calls = {{"c", "f", "[1, 2]"}};
-  const std::vector<ChatMessage> m = {msg(ChatRole::kUser, "q"), call};
+  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "q"), call};
   const auto r = render_chat_prompt(m, {});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("JSON object"), std::string::npos);

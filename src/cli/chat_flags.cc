@@ -1,0 +1,123 @@
+#include "cli/chat_flags.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "io/json.h"
+
+namespace dsinfer::cli {
+namespace {
+
+constexpr std::string_view kDim = "\x1b[2m", kReset = "\x1b[0m";
+
+}  // namespace
+
+void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
+  cmd->add_option("--max-tokens", f.max_tokens, "Most tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", f.sampling.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", f.sampling.top_k, "0 = off")->capture_default_str();
+  cmd->add_option("--top-p", f.sampling.top_p, "Nucleus mass")->capture_default_str();
+  cmd->add_option("--min-p", f.sampling.min_p, "Relative probability floor")->capture_default_str();
+  cmd->add_option("--repetition-penalty", f.sampling.repetition_penalty)->capture_default_str();
+  cmd->add_option("--frequency-penalty", f.sampling.frequency_penalty)->capture_default_str();
+  cmd->add_option("--presence-penalty", f.sampling.presence_penalty)->capture_default_str();
+  cmd->add_option("--stop", f.stop, "Stop before this text (repeatable)");
+  f.seed_option = cmd->add_option("--seed", f.seed, "Sampling seed (reproducible output)");
+}
+
+GenerateRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f) {
+  GenerateRequest req;
+  req.prompt = std::move(prompt);
+  req.sampling = f.sampling;
+  if (f.seed_option && f.seed_option->count()) req.sampling.seed = f.seed;
+  req.max_tokens = f.max_tokens;
+  req.stop_strings = f.stop;
+  if (auto eos = tok.vocab().id_of(chat_tokens::kEos)) req.stop_ids.push_back(*eos);
+  return req;
+}
+
+void add_chat_flags(CLI::App* cmd, ChatFlags& f) {
+  cmd->add_option("--system", f.system, "System prompt");
+  cmd->add_flag("--no-thinking", f.no_thinking, "Chat mode: answer without reasoning first");
+  cmd->add_option("--reasoning-effort", f.reasoning_effort, "low, high, xhigh, max or 1-100 (thinking mode)")
+      ->capture_default_str();
+  cmd->add_option("--tools", f.tools_file, "JSON file of OpenAI-style tool definitions");
+}
+
+Result<ChatOptions> chat_options(const ChatFlags& f) {
+  ChatOptions o;
+  o.thinking = !f.no_thinking;
+  DSINFER_ASSIGN_OR_RETURN(o.reasoning_effort, parse_reasoning_effort(f.reasoning_effort));
+  if (!f.tools_file.empty()) {
+    std::ifstream in(f.tools_file, std::ios::binary);
+    if (!in) return error(ErrorKind::kNotFound, f.tools_file + ": cannot open");
+    std::ostringstream text;
+    text << in.rdbuf();
+    DSINFER_ASSIGN_OR_RETURN(OrderedJson tools, parse_ordered_json(text.str(), f.tools_file));
+    auto specs = tool_specs_from_json(tools);
+    if (!specs.ok()) return error(ErrorKind::kInvalidArgument, f.tools_file + ": " + specs.status().message());
+    o.tools = std::move(*specs);
+  }
+  return o;
+}
+
+ReasoningPrinter::ReasoningPrinter(bool thinking) : in_reasoning_(thinking), color_(isatty(STDOUT_FILENO) != 0) {}
+
+void ReasoningPrinter::print(std::string_view s) {
+  if (!started_ && in_reasoning_) {
+    std::fputs(color_ ? kDim.data() : "[reasoning]\n", stdout);
+  }
+  started_ = true;
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+void ReasoningPrinter::push(std::string_view piece) {
+  text_ += piece;
+  if (!in_reasoning_) return print(piece);
+  held_ += piece;
+  const size_t end = held_.find(chat_tokens::kThinkEnd);
+  if (end == std::string::npos) {
+    // Keep back the longest tail that could still grow into "</think>".
+    size_t keep = 0;
+    for (size_t n = std::min(held_.size(), chat_tokens::kThinkEnd.size() - 1); n > 0; --n)
+      if (chat_tokens::kThinkEnd.starts_with(std::string_view(held_).substr(held_.size() - n))) {
+        keep = n;
+        break;
+      }
+    print(std::string_view(held_).substr(0, held_.size() - keep));
+    held_.erase(0, held_.size() - keep);
+    return;
+  }
+  print(std::string_view(held_).substr(0, end));
+  std::fputs(color_ ? "\n\n" : "\n[answer]\n", stdout);
+  if (color_) std::fputs(kReset.data(), stdout);
+  in_reasoning_ = false;
+  const std::string rest = held_.substr(end + chat_tokens::kThinkEnd.size());
+  held_.clear();
+  print(rest);
+}
+
+void ReasoningPrinter::finish() {
+  if (!held_.empty()) print(held_);
+  held_.clear();
+  if (in_reasoning_ && color_ && started_) std::fputs(kReset.data(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+void print_timings(const GenerateStats& s) {
+  std::fprintf(stderr, "prompt %ld tokens, prefill %.1f tok/s; generated %ld tokens, decode %.2f tok/s%s\n",
+               static_cast<long>(s.prompt_tokens), s.prompt_tokens / std::max(s.prefill_seconds, 1e-9),
+               static_cast<long>(s.generated_tokens), s.generated_tokens / std::max(s.decode_seconds, 1e-9),
+               s.stopped_by_token    ? " (stopped at the end token)"
+               : s.stopped_by_string ? " (stopped at a stop string)"
+                                     : "");
+}
+
+}  // namespace dsinfer::cli

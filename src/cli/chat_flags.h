@@ -1,0 +1,59 @@
+// Flags and terminal output shared by `generate` and `chat`: sampling, chat mode, and a printer
+// that shows the reasoning apart from the answer.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "io/tokenizer.h"
+#include "runtime/chat_format.h"
+#include "runtime/generator.h"
+
+namespace dsinfer::cli {
+
+struct SamplingFlags {
+  SamplingParams sampling;
+  int max_tokens = 128;
+  std::vector<std::string> stop;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+};
+void add_sampling_flags(CLI::App* cmd, SamplingFlags& f);
+/// The request for `prompt` with these flags; the tokenizer's end-of-sentence token stops it.
+GenerateRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f);
+
+struct ChatFlags {
+  std::string system;
+  bool no_thinking = false;
+  std::string reasoning_effort = "high";
+  std::string tools_file;  // OpenAI `tools` JSON
+};
+void add_chat_flags(CLI::App* cmd, ChatFlags& f);
+Result<ChatOptions> chat_options(const ChatFlags& f);
+
+/// Streams completion text to stdout; in thinking mode the text before `</think>` is printed as
+/// reasoning (dimmed on a terminal, under a "[reasoning]" heading otherwise), then the answer.
+class ReasoningPrinter {
+ public:
+  explicit ReasoningPrinter(bool thinking);
+  void push(std::string_view piece);
+  void finish();  // flushes held-back text and ends the line
+  const std::string& text() const { return text_; }  // everything received
+
+ private:
+  void print(std::string_view s);
+  bool in_reasoning_;
+  bool color_;
+  bool started_ = false;
+  std::string held_;  // a possible start of "</think>"
+  std::string text_;
+};
+
+/// "prompt N tokens, prefill X tok/s; generated M tokens, decode Y tok/s" on stderr.
+void print_timings(const GenerateStats& s);
+
+}  // namespace dsinfer::cli
