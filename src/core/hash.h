@@ -15,6 +15,11 @@ inline uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+/// The splitmix64 output for state `x`: a well-mixed hash of one 64-bit key.
+inline uint64_t mix64(uint64_t x) {
+  return splitmix64(x);
+}
+
 /// A uniform double in [0, 1) from the next splitmix64 output.
 inline double splitmix64_uniform(uint64_t& state) {
   return static_cast<double>(splitmix64(state) >> 11) * 0x1p-53;

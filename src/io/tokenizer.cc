@@ -5,9 +5,10 @@
 #include <pcre2.h>
 
 #include <algorithm>
-#include <queue>
 
 #include <fmt/format.h>
+
+#include "core/hash.h"
 
 namespace dsinfer {
 
@@ -24,6 +25,10 @@ Tokenizer::~Tokenizer() = default;
 
 namespace {
 
+uint64_t pair_key(int32_t left, int32_t right) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32 | static_cast<uint32_t>(right);
+}
+
 Status unsupported(std::string_view what, std::string_view msg) {
   return error(ErrorKind::kUnsupported, fmt::format("{}: {}", what, msg));
 }
@@ -34,9 +39,13 @@ void split_isolated(pcre2_code* re, std::vector<std::string_view>& pieces) {
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
   for (std::string_view p : pieces) {
     size_t pos = 0, gap = 0;
+    // PCRE2 validates the UTF-8 from the start offset to the end on every call: once per piece is
+    // enough (and keeps long pieces linear).
+    uint32_t options = 0;
     while (pos <= p.size()) {
-      const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), pos, 0, md, nullptr);
+      const int rc = pcre2_match(re, reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), pos, options, md, nullptr);
       if (rc < 0) break;
+      options = PCRE2_NO_UTF_CHECK;
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       if (ov[1] == ov[0]) {  // an empty match splits nothing; step over one character
         pos = ov[0] + 1;
@@ -100,9 +109,30 @@ Result<Tokenizer> Tokenizer::from_json(const Json& j, std::string_view what) {
   const std::string model_type = j["model"].value("type", "");
   if (model_type != "BPE" || j["model"].value("byte_fallback", false))
     return unsupported(what, "only byte-level BPE without byte fallback is supported");
+  t.byte_ids_.resize(256);
+  for (int b = 0; b < 256; ++b) {
+    std::string sym;
+    append_utf8(sym, byte_to_codepoint(static_cast<uint8_t>(b)));
+    const auto id = t.vocab_.id_of(sym);
+    if (!id) return error(ErrorKind::kCorruptFile, fmt::format("{}: the vocab lacks the symbol of byte {}", what, b));
+    t.byte_ids_[b] = *id;
+  }
+  size_t slots = 16;
+  while (slots < 2 * t.vocab_.merges().size()) slots *= 2;
+  t.merges_.assign(slots, Merge{});
   for (size_t r = 0; r < t.vocab_.merges().size(); ++r) {
     const auto& [a, b] = t.vocab_.merges()[r];
-    t.merge_rank_.emplace(a + " " + b, static_cast<int32_t>(r));
+    const auto ia = t.vocab_.id_of(a), ib = t.vocab_.id_of(b), merged = t.vocab_.id_of(a + b);
+    if (!ia || !ib || !merged)
+      return error(ErrorKind::kCorruptFile, fmt::format("{}: merge '{} {}' names a token not in the vocab", what, a, b));
+    const uint64_t key = pair_key(*ia, *ib);
+    for (size_t slot = mix64(key) & (slots - 1);; slot = (slot + 1) & (slots - 1)) {
+      if (t.merges_[slot].key == key) break;  // a repeated merge: the first (best) rank wins
+      if (t.merges_[slot].key == Merge{}.key) {
+        t.merges_[slot] = {key, static_cast<int32_t>(r), *merged};
+        break;
+      }
+    }
   }
   for (int id = 0; id < t.vocab_.size(); ++id)
     if (t.vocab_.is_added(id)) t.added_.emplace_back(t.vocab_.piece(id), id);
@@ -115,45 +145,59 @@ Result<Tokenizer> Tokenizer::from_json(const Json& j, std::string_view what) {
   return t;
 }
 
+const Tokenizer::Merge* Tokenizer::find_merge(int32_t left, int32_t right) const {
+  const uint64_t key = pair_key(left, right);
+  const size_t mask = merges_.size() - 1;
+  for (size_t slot = mix64(key) & mask;; slot = (slot + 1) & mask) {
+    if (merges_[slot].key == key) return &merges_[slot];
+    if (merges_[slot].key == Merge{}.key) return nullptr;
+  }
+}
+
 void Tokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
-  // Symbols: one per byte, written in the byte-level alphabet; merged by rank with a heap of
-  // candidate pairs (stale entries skipped), so a long piece costs O(n log n).
+  // Symbols: one token id per byte, merged by rank with a heap of candidate pairs (stale entries
+  // skipped), so a long piece costs O(n log n). Equal ranks merge leftmost first, as in HF.
   struct Sym {
-    std::string text;
+    int32_t id;
     int prev, next;
   };
-  std::vector<Sym> syms;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    std::string s;
-    append_utf8(s, byte_to_codepoint(static_cast<uint8_t>(bytes[i])));
-    syms.push_back({std::move(s), static_cast<int>(i) - 1, i + 1 < bytes.size() ? static_cast<int>(i) + 1 : -1});
-  }
-  using Cand = std::tuple<int32_t, int, std::string>;  // rank, left symbol, the pair's text (validity check)
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<>> heap;
+  thread_local std::vector<Sym> syms;  // reused: most pieces are a few bytes, allocations would dominate
+  syms.resize(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i)
+    syms[i] = {byte_ids_[static_cast<uint8_t>(bytes[i])], static_cast<int>(i) - 1,
+               i + 1 < bytes.size() ? static_cast<int>(i) + 1 : -1};
+  struct Cand {
+    int32_t rank;
+    int left;
+    int32_t left_id, right_id;  // what the pair was when queued: a mismatch means stale
+    int32_t merged_id;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  thread_local std::vector<Cand> heap;  // a min-heap by (rank, position)
+  heap.clear();
   const auto push = [&](int left) {
     if (left < 0 || syms[left].next < 0) return;
-    std::string key = syms[left].text + " " + syms[syms[left].next].text;
-    const auto it = merge_rank_.find(key);
-    if (it != merge_rank_.end()) heap.emplace(it->second, left, std::move(key));
+    const int32_t a = syms[left].id, b = syms[syms[left].next].id;
+    if (const Merge* m = find_merge(a, b)) {
+      heap.push_back({m->rank, left, a, b, m->id});
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    }
   };
   for (int i = 0; i + 1 < static_cast<int>(syms.size()); ++i) push(i);
   while (!heap.empty()) {
-    auto [rank, left, key] = heap.top();
-    heap.pop();
-    const int right = syms[left].next;
-    if (right < 0 || syms[left].text.empty() || key != syms[left].text + " " + syms[right].text) continue;  // stale
-    syms[left].text += syms[right].text;
-    syms[right].text.clear();
-    syms[left].next = syms[right].next;
-    if (syms[right].next >= 0) syms[syms[right].next].prev = left;
-    push(syms[left].prev);
-    push(left);
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    const Cand c = heap.back();
+    heap.pop_back();
+    const int right = syms[c.left].next;
+    if (right < 0 || syms[c.left].id != c.left_id || syms[right].id != c.right_id) continue;  // stale
+    syms[c.left].id = c.merged_id;
+    syms[right].id = -1;
+    syms[c.left].next = syms[right].next;
+    if (syms[right].next >= 0) syms[syms[right].next].prev = c.left;
+    push(syms[c.left].prev);
+    push(c.left);
   }
-  for (int i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
-    const auto id = vocab_.id_of(syms[i].text);
-    DSINFER_CHECK(id.has_value(), "BPE produced '{}', which is not in the vocab", syms[i].text);
-    out.push_back(*id);
-  }
+  for (int i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) out.push_back(syms[i].id);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {

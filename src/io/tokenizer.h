@@ -43,7 +43,15 @@ class Tokenizer {
 
   TokenizerVocab vocab_;
   std::unique_ptr<Regexes> regexes_;                       // the pre-tokenizer's Split patterns, in order
-  std::unordered_map<std::string, int32_t> merge_rank_;    // "a b" -> rank
+  // The merges as an open-addressing table keyed by (left id << 32 | right id): BPE looks up every
+  // adjacent pair, so this lookup is the tokenizer's inner loop.
+  struct Merge {
+    uint64_t key = ~uint64_t{0};  // empty slot
+    int32_t rank = 0, id = 0;     // the merge's priority and the id of the merged token
+  };
+  const Merge* find_merge(int32_t left, int32_t right) const;
+  std::vector<Merge> merges_;                              // power-of-two size, at most half full
+  std::vector<int32_t> byte_ids_;                          // [256] id of each byte's byte-level symbol
   std::vector<std::pair<std::string, int32_t>> added_;     // added token text -> id, longest first
   std::vector<std::vector<int32_t>> added_by_first_byte_;  // [256] indices into added_, longest first
 };
