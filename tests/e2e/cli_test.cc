@@ -191,6 +191,11 @@ TEST(Cli, ChatTurnsCommandsAndErrorsKeepTheSessionGoing) {
   ASSERT_EQ(g.code, 0) << g.out;
   EXPECT_EQ(g.out.find("[reasoning]"), std::string::npos) << g.out;
   EXPECT_HAS(g.out, "prompt 7 tokens");  // BOS, <｜User｜>, 3 text tokens, <｜Assistant｜>, </think>
+  // The same commands on a checkpoint in the official layout with DeepSeek's tokenizer.
+  const std::string fixture = " --model " + (testing::data_dir() / "v41-tiny-a/checkpoint").string();
+  const CliRun official = run("chat" + fixture + " --max-tokens 3 --seed 1", turns);
+  EXPECT_EQ(official.code, 0) << official.out;
+  EXPECT_HAS(official.out, "generated 3 tokens");
 }
 
 TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
