@@ -1,0 +1,214 @@
+// sm90_quantize_input, sm90_block_linear_fp8 / _fp4: the block-scaled GEMMs of decode (small n).
+//
+// Bytes and work per call: the weights are read once (out * k bytes for fp8, half that for fp4,
+// plus 1/1024 or 1/32 of that in scales); x and its scales are small and stay in L1/L2. At batch 1
+// this is a memory-bound stream; the kernels keep the per-byte instruction count low enough for the
+// H200's ~4.3 TB/s (about 16 bytes per SM per clock).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "backends/cuda/kernels/linear/linear.h"
+
+namespace dsinfer::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = 8;
+constexpr int kRowsPerPass = 4;  // activation rows against one weight chunk in registers
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+__device__ inline float e8m0_to_float(uint8_t e) {
+  return e ? __uint_as_float(static_cast<uint32_t>(e) << 23) : __uint_as_float(0x00400000u);  // 2^-127
+}
+
+__device__ inline float2 half2_bits_to_float2(uint32_t bits) {
+  __half2 h;
+  memcpy(&h, &bits, 4);
+  return __half22float2(h);
+}
+
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+__global__ void sm90_quantize_input(QuantizeInputParams p) {
+  const int lane = threadIdx.x % kWarp;
+  const int groups_per_row = p.k / 32;
+  const int64_t groups = static_cast<int64_t>(p.n) * groups_per_row;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; g < groups; g += stride) {
+    const int64_t i = g / groups_per_row, b = g % groups_per_row, j = b * 32 + lane;
+    const float x = __bfloat162float(__ushort_as_bfloat16(p.x[i * p.x_stride + j]));
+    float amax = fabsf(x);
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, o));
+    // act_quant's scale (spec §3.4): 2^ceil(log2(max(amax, 1e-4) / 448)), from the fp32 bits.
+    const unsigned t = __float_as_uint(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
+    const unsigned e = ((t >> 23) & 0xFFu) + ((t & 0x7FFFFFu) ? 1u : 0u);
+    const float s = __uint_as_float(e << 23);
+    const float v = fminf(fmaxf(__fdiv_rn(x, s), -448.0f), 448.0f);
+    const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(q, __NV_E4M3);
+    p.values[i * p.k + j] = h.x;
+    if (lane == 0) p.scales[g] = s;
+  }
+}
+
+// fp8: a warp covers 32 chunks of 16 codes; lanes 2m and 2m+1 hold the two halves of one block.
+template <int NB>
+__device__ void fp8_row(const BlockLinearParams& p, int row, int i0, int lane) {
+  const uint8_t* wr = p.w + static_cast<int64_t>(row) * p.w_stride;
+  const uint8_t* sr = p.w_scales + static_cast<int64_t>(row / 32) * p.s_stride;
+  const int chunks = p.k / 16, blocks = p.k / 32;
+  float acc[NB] = {};
+  for (int base = 0; base < chunks; base += kWarp) {
+    const int c = base + lane;
+    const bool valid = c < chunks;  // chunks is even: both lanes of a block agree
+    const uint4 wv = valid ? __ldg(reinterpret_cast<const uint4*>(wr) + c) : make_uint4(0, 0, 0, 0);
+    float wf[16];
+    const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[q] & 0xFFFFu), __NV_E4M3);
+      const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[q] >> 16), __NV_E4M3);
+      const float2 a = half2_bits_to_float2(static_cast<uint32_t>(lo.x) | static_cast<uint32_t>(lo.y) << 16);
+      const float2 d = half2_bits_to_float2(static_cast<uint32_t>(hi.x) | static_cast<uint32_t>(hi.y) << 16);
+      wf[4 * q] = a.x, wf[4 * q + 1] = a.y, wf[4 * q + 2] = d.x, wf[4 * q + 3] = d.y;
+    }
+    const int b = c / 2;
+    const float sw = valid ? e8m0_to_float(sr[b]) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      float part = 0.0f;
+      if (valid) {
+        const uint4* xp = reinterpret_cast<const uint4*>(p.x_values + static_cast<int64_t>(i0 + i) * p.k) + 2 * c;
+        const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+        const uint32_t xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          const float2 xf = half2_bits_to_float2(xw[q]);
+          part = __fmaf_rn(wf[2 * q], xf.x, part);
+          part = __fmaf_rn(wf[2 * q + 1], xf.y, part);
+        }
+      }
+      part += __shfl_xor_sync(kFull, part, 1);
+      if (valid && !(lane & 1)) acc[i] += (part * p.x_scales[static_cast<int64_t>(i0 + i) * blocks + b]) * sw;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < NB; ++i) {
+    const float s = warp_sum(acc[i]);
+    if (lane == 0) p.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+  }
+}
+
+// fp4: a lane holds one whole block (16 bytes, 32 weights); the codes become fp16 pairs through a
+// table of all 256 bytes, one copy per lane so that the lookups never share a bank. fp4 times an
+// e4m3 value is exact in fp16 (at most 6 * 448, at least 2^-10).
+template <int NB>
+__device__ void fp4_row(const BlockLinearParams& p, int row, int i0, int lane, const uint32_t* lut) {
+  const uint8_t* wr = p.w + static_cast<int64_t>(row) * p.w_stride;
+  const uint8_t* sr = p.w_scales + static_cast<int64_t>(row) * p.s_stride;
+  const int blocks = p.k / 32;
+  float acc[NB] = {};
+  for (int c = lane; c < blocks; c += kWarp) {
+    const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr) + c);
+    uint32_t wh[16];  // fp16 pairs: elements 2j, 2j + 1
+    const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int byte = 0; byte < 4; ++byte) wh[4 * q + byte] = lut[((words[q] >> (8 * byte)) & 0xFFu) * kWarp + lane];
+    const float sw = e8m0_to_float(sr[c]);
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      const uint4* xp = reinterpret_cast<const uint4*>(p.x_values + static_cast<int64_t>(i0 + i) * p.k) + 4 * c;
+      float part = 0.0f;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const uint4 xv = __ldg(xp + v);
+        const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          __half2 w2, x2;
+          memcpy(&w2, &wh[4 * v + q], 4);
+          memcpy(&x2, &xw[q], 4);
+          const float2 prod = __half22float2(__hmul2(w2, x2));  // exact
+          part += prod.x;
+          part += prod.y;
+        }
+      }
+      acc[i] += (part * p.x_scales[static_cast<int64_t>(i0 + i) * blocks + c]) * sw;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < NB; ++i) {
+    const float s = warp_sum(acc[i]);
+    if (lane == 0) p.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+  }
+}
+
+__device__ inline float e2m1_value(uint32_t nibble) {
+  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  return (nibble & 8u) ? -mag[nibble & 7u] : mag[nibble & 7u];
+}
+
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_block_linear(BlockLinearParams p) {
+  extern __shared__ uint32_t lut[];  // fp4 only: [256][32] fp16 pairs
+  if (p.fp4) {
+    for (int idx = threadIdx.x; idx < 256 * kWarp; idx += blockDim.x) {
+      const uint32_t byte = static_cast<uint32_t>(idx / kWarp);
+      const __half lo = __float2half_rn(e2m1_value(byte & 15u)), hi = __float2half_rn(e2m1_value(byte >> 4));
+      lut[idx] = static_cast<uint32_t>(__half_as_ushort(lo)) | static_cast<uint32_t>(__half_as_ushort(hi)) << 16;
+    }
+    __syncthreads();
+  }
+  const int lane = threadIdx.x % kWarp;
+  const int warps = gridDim.x * kWarpsPerBlock;
+  for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < p.out; row += warps) {
+    int i0 = 0;
+    for (; i0 + kRowsPerPass <= p.n; i0 += kRowsPerPass)
+      p.fp4 ? fp4_row<kRowsPerPass>(p, row, i0, lane, lut) : fp8_row<kRowsPerPass>(p, row, i0, lane);
+    for (; i0 < p.n; ++i0) p.fp4 ? fp4_row<1>(p, row, i0, lane, lut) : fp8_row<1>(p, row, i0, lane);
+  }
+}
+
+int sm_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    return std::max(sms, 1);
+  }();
+  return count;
+}
+
+}  // namespace
+
+cudaError_t launch_quantize_input(const QuantizeInputParams& p) {
+  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0) return cudaErrorInvalidValue;
+  const int64_t groups = static_cast<int64_t>(p.n) * (p.k / 32);
+  if (groups == 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((groups + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
+  sm90_quantize_input<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_block_linear(const BlockLinearParams& p) {
+  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0) return cudaErrorInvalidValue;
+  if (p.n == 0 || p.out == 0) return cudaSuccess;
+  constexpr int kLutBytes = 256 * kWarp * 4;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(sm90_block_linear, cudaFuncAttributeMaxDynamicSharedMemorySize, kLutBytes);
+  if (attr != cudaSuccess) return attr;
+  // A persistent grid: a few blocks per SM walk the rows (the fp4 table is built once per block).
+  const int rows_blocks = (p.out + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int blocks = std::min(rows_blocks, sm_count() * 4);
+  sm90_block_linear<<<blocks, kWarpsPerBlock * kWarp, p.fp4 ? kLutBytes : 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace dsinfer::cuda

@@ -1,0 +1,36 @@
+// Parameters of the block-scaled linear kernels (spec §3.6): plain pointers, POD.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dsinfer::cuda {
+
+/// act_quant of the GEMM input, in the layout the linear kernels read.
+struct QuantizeInputParams {
+  const uint16_t* x = nullptr;  // [n, k] bf16, row stride x_stride elements
+  int64_t x_stride = 0;
+  uint16_t* values = nullptr;  // [n, k] fp16: the e4m3 code values, unscaled (exact in fp16)
+  float* scales = nullptr;     // [n, k / 32] the power-of-two scales
+  int n = 0, k = 0;            // k a multiple of 32
+  cudaStream_t stream = nullptr;
+};
+
+/// y = bf16(sum over K blocks b of (P_b * sx_b) * sw_b), P_b = sum of code products in block b.
+struct BlockLinearParams {
+  const uint16_t* x_values = nullptr;  // from QuantizeInputParams
+  const float* x_scales = nullptr;
+  int n = 0, k = 0;
+  bool fp4 = false;  // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
+  const uint8_t* w = nullptr;  // [out, k] e4m3 or [out, k / 2] packed e2m1
+  int64_t w_stride = 0;        // bytes per row
+  const uint8_t* w_scales = nullptr;  // e8m0: [ceil(out / 32), k / 32] (fp8) or [out, k / 32] (fp4)
+  int64_t s_stride = 0;               // bytes per scale row
+  int out = 0;
+  uint16_t* y = nullptr;  // [n, out] bf16, row stride y_stride elements
+  int64_t y_stride = 0;
+  cudaStream_t stream = nullptr;
+};
+
+}  // namespace dsinfer::cuda

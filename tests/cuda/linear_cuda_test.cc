@@ -1,0 +1,87 @@
+// CUDA block-scaled linear against the CPU backend at V4.1-Flash shapes (skipped without a GPU).
+// The CPU sums each block's code products exactly; the GPU in fp32: outputs agree within 2 bf16
+// ulps and nearly all bit for bit.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/kernels/linear/linear.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+template <typename T>
+struct DeviceBuffer {
+  T* p = nullptr;
+  explicit DeviceBuffer(size_t n) { EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(p); }
+};
+
+int ulps(uint16_t a, uint16_t b) {
+  const auto key = [](uint16_t x) { return x & 0x8000 ? -static_cast<int>(x & 0x7FFF) : static_cast<int>(x); };
+  return std::abs(key(a) - key(b));
+}
+
+TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  CpuBackend cpu(0);
+  std::mt19937 rng(11);
+  struct Shape {
+    int out, k;
+    bool fp4;
+  };
+  for (const Shape s : {Shape{2304, 5120, false}, Shape{5120, 2304, false}, Shape{1280, 5120, false},
+                        Shape{2304, 5120, true}, Shape{5120, 2304, true}}) {
+    const int64_t o = s.out, k = s.k;
+    std::vector<uint8_t> w(s.fp4 ? o * k / 2 : o * k), ws(s.fp4 ? o * k / 32 : ((o + 31) / 32) * (k / 32));
+    for (auto& b : w)  // fp8: normal codes of both signs (as quantised weights are); fp4: any byte
+      b = s.fp4 ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));
+    for (auto& b : ws) b = static_cast<uint8_t>(112 + rng() % 12);
+    LinearWeight lw{s.fp4 ? LinearFormat::kFp4 : LinearFormat::kFp8, o, k,
+                    TensorView::contiguous(w.data(), DType::kU8, {o, s.fp4 ? k / 2 : k}),
+                    TensorView::contiguous(ws.data(), DType::kU8, {s.fp4 ? o : (o + 31) / 32, k / 32})};
+    DeviceBuffer<uint8_t> dw(w.size()), dws(ws.size());
+    ASSERT_EQ(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dws.p, ws.data(), ws.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    for (const int n : {1, 3, 8}) {
+      const std::vector<uint16_t> x = testing::random_bf16(n * k, 100 + n, 2.0f);
+      std::vector<uint16_t> want(n * o), got(n * o, 0xFFFF);  // poisoned: every output must be written
+      cpu.linear({TensorView::contiguous(const_cast<uint16_t*>(x.data()), DType::kBF16, {n, k}), &lw,
+                  TensorView::contiguous(want.data(), DType::kBF16, {n, o})});
+      DeviceBuffer<uint16_t> dx(x.size()), dvals(x.size()), dy(got.size());
+      DeviceBuffer<float> dxs(n * k / 32);
+      ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      cuda::QuantizeInputParams q;
+      q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.scales = dxs.p, q.n = n, q.k = static_cast<int>(k);
+      ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+      cuda::BlockLinearParams p;
+      p.x_values = dvals.p, p.x_scales = dxs.p, p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4;
+      p.w = dw.p, p.w_stride = s.fp4 ? k / 2 : k, p.w_scales = dws.p, p.s_stride = k / 32;
+      p.out = static_cast<int>(o), p.y = dy.p, p.y_stride = o;
+      ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.data(), dy.p, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      int worst = 0, equal = 0;
+      for (size_t j = 0; j < got.size(); ++j) {
+        worst = std::max(worst, ulps(got[j], want[j]));
+        equal += got[j] == want[j];
+      }
+      EXPECT_LE(worst, 2) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n;
+      EXPECT_GE(equal, static_cast<int>(got.size() * 0.95)) << o << "x" << k << " n=" << n;
+      std::printf("%s %5ld x %5ld n=%d: %5.1f %% bit-equal, max %d ulp\n", s.fp4 ? "fp4" : "fp8", static_cast<long>(o),
+                  static_cast<long>(k), n, 100.0 * equal / got.size(), worst);
+    }
+  }
+  cuda::BlockLinearParams bad;
+  bad.k = 33;
+  EXPECT_EQ(cuda::launch_block_linear(bad), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace dsinfer
