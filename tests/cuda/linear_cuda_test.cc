@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -50,33 +51,70 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
     ASSERT_EQ(cudaMemcpy(dws.p, ws.data(), ws.size(), cudaMemcpyHostToDevice), cudaSuccess);
     for (const int n : {1, 3, 8}) {
       const std::vector<uint16_t> x = testing::random_bf16(n * k, 100 + n, 2.0f);
-      std::vector<uint16_t> want(n * o), got(n * o, 0xFFFF);  // poisoned: every output must be written
+      std::vector<uint16_t> want(n * o), got(n * o, 0xFFFF);  // the poison: every output must be written
       cpu.linear({TensorView::contiguous(const_cast<uint16_t*>(x.data()), DType::kBF16, {n, k}), &lw,
                   TensorView::contiguous(want.data(), DType::kBF16, {n, o})});
       DeviceBuffer<uint16_t> dx(x.size()), dvals(x.size()), dy(got.size());
       DeviceBuffer<float> dxs(n * k / 32);
       ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
       cuda::QuantizeInputParams q;
       q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.scales = dxs.p, q.n = n, q.k = static_cast<int>(k);
       ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
-      cuda::BlockLinearParams p;
-      p.x_values = dvals.p, p.x_scales = dxs.p, p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4;
-      p.w = dw.p, p.w_stride = s.fp4 ? k / 2 : k, p.w_scales = dws.p, p.s_stride = k / 32;
-      p.out = static_cast<int>(o), p.y = dy.p, p.y_stride = o;
-      ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(got.data(), dy.p, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-      int worst = 0, equal = 0;
-      for (size_t j = 0; j < got.size(); ++j) {
-        worst = std::max(worst, ulps(got[j], want[j]));
-        equal += got[j] == want[j];
+      for (const int in_flight : {1, 2, 4}) {
+        ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
+        cuda::BlockLinearParams p;
+        p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p};
+        p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k, p.s_stride = k / 32;
+        p.out = static_cast<int>(o), p.y_stride = o, p.chunks_in_flight = in_flight;
+        ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint16_t> out(got.size());
+        ASSERT_EQ(cudaMemcpy(out.data(), dy.p, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+        int worst = 0, equal = 0;
+        for (size_t j = 0; j < out.size(); ++j) {
+          worst = std::max(worst, ulps(out[j], want[j]));
+          equal += out[j] == want[j];
+        }
+        EXPECT_LE(worst, 2) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n << " U" << in_flight;
+        EXPECT_GE(equal, static_cast<int>(out.size() * 0.95)) << o << "x" << k << " n=" << n;
+        std::printf("%s %5ld x %5ld n=%d U%d: %5.1f %% bit-equal, max %d ulp\n", s.fp4 ? "fp4" : "fp8",
+                    static_cast<long>(o), static_cast<long>(k), n, in_flight, 100.0 * equal / out.size(), worst);
       }
-      EXPECT_LE(worst, 2) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n;
-      EXPECT_GE(equal, static_cast<int>(got.size() * 0.95)) << o << "x" << k << " n=" << n;
-      std::printf("%s %5ld x %5ld n=%d: %5.1f %% bit-equal, max %d ulp\n", s.fp4 ? "fp4" : "fp8", static_cast<long>(o),
-                  static_cast<long>(k), n, 100.0 * equal / got.size(), worst);
     }
+  }
+  // Several matrices in one launch give each one's result bit for bit.
+  {
+    const int o = 2304, k = 5120, n = 2, groups = 3;
+    std::vector<uint8_t> w(static_cast<size_t>(groups) * o * k / 2), ws(static_cast<size_t>(groups) * o * (k / 32));
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    for (auto& b : ws) b = static_cast<uint8_t>(112 + rng() % 12);
+    const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(groups) * n * k, 7, 2.0f);
+    DeviceBuffer<uint8_t> dw(w.size()), dws(ws.size());
+    DeviceBuffer<uint16_t> dx(x.size()), dvals(x.size()), dy(static_cast<size_t>(groups) * n * o * 2);
+    DeviceBuffer<float> dxs(x.size() / 32);
+    ASSERT_EQ(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dws.p, ws.data(), ws.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::QuantizeInputParams q;
+    q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.scales = dxs.p, q.n = groups * n, q.k = k;
+    ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+    cuda::BlockLinearParams p;
+    p.n = n, p.k = k, p.out = o, p.fp4 = true, p.w_stride = k / 2, p.s_stride = k / 32, p.y_stride = o;
+    auto operands = [&](int g, uint16_t* y) {
+      return cuda::LinearOperands{dvals.p + static_cast<size_t>(g) * n * k, dxs.p + static_cast<size_t>(g) * n * (k / 32),
+                                  dw.p + static_cast<size_t>(g) * o * k / 2, dws.p + static_cast<size_t>(g) * o * (k / 32), y};
+    };
+    for (int g = 0; g < groups; ++g) p.op[g] = operands(g, dy.p + static_cast<size_t>(g) * n * o);
+    p.groups = groups;
+    ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+    for (int g = 0; g < groups; ++g) {
+      p.op[0] = operands(g, dy.p + static_cast<size_t>(groups + g) * n * o);
+      p.groups = 1;
+      ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+    }
+    std::vector<uint16_t> y(static_cast<size_t>(groups) * n * o * 2);
+    ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_TRUE(std::equal(y.begin(), y.begin() + y.size() / 2, y.begin() + y.size() / 2));
   }
   cuda::BlockLinearParams bad;
   bad.k = 33;

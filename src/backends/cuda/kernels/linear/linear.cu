@@ -1,4 +1,5 @@
-// sm90_quantize_input, sm90_block_linear_fp8 / _fp4: the block-scaled GEMMs of decode (small n).
+// sm90_quantize_input, sm90_block_linear: the block-scaled GEMMs of decode (small n), one or
+// several matrices of one shape per launch.
 //
 // Bytes and work per call: the weights are read once (out * k bytes for fp8, half that for fp4,
 // plus 1/1024 or 1/32 of that in scales); x and its scales are small and stay in L1/L2. At batch 1
@@ -57,97 +58,119 @@ __global__ void sm90_quantize_input(QuantizeInputParams p) {
   }
 }
 
-// fp8: a warp covers 32 chunks of 16 codes; lanes 2m and 2m+1 hold the two halves of one block.
-template <int NB>
-__device__ void fp8_row(const BlockLinearParams& p, int row, int i0, int lane) {
-  const uint8_t* wr = p.w + static_cast<int64_t>(row) * p.w_stride;
-  const uint8_t* sr = p.w_scales + static_cast<int64_t>(row / 32) * p.s_stride;
+// fp8: a warp covers 32 chunks of 16 codes per step, U steps loaded before any is used; lanes 2m
+// and 2m + 1 hold the two halves of one block.
+template <int NB, int U>
+__device__ void fp8_row(const BlockLinearParams& p, const LinearOperands& g, int row, int i0, int lane) {
+  const uint8_t* wr = g.w + static_cast<int64_t>(row) * p.w_stride;
+  const uint8_t* sr = g.w_scales + static_cast<int64_t>(row / 32) * p.s_stride;
   const int chunks = p.k / 16, blocks = p.k / 32;
   float acc[NB] = {};
-  for (int base = 0; base < chunks; base += kWarp) {
-    const int c = base + lane;
-    const bool valid = c < chunks;  // chunks is even: both lanes of a block agree
-    const uint4 wv = valid ? __ldg(reinterpret_cast<const uint4*>(wr) + c) : make_uint4(0, 0, 0, 0);
-    float wf[16];
-    const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+  for (int base = 0; base < chunks; base += kWarp * U) {
+    uint4 wv[U];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[q] & 0xFFFFu), __NV_E4M3);
-      const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[q] >> 16), __NV_E4M3);
-      const float2 a = half2_bits_to_float2(static_cast<uint32_t>(lo.x) | static_cast<uint32_t>(lo.y) << 16);
-      const float2 d = half2_bits_to_float2(static_cast<uint32_t>(hi.x) | static_cast<uint32_t>(hi.y) << 16);
-      wf[4 * q] = a.x, wf[4 * q + 1] = a.y, wf[4 * q + 2] = d.x, wf[4 * q + 3] = d.y;
+    for (int u = 0; u < U; ++u) {
+      const int c = base + u * kWarp + lane;
+      wv[u] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(wr) + c) : make_uint4(0, 0, 0, 0);
     }
-    const int b = c / 2;
-    const float sw = valid ? e8m0_to_float(sr[b]) : 0.0f;
 #pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      float part = 0.0f;
-      if (valid) {
-        const uint4* xp = reinterpret_cast<const uint4*>(p.x_values + static_cast<int64_t>(i0 + i) * p.k) + 2 * c;
-        const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
-        const uint32_t xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    for (int u = 0; u < U; ++u) {
+      const int c = base + u * kWarp + lane;
+      const bool valid = c < chunks;  // chunks is even: both lanes of a block agree
+      float wf[16];
+      const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          const float2 xf = half2_bits_to_float2(xw[q]);
-          part = __fmaf_rn(wf[2 * q], xf.x, part);
-          part = __fmaf_rn(wf[2 * q + 1], xf.y, part);
-        }
+      for (int q = 0; q < 4; ++q) {
+        const __half2_raw lo =
+            __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[q] & 0xFFFFu), __NV_E4M3);
+        const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[q] >> 16), __NV_E4M3);
+        const float2 a = half2_bits_to_float2(static_cast<uint32_t>(lo.x) | static_cast<uint32_t>(lo.y) << 16);
+        const float2 d = half2_bits_to_float2(static_cast<uint32_t>(hi.x) | static_cast<uint32_t>(hi.y) << 16);
+        wf[4 * q] = a.x, wf[4 * q + 1] = a.y, wf[4 * q + 2] = d.x, wf[4 * q + 3] = d.y;
       }
-      part += __shfl_xor_sync(kFull, part, 1);
-      if (valid && !(lane & 1)) acc[i] += (part * p.x_scales[static_cast<int64_t>(i0 + i) * blocks + b]) * sw;
+      const int b = c / 2;
+      const float sw = valid ? e8m0_to_float(sr[b]) : 0.0f;
+#pragma unroll
+      for (int i = 0; i < NB; ++i) {
+        float part = 0.0f;
+        if (valid) {
+          const uint4* xp = reinterpret_cast<const uint4*>(g.x_values + static_cast<int64_t>(i0 + i) * p.k) + 2 * c;
+          const uint4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+          const uint32_t xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+          for (int q = 0; q < 8; ++q) {
+            const float2 xf = half2_bits_to_float2(xw[q]);
+            part = __fmaf_rn(wf[2 * q], xf.x, part);
+            part = __fmaf_rn(wf[2 * q + 1], xf.y, part);
+          }
+        }
+        part += __shfl_xor_sync(kFull, part, 1);
+        if (valid && !(lane & 1)) acc[i] += (part * g.x_scales[static_cast<int64_t>(i0 + i) * blocks + b]) * sw;
+      }
     }
   }
 #pragma unroll
   for (int i = 0; i < NB; ++i) {
     const float s = warp_sum(acc[i]);
-    if (lane == 0) p.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+    if (lane == 0) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
   }
 }
 
-// fp4: a lane holds one whole block (16 bytes, 32 weights); the codes become fp16 pairs through a
-// table of all 256 bytes, one copy per lane so that the lookups never share a bank. fp4 times an
-// e4m3 value is exact in fp16 (at most 6 * 448, at least 2^-10).
-template <int NB>
-__device__ void fp4_row(const BlockLinearParams& p, int row, int i0, int lane, const uint32_t* lut) {
-  const uint8_t* wr = p.w + static_cast<int64_t>(row) * p.w_stride;
-  const uint8_t* sr = p.w_scales + static_cast<int64_t>(row) * p.s_stride;
+// fp4: a lane holds one whole block (16 bytes, 32 weights); U blocks are loaded before any is
+// used. The codes become fp16 pairs through a table of all 256 bytes, one copy per lane so that
+// the lookups never share a bank. fp4 times an e4m3 value is exact in fp16 (at most 6 * 448, at
+// least 2^-10).
+template <int NB, int U>
+__device__ void fp4_row(const BlockLinearParams& p, const LinearOperands& g, int row, int i0, int lane,
+                        const uint32_t* lut) {
+  const uint8_t* wr = g.w + static_cast<int64_t>(row) * p.w_stride;
+  const uint8_t* sr = g.w_scales + static_cast<int64_t>(row) * p.s_stride;
   const int blocks = p.k / 32;
   float acc[NB] = {};
-  for (int c = lane; c < blocks; c += kWarp) {
-    const uint4 wv = __ldg(reinterpret_cast<const uint4*>(wr) + c);
-    uint32_t wh[16];  // fp16 pairs: elements 2j, 2j + 1
-    const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+  for (int base = 0; base < blocks; base += kWarp * U) {
+    uint4 wv[U];
 #pragma unroll
-    for (int q = 0; q < 4; ++q)
+    for (int u = 0; u < U; ++u) {
+      const int c = base + u * kWarp + lane;
+      wv[u] = c < blocks ? __ldg(reinterpret_cast<const uint4*>(wr) + c) : make_uint4(0, 0, 0, 0);
+    }
 #pragma unroll
-      for (int byte = 0; byte < 4; ++byte) wh[4 * q + byte] = lut[((words[q] >> (8 * byte)) & 0xFFu) * kWarp + lane];
-    const float sw = e8m0_to_float(sr[c]);
+    for (int u = 0; u < U; ++u) {
+      const int c = base + u * kWarp + lane;
+      if (c >= blocks) break;
+      uint32_t wh[16];  // fp16 pairs: elements 2j, 2j + 1
+      const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
 #pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      const uint4* xp = reinterpret_cast<const uint4*>(p.x_values + static_cast<int64_t>(i0 + i) * p.k) + 4 * c;
-      float part = 0.0f;
+      for (int q = 0; q < 4; ++q)
 #pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const uint4 xv = __ldg(xp + v);
-        const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
+        for (int byte = 0; byte < 4; ++byte) wh[4 * q + byte] = lut[((words[q] >> (8 * byte)) & 0xFFu) * kWarp + lane];
+      const float sw = e8m0_to_float(sr[c]);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          __half2 w2, x2;
-          memcpy(&w2, &wh[4 * v + q], 4);
-          memcpy(&x2, &xw[q], 4);
-          const float2 prod = __half22float2(__hmul2(w2, x2));  // exact
-          part += prod.x;
-          part += prod.y;
+      for (int i = 0; i < NB; ++i) {
+        const uint4* xp = reinterpret_cast<const uint4*>(g.x_values + static_cast<int64_t>(i0 + i) * p.k) + 4 * c;
+        float part = 0.0f;
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const uint4 xv = __ldg(xp + v);
+          const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            __half2 w2, x2;
+            memcpy(&w2, &wh[4 * v + q], 4);
+            memcpy(&x2, &xw[q], 4);
+            const float2 prod = __half22float2(__hmul2(w2, x2));  // exact
+            part += prod.x;
+            part += prod.y;
+          }
         }
+        acc[i] += (part * g.x_scales[static_cast<int64_t>(i0 + i) * blocks + c]) * sw;
       }
-      acc[i] += (part * p.x_scales[static_cast<int64_t>(i0 + i) * blocks + c]) * sw;
     }
   }
 #pragma unroll
   for (int i = 0; i < NB; ++i) {
     const float s = warp_sum(acc[i]);
-    if (lane == 0) p.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+    if (lane == 0) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
   }
 }
 
@@ -156,6 +179,16 @@ __device__ inline float e2m1_value(uint32_t nibble) {
   return (nibble & 8u) ? -mag[nibble & 7u] : mag[nibble & 7u];
 }
 
+template <int NB, int U>
+__device__ void one_row(const BlockLinearParams& p, int row, int i0, int lane, const uint32_t* lut) {
+  const LinearOperands& g = p.op[row / p.out];
+  if (p.fp4)
+    fp4_row<NB, U>(p, g, row % p.out, i0, lane, lut);
+  else
+    fp8_row<NB, U>(p, g, row % p.out, i0, lane);
+}
+
+template <int U>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_block_linear(BlockLinearParams p) {
   extern __shared__ uint32_t lut[];  // fp4 only: [256][32] fp16 pairs
   if (p.fp4) {
@@ -168,11 +201,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_block_linear(Bloc
   }
   const int lane = threadIdx.x % kWarp;
   const int warps = gridDim.x * kWarpsPerBlock;
-  for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < p.out; row += warps) {
+  const int rows = p.groups * p.out;
+  for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < rows; row += warps) {
     int i0 = 0;
-    for (; i0 + kRowsPerPass <= p.n; i0 += kRowsPerPass)
-      p.fp4 ? fp4_row<kRowsPerPass>(p, row, i0, lane, lut) : fp8_row<kRowsPerPass>(p, row, i0, lane);
-    for (; i0 < p.n; ++i0) p.fp4 ? fp4_row<1>(p, row, i0, lane, lut) : fp8_row<1>(p, row, i0, lane);
+    for (; i0 + kRowsPerPass <= p.n; i0 += kRowsPerPass) one_row<kRowsPerPass, U>(p, row, i0, lane, lut);
+    for (; i0 < p.n; ++i0) one_row<1, U>(p, row, i0, lane, lut);
   }
 }
 
@@ -197,18 +230,32 @@ cudaError_t launch_quantize_input(const QuantizeInputParams& p) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_block_linear(const BlockLinearParams& p) {
-  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0) return cudaErrorInvalidValue;
-  if (p.n == 0 || p.out == 0) return cudaSuccess;
+template <int U>
+cudaError_t launch_block_linear_u(const BlockLinearParams& p) {
   constexpr int kLutBytes = 256 * kWarp * 4;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(sm90_block_linear, cudaFuncAttributeMaxDynamicSharedMemorySize, kLutBytes);
+      cudaFuncSetAttribute(sm90_block_linear<U>, cudaFuncAttributeMaxDynamicSharedMemorySize, kLutBytes);
   if (attr != cudaSuccess) return attr;
   // A persistent grid: a few blocks per SM walk the rows (the fp4 table is built once per block).
-  const int rows_blocks = (p.out + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const int blocks = std::min(rows_blocks, sm_count() * 4);
-  sm90_block_linear<<<blocks, kWarpsPerBlock * kWarp, p.fp4 ? kLutBytes : 0, p.stream>>>(p);
+  const int rows_blocks = (p.groups * p.out + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int blocks = std::min(rows_blocks, sm_count() * std::max(p.blocks_per_sm, 1));
+  sm90_block_linear<U><<<blocks, kWarpsPerBlock * kWarp, p.fp4 ? kLutBytes : 0, p.stream>>>(p);
   return cudaGetLastError();
+}
+
+cudaError_t launch_block_linear(const BlockLinearParams& p) {
+  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1 || p.groups > kMaxLinearGroups)
+    return cudaErrorInvalidValue;
+  if (p.n == 0 || p.out == 0) return cudaSuccess;
+  switch (p.chunks_in_flight) {
+    case 1:
+      return launch_block_linear_u<1>(p);
+    case 2:
+      return launch_block_linear_u<2>(p);
+    case 4:
+      return launch_block_linear_u<4>(p);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace dsinfer::cuda

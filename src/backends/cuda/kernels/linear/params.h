@@ -17,19 +17,30 @@ struct QuantizeInputParams {
   cudaStream_t stream = nullptr;
 };
 
-/// y = bf16(sum over K blocks b of (P_b * sx_b) * sw_b), P_b = sum of code products in block b.
+/// One weight matrix with its input and output.
+struct LinearOperands {
+  const uint16_t* x_values = nullptr;  // [n, k] from QuantizeInputParams
+  const float* x_scales = nullptr;     // [n, k / 32]
+  const uint8_t* w = nullptr;          // [out, k] e4m3 or [out, k / 2] packed e2m1
+  const uint8_t* w_scales = nullptr;   // e8m0: [ceil(out / 32), k / 32] (fp8) or [out, k / 32] (fp4)
+  uint16_t* y = nullptr;               // [n, out] bf16, row stride y_stride elements
+};
+
+inline constexpr int kMaxLinearGroups = 16;
+
+/// y = bf16(sum over K blocks b of (P_b * sx_b) * sw_b), P_b = sum of code products in block b,
+/// for `groups` matrices of one shape in one launch (the experts of a token, or w1 and w3 that
+/// share an input): small GEMMs alone are too short to reach the memory bandwidth.
 struct BlockLinearParams {
-  const uint16_t* x_values = nullptr;  // from QuantizeInputParams
-  const float* x_scales = nullptr;
-  int n = 0, k = 0;
-  bool fp4 = false;  // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
-  const uint8_t* w = nullptr;  // [out, k] e4m3 or [out, k / 2] packed e2m1
-  int64_t w_stride = 0;        // bytes per row
-  const uint8_t* w_scales = nullptr;  // e8m0: [ceil(out / 32), k / 32] (fp8) or [out, k / 32] (fp4)
-  int64_t s_stride = 0;               // bytes per scale row
-  int out = 0;
-  uint16_t* y = nullptr;  // [n, out] bf16, row stride y_stride elements
-  int64_t y_stride = 0;
+  LinearOperands op[kMaxLinearGroups];
+  int groups = 1;
+  int n = 0, k = 0, out = 0;
+  bool fp4 = false;         // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
+  int64_t w_stride = 0;     // bytes per weight row
+  int64_t s_stride = 0;     // bytes per scale row
+  int64_t y_stride = 0;     // elements per output row
+  int chunks_in_flight = 2;  // 16-byte weight loads each lane issues before using them: 1, 2 or 4
+  int blocks_per_sm = 4;     // of 8 warps: the persistent grid's size
   cudaStream_t stream = nullptr;
 };
 

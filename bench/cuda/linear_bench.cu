@@ -1,7 +1,7 @@
 // H200 per-kernel benchmark of the block-scaled linear kernels at V4.1-Flash decode shapes, next to
 // the ceilings measured in the same run: device-to-device copy bandwidth (bytes read + written) and
 // cuBLAS bf16 and fp8 matrix products. Weights rotate over enough copies to miss the L2.
-//   linear_bench [--batches 1,8,32,64]
+//   cuda_linear_bench [--batches 1,8,32,64]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -47,6 +47,40 @@ double time_us(const std::function<void()>& fn, int inner = 20, int reps = 15) {
   std::sort(ms.begin(), ms.end());
   cudaEventDestroy(a);
   cudaEventDestroy(b);
+  return ms[ms.size() / 2] * 1e3 / inner;
+}
+
+// Captures `inner` calls of fn on a stream into a graph and times its replays (as a decode step
+// would run): median microseconds per call.
+double graph_time_us(const std::function<void(cudaStream_t)>& fn, int inner = 20, int reps = 15) {
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < inner; ++i) fn(s);
+  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(exec, s));
+  std::vector<float> ms;
+  for (int r = 0; r < reps; ++r) {
+    CHECK_CUDA(cudaEventRecord(a, s));
+    CHECK_CUDA(cudaGraphLaunch(exec, s));
+    CHECK_CUDA(cudaEventRecord(b, s));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
   return ms[ms.size() / 2] * 1e3 / inner;
 }
 
@@ -152,10 +186,25 @@ double fp8_matmul_tflops() {
   return tflops;
 }
 
+// References for what a launch of this size can reach: an empty kernel (the per-launch floor in a
+// graph) and a plain 16-byte-per-thread read of the same bytes.
+__global__ void empty_kernel() {}
+
+__global__ void read_kernel(const uint4* p, size_t count, unsigned* sink) {
+  unsigned acc = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldg(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;  // keeps the loads
+}
+
 struct Shape {
   const char* name;
   int out, k;
   bool fp4;
+  int groups;  // matrices per launch (the experts of a token)
 };
 
 }  // namespace
@@ -178,16 +227,42 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   std::printf("ceilings: d2d copy %.0f GB/s (read + write), cuBLAS bf16 %.0f TFLOP/s, cuBLASLt fp8 %.0f TFLOP/s\n",
               copy, bf16, fp8);
-  const Shape shapes[] = {{"wq_a / shared w1,w3 (fp8)", 2304, 5120, false},
-                          {"shared w2 (fp8)", 5120, 2304, false},
-                          {"q_lora -> heads wq_b (fp8)", 32768, 1280, false},
-                          {"expert w1,w3 (fp4)", 2304, 5120, true},
-                          {"expert w2 (fp4)", 5120, 2304, true}};
-  std::printf("%-28s %5s %6s %5s %9s %9s %8s %7s\n", "kernel", "out", "k", "n", "us", "GB/s", "% copy", "TFLOP/s");
+  const Shape shapes[] = {{"shared w1 (fp8)", 2304, 5120, false, 1},
+                          {"shared w1+w3 (fp8, x2)", 2304, 5120, false, 2},
+                          {"shared w2 (fp8)", 5120, 2304, false, 1},
+                          {"q_lora -> heads wq_b (fp8)", 32768, 1280, false, 1},
+                          {"expert w1 (fp4)", 2304, 5120, true, 1},
+                          {"6 experts w1+w3 (fp4, x12)", 2304, 5120, true, 12},
+                          {"6 experts w2 (fp4, x6)", 5120, 2304, true, 6}};
+  {
+    unsigned* sink;
+    CHECK_CUDA(cudaMalloc(&sink, 4));
+    std::printf("empty kernel in a graph: %.2f us per launch\n",
+                graph_time_us([&](cudaStream_t st) { empty_kernel<<<1, 32, 0, st>>>(); }));
+    for (const size_t mb : {12, 71, 256}) {
+      const size_t bytes = mb << 20;
+      std::vector<uint4*> bufs(std::max<size_t>(2, 512 / mb));
+      for (auto& b : bufs) CHECK_CUDA(cudaMalloc(&b, bytes));
+      int turn = 0;
+      const double us = graph_time_us([&](cudaStream_t st) {
+        read_kernel<<<prop.multiProcessorCount * 8, 512, 0, st>>>(bufs[turn], bytes / 16, sink);
+        turn = (turn + 1) % static_cast<int>(bufs.size());
+      });
+      std::printf("plain read of %zu MB: %.2f us, %.0f GB/s (%.1f%% of copy)\n", mb, us, bytes / us / 1e3,
+                  100 * bytes / us / 1e3 / copy);
+      for (auto& b : bufs) cudaFree(b);
+    }
+    cudaFree(sink);
+  }
+  std::printf("per call, from CUDA-graph replays of 20 calls over rotating weight copies (L2 misses)\n");
+  std::printf("%-28s %5s %6s %5s %-16s %8s %8s %8s %7s\n", "kernel", "out", "k", "n", "variant", "us", "GB/s",
+              "% copy", "TFLOP/s");
   for (const Shape& s : shapes) {
     const size_t w_bytes = s.fp4 ? static_cast<size_t>(s.out) * s.k / 2 : static_cast<size_t>(s.out) * s.k;
-    const size_t s_bytes = s.fp4 ? static_cast<size_t>(s.out) * (s.k / 32) : static_cast<size_t>((s.out + 31) / 32) * (s.k / 32);
-    const int copies = static_cast<int>(std::max<size_t>(4, (static_cast<size_t>(prop.l2CacheSize) * 8) / w_bytes + 1));
+    const size_t s_bytes =
+        s.fp4 ? static_cast<size_t>(s.out) * (s.k / 32) : static_cast<size_t>((s.out + 31) / 32) * (s.k / 32);
+    const int copies =
+        static_cast<int>(std::max<size_t>(4, static_cast<size_t>(prop.l2CacheSize) * 8 / w_bytes + 1)) + s.groups;
     std::vector<uint8_t*> w(copies), ws(copies);
     for (int c = 0; c < copies; ++c) {
       CHECK_CUDA(cudaMalloc(&w[c], w_bytes));
@@ -201,23 +276,40 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(n) * s.k * 2));
       CHECK_CUDA(cudaMalloc(&vals, static_cast<size_t>(n) * s.k * 2));
       CHECK_CUDA(cudaMalloc(&xs, static_cast<size_t>(n) * s.k / 32 * 4));
-      CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(n) * s.out * 2));
+      CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(n) * s.out * 2 * s.groups));
       fill_bf16_normal(x, static_cast<size_t>(n) * s.k, 7);
       dsinfer::cuda::QuantizeInputParams q;
       q.x = x, q.x_stride = s.k, q.values = vals, q.scales = xs, q.n = n, q.k = s.k;
-      int turn = 0;
-      const double us = time_us([&] {
-        CHECK_CUDA(dsinfer::cuda::launch_quantize_input(q));
-        dsinfer::cuda::BlockLinearParams p;
-        p.x_values = vals, p.x_scales = xs, p.n = n, p.k = s.k, p.fp4 = s.fp4;
-        p.w = w[turn], p.w_stride = s.fp4 ? s.k / 2 : s.k, p.w_scales = ws[turn], p.s_stride = s.k / 32;
-        p.out = s.out, p.y = y, p.y_stride = s.out;
-        CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
-        turn = (turn + 1) % copies;
-      });
-      const double gbs = (w_bytes + s_bytes) / us / 1e3;
-      std::printf("%-28s %5d %6d %5d %9.2f %9.0f %7.1f%% %7.2f\n", s.name, s.out, s.k, n, us, gbs, 100 * gbs / copy,
-                  2.0 * n * s.out * s.k / us / 1e6);
+      auto run = [&](bool quantize, int in_flight, int blocks_per_sm) {
+        int turn = 0;
+        return graph_time_us([&](cudaStream_t stream) {
+          q.stream = stream;
+          if (quantize) CHECK_CUDA(dsinfer::cuda::launch_quantize_input(q));
+          dsinfer::cuda::BlockLinearParams p;
+          for (int g = 0; g < s.groups; ++g) {
+            const int c = (turn + g) % copies;
+            p.op[g] = {vals, xs, w[c], ws[c], y + static_cast<size_t>(g) * n * s.out};
+          }
+          p.groups = s.groups, p.n = n, p.k = s.k, p.out = s.out, p.fp4 = s.fp4;
+          p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
+          p.chunks_in_flight = in_flight, p.blocks_per_sm = blocks_per_sm;
+          CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
+          turn = (turn + s.groups) % copies;
+        });
+      };
+      auto report = [&](const char* variant, double us) {
+        const double gbs = s.groups * (w_bytes + s_bytes) / us / 1e3;
+        std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", s.name, s.out, s.k, n, variant, us,
+                    gbs, 100 * gbs / copy, 2.0 * s.groups * n * s.out * s.k / us / 1e6);
+      };
+      if (n == 1)  // the variants, linear kernel alone
+        for (const int in_flight : {1, 2, 4})
+          for (const int bps : {4, 8}) {
+            char variant[32];
+            std::snprintf(variant, sizeof variant, "U%d B%d", in_flight, bps);
+            report(variant, run(false, in_flight, bps));
+          }
+      report("quant+linear", run(true, 4, 4));
       cudaFree(x);
       cudaFree(vals);
       cudaFree(xs);
