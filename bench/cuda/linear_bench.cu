@@ -272,15 +272,17 @@ int main(int argc, char** argv) {
     }
     for (const int n : batches) {
       uint16_t *x, *vals, *y;
+      uint8_t* codes;
       float* xs;
       CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(n) * s.k * 2));
       CHECK_CUDA(cudaMalloc(&vals, static_cast<size_t>(n) * s.k * 2));
+      CHECK_CUDA(cudaMalloc(&codes, static_cast<size_t>(n) * s.k));
       CHECK_CUDA(cudaMalloc(&xs, static_cast<size_t>(n) * s.k / 32 * 4));
       CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(n) * s.out * 2 * s.groups));
       fill_bf16_normal(x, static_cast<size_t>(n) * s.k, 7);
       dsinfer::cuda::QuantizeInputParams q;
-      q.x = x, q.x_stride = s.k, q.values = vals, q.scales = xs, q.n = n, q.k = s.k;
-      auto run = [&](bool quantize, int in_flight, int blocks_per_sm) {
+      q.x = x, q.x_stride = s.k, q.values = vals, q.codes = codes, q.scales = xs, q.n = n, q.k = s.k;
+      auto run = [&](bool quantize, int in_flight, int blocks_per_sm) {  // in_flight 0: tensor cores
         int turn = 0;
         return graph_time_us([&](cudaStream_t stream) {
           q.stream = stream;
@@ -288,11 +290,12 @@ int main(int argc, char** argv) {
           dsinfer::cuda::BlockLinearParams p;
           for (int g = 0; g < s.groups; ++g) {
             const int c = (turn + g) % copies;
-            p.op[g] = {vals, xs, w[c], ws[c], y + static_cast<size_t>(g) * n * s.out};
+            p.op[g] = {vals, xs, w[c], ws[c], y + static_cast<size_t>(g) * n * s.out, codes};
           }
           p.groups = s.groups, p.n = n, p.k = s.k, p.out = s.out, p.fp4 = s.fp4;
           p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
-          p.chunks_in_flight = in_flight, p.blocks_per_sm = blocks_per_sm;
+          p.kernel = in_flight == 0 ? dsinfer::cuda::LinearKernel::kMma : dsinfer::cuda::LinearKernel::kFma;
+          p.chunks_in_flight = std::max(in_flight, 1), p.blocks_per_sm = blocks_per_sm;
           CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
           turn = (turn + s.groups) % copies;
         });
@@ -302,16 +305,17 @@ int main(int argc, char** argv) {
         std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", s.name, s.out, s.k, n, variant, us,
                     gbs, 100 * gbs / copy, 2.0 * s.groups * n * s.out * s.k / us / 1e6);
       };
-      if (n == 1)  // the variants, linear kernel alone
-        for (const int in_flight : {1, 2, 4})
-          for (const int bps : {4, 8}) {
-            char variant[32];
-            std::snprintf(variant, sizeof variant, "U%d B%d", in_flight, bps);
-            report(variant, run(false, in_flight, bps));
-          }
-      report("quant+linear", run(true, 4, 4));
+      if (n <= 8)  // the CUDA-core kernel's best variants, linear kernel alone
+        for (const int in_flight : {2, 4}) {
+          char variant[32];
+          std::snprintf(variant, sizeof variant, "fma U%d", in_flight);
+          report(variant, run(false, in_flight, 4));
+        }
+      report("mma", run(false, 0, 4));
+      report("quant + mma", run(true, 0, 4));
       cudaFree(x);
       cudaFree(vals);
+      cudaFree(codes);
       cudaFree(xs);
       cudaFree(y);
     }

@@ -1,16 +1,18 @@
 // CUDA block-scaled linear against the CPU backend at V4.1-Flash shapes (skipped without a GPU).
 // The CPU sums each block's code products exactly; the GPU in fp32: outputs agree within 2 bf16
-// ulps and nearly all bit for bit.
+// ulps (or 1e-3 of the RMS where a sum cancels to near zero), and nearly all bit for bit.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/linear/linear.h"
+#include "core/float_formats.h"
 #include "test_util.h"
 
 namespace dsinfer {
@@ -37,7 +39,8 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
     bool fp4;
   };
   for (const Shape s : {Shape{2304, 5120, false}, Shape{5120, 2304, false}, Shape{1280, 5120, false},
-                        Shape{2304, 5120, true}, Shape{5120, 2304, true}}) {
+                        Shape{2304, 5120, true}, Shape{5120, 2304, true}, Shape{1000, 1024, false},
+                        Shape{1000, 1024, true}}) {  // 1000: a partial 16-row tile
     const int64_t o = s.out, k = s.k;
     std::vector<uint8_t> w(s.fp4 ? o * k / 2 : o * k), ws(s.fp4 ? o * k / 32 : ((o + 31) / 32) * (k / 32));
     for (auto& b : w)  // fp8: normal codes of both signs (as quantised weights are); fp4: any byte
@@ -49,36 +52,46 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
     DeviceBuffer<uint8_t> dw(w.size()), dws(ws.size());
     ASSERT_EQ(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dws.p, ws.data(), ws.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    for (const int n : {1, 3, 8}) {
+    for (const int n : {1, 3, 8, 37}) {
       const std::vector<uint16_t> x = testing::random_bf16(n * k, 100 + n, 2.0f);
       std::vector<uint16_t> want(n * o), got(n * o, 0xFFFF);  // the poison: every output must be written
       cpu.linear({TensorView::contiguous(const_cast<uint16_t*>(x.data()), DType::kBF16, {n, k}), &lw,
                   TensorView::contiguous(want.data(), DType::kBF16, {n, o})});
       DeviceBuffer<uint16_t> dx(x.size()), dvals(x.size()), dy(got.size());
+      DeviceBuffer<uint8_t> dcodes(x.size());
       DeviceBuffer<float> dxs(n * k / 32);
       ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
       cuda::QuantizeInputParams q;
-      q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.scales = dxs.p, q.n = n, q.k = static_cast<int>(k);
+      q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.codes = dcodes.p, q.scales = dxs.p, q.n = n,
+      q.k = static_cast<int>(k);
       ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
-      for (const int in_flight : {1, 2, 4}) {
+      for (const int in_flight : {0, 1, 2, 4}) {  // 0: the tensor-core kernel
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
         cuda::BlockLinearParams p;
-        p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p};
+        p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p, dcodes.p};
         p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k, p.s_stride = k / 32;
-        p.out = static_cast<int>(o), p.y_stride = o, p.chunks_in_flight = in_flight;
+        p.out = static_cast<int>(o), p.y_stride = o;
+        p.kernel = in_flight == 0 ? cuda::LinearKernel::kMma : cuda::LinearKernel::kFma;
+        p.chunks_in_flight = std::max(in_flight, 1);
         ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint16_t> out(got.size());
         ASSERT_EQ(cudaMemcpy(out.data(), dy.p, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-        int worst = 0, equal = 0;
+        // Within 2 bf16 ulps, or (where sums cancel to near zero) within 1e-3 of the outputs' RMS.
+        double sq = 0;
+        for (uint16_t v : want) sq += static_cast<double>(bf16_to_f32(v)) * bf16_to_f32(v);
+        const double rms = std::sqrt(sq / want.size());
+        int worst = 0, equal = 0, outside = 0;
         for (size_t j = 0; j < out.size(); ++j) {
-          worst = std::max(worst, ulps(out[j], want[j]));
+          const int u = ulps(out[j], want[j]);
+          worst = std::max(worst, u);
           equal += out[j] == want[j];
+          outside += u > 2 && std::fabs(bf16_to_f32(out[j]) - bf16_to_f32(want[j])) > 1e-3 * rms;
         }
-        EXPECT_LE(worst, 2) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n << " U" << in_flight;
+        EXPECT_EQ(outside, 0) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n << " U" << in_flight;
         EXPECT_GE(equal, static_cast<int>(out.size() * 0.95)) << o << "x" << k << " n=" << n;
-        std::printf("%s %5ld x %5ld n=%d U%d: %5.1f %% bit-equal, max %d ulp\n", s.fp4 ? "fp4" : "fp8",
-                    static_cast<long>(o), static_cast<long>(k), n, in_flight, 100.0 * equal / out.size(), worst);
+        std::printf("%s %5ld x %5ld n=%d %s%d: %5.1f %% bit-equal, max %d ulp\n", s.fp4 ? "fp4" : "fp8",
+                    static_cast<long>(o), static_cast<long>(k), n, in_flight ? "U" : "mma", in_flight, 100.0 * equal / out.size(), worst);
       }
     }
   }
@@ -92,29 +105,34 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
     DeviceBuffer<uint8_t> dw(w.size()), dws(ws.size());
     DeviceBuffer<uint16_t> dx(x.size()), dvals(x.size()), dy(static_cast<size_t>(groups) * n * o * 2);
     DeviceBuffer<float> dxs(x.size() / 32);
+    DeviceBuffer<uint8_t> dcodes(x.size());
     ASSERT_EQ(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dws.p, ws.data(), ws.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
     cuda::QuantizeInputParams q;
-    q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.scales = dxs.p, q.n = groups * n, q.k = k;
+    q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.codes = dcodes.p, q.scales = dxs.p, q.n = groups * n, q.k = k;
     ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
-    cuda::BlockLinearParams p;
-    p.n = n, p.k = k, p.out = o, p.fp4 = true, p.w_stride = k / 2, p.s_stride = k / 32, p.y_stride = o;
-    auto operands = [&](int g, uint16_t* y) {
-      return cuda::LinearOperands{dvals.p + static_cast<size_t>(g) * n * k, dxs.p + static_cast<size_t>(g) * n * (k / 32),
-                                  dw.p + static_cast<size_t>(g) * o * k / 2, dws.p + static_cast<size_t>(g) * o * (k / 32), y};
-    };
-    for (int g = 0; g < groups; ++g) p.op[g] = operands(g, dy.p + static_cast<size_t>(g) * n * o);
-    p.groups = groups;
-    ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
-    for (int g = 0; g < groups; ++g) {
-      p.op[0] = operands(g, dy.p + static_cast<size_t>(groups + g) * n * o);
-      p.groups = 1;
+    for (const cuda::LinearKernel kernel : {cuda::LinearKernel::kMma, cuda::LinearKernel::kFma}) {
+      cuda::BlockLinearParams p;
+      p.kernel = kernel;
+      p.n = n, p.k = k, p.out = o, p.fp4 = true, p.w_stride = k / 2, p.s_stride = k / 32, p.y_stride = o;
+      auto operands = [&](int g, uint16_t* y) {
+        return cuda::LinearOperands{dvals.p + static_cast<size_t>(g) * n * k, dxs.p + static_cast<size_t>(g) * n * (k / 32),
+                                    dw.p + static_cast<size_t>(g) * o * k / 2, dws.p + static_cast<size_t>(g) * o * (k / 32), y,
+                                    dcodes.p + static_cast<size_t>(g) * n * k};
+      };
+      for (int g = 0; g < groups; ++g) p.op[g] = operands(g, dy.p + static_cast<size_t>(g) * n * o);
+      p.groups = groups;
       ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+      for (int g = 0; g < groups; ++g) {
+        p.op[0] = operands(g, dy.p + static_cast<size_t>(groups + g) * n * o);
+        p.groups = 1;
+        ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+      }
+      std::vector<uint16_t> y(static_cast<size_t>(groups) * n * o * 2);
+      ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_TRUE(std::equal(y.begin(), y.begin() + y.size() / 2, y.begin() + y.size() / 2)) << static_cast<int>(kernel);
     }
-    std::vector<uint16_t> y(static_cast<size_t>(groups) * n * o * 2);
-    ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_TRUE(std::equal(y.begin(), y.begin() + y.size() / 2, y.begin() + y.size() / 2));
   }
   cuda::BlockLinearParams bad;
   bad.k = 33;

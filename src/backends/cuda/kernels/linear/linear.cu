@@ -52,8 +52,8 @@ __global__ void sm90_quantize_input(QuantizeInputParams p) {
     const float s = __uint_as_float(e << 23);
     const float v = fminf(fmaxf(__fdiv_rn(x, s), -448.0f), 448.0f);
     const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-    const __half_raw h = __nv_cvt_fp8_to_halfraw(q, __NV_E4M3);
-    p.values[i * p.k + j] = h.x;
+    if (p.values) p.values[i * p.k + j] = __nv_cvt_fp8_to_halfraw(q, __NV_E4M3).x;
+    if (p.codes) p.codes[i * p.k + j] = q;
     if (lane == 0) p.scales[g] = s;
   }
 }
@@ -247,6 +247,7 @@ cudaError_t launch_block_linear(const BlockLinearParams& p) {
   if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1 || p.groups > kMaxLinearGroups)
     return cudaErrorInvalidValue;
   if (p.n == 0 || p.out == 0) return cudaSuccess;
+  if (p.kernel == LinearKernel::kMma || (p.kernel == LinearKernel::kAuto && p.n > 4)) return launch_block_linear_mma(p);
   switch (p.chunks_in_flight) {
     case 1:
       return launch_block_linear_u<1>(p);

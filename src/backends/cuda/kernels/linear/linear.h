@@ -11,9 +11,12 @@ namespace dsinfer::cuda {
 /// act_quant (spec §3.4) of each row of x in groups of 32; cudaErrorInvalidValue unless k % 32 == 0.
 cudaError_t launch_quantize_input(const QuantizeInputParams& p);
 
-/// One warp per output row, lanes over 16-byte chunks of the weights, every activation row
-/// against each weight chunk while it is in registers. The block partials are summed in fp32 (the
-/// CPU sums them exactly; results agree to rounding). cudaErrorInvalidValue unless k % 32 == 0.
+/// The block partials come from fp32 FMAs on the CUDA cores (one warp per output row) or from the
+/// tensor cores (mma.sync e4m3, one K block per instruction, fp4 weights widened to e4m3 in
+/// registers), as p.kernel says. The CPU sums them exactly; results agree to rounding.
+/// cudaErrorInvalidValue unless k % 32 == 0 and 1 <= groups <= kMaxLinearGroups.
 cudaError_t launch_block_linear(const BlockLinearParams& p);
+/// The tensor-core path alone (linear_mma.cu), called by launch_block_linear.
+cudaError_t launch_block_linear_mma(const BlockLinearParams& p);
 
 }  // namespace dsinfer::cuda
