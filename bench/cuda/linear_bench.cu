@@ -282,7 +282,14 @@ int main(int argc, char** argv) {
       fill_bf16_normal(x, static_cast<size_t>(n) * s.k, 7);
       dsinfer::cuda::QuantizeInputParams q;
       q.x = x, q.x_stride = s.k, q.values = vals, q.codes = codes, q.scales = xs, q.n = n, q.k = s.k;
-      auto run = [&](bool quantize, int in_flight, int blocks_per_sm) {  // in_flight 0: tensor cores
+      float* wgmma_ws = nullptr;
+      {
+        dsinfer::cuda::BlockLinearParams p;
+        p.groups = s.groups, p.n = std::min(n, 8), p.k = s.k, p.out = s.out;
+        CHECK_CUDA(cudaMalloc(&wgmma_ws, dsinfer::cuda::block_linear_workspace_bytes(p)));
+      }
+      // in_flight: 0 mma.sync, -1 wgmma, else the FMA kernel with that many loads in flight
+      auto run = [&](bool quantize, int in_flight, int blocks_per_sm) {
         int turn = 0;
         return graph_time_us([&](cudaStream_t stream) {
           q.stream = stream;
@@ -296,6 +303,7 @@ int main(int argc, char** argv) {
           p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
           p.kernel = in_flight == 0 ? dsinfer::cuda::LinearKernel::kMma : dsinfer::cuda::LinearKernel::kFma;
           p.chunks_in_flight = std::max(in_flight, 1), p.blocks_per_sm = blocks_per_sm;
+          if (in_flight < 0) p.kernel = dsinfer::cuda::LinearKernel::kWgmma, p.workspace = wgmma_ws;
           CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
           turn = (turn + s.groups) % copies;
         });
@@ -311,11 +319,14 @@ int main(int argc, char** argv) {
           std::snprintf(variant, sizeof variant, "fma U%d", in_flight);
           report(variant, run(false, in_flight, 4));
         }
+      if (n <= 8) report("wgmma", run(false, -1, 4));
       report("mma", run(false, 0, 4));
       report("quant + mma", run(true, 0, 4));
+      if (n <= 8) report("quant + wgmma", run(true, -1, 4));
       cudaFree(x);
       cudaFree(vals);
       cudaFree(codes);
+      cudaFree(wgmma_ws);
       cudaFree(xs);
       cudaFree(y);
     }

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels/linear/linear.h"
+#include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
@@ -243,11 +244,7 @@ cudaError_t launch_block_linear_u(const BlockLinearParams& p) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_block_linear(const BlockLinearParams& p) {
-  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1 || p.groups > kMaxLinearGroups)
-    return cudaErrorInvalidValue;
-  if (p.n == 0 || p.out == 0) return cudaSuccess;
-  if (p.kernel == LinearKernel::kMma || (p.kernel == LinearKernel::kAuto && p.n > 4)) return launch_block_linear_mma(p);
+cudaError_t launch_block_linear_fma(const BlockLinearParams& p) {
   switch (p.chunks_in_flight) {
     case 1:
       return launch_block_linear_u<1>(p);
@@ -257,6 +254,33 @@ cudaError_t launch_block_linear(const BlockLinearParams& p) {
       return launch_block_linear_u<4>(p);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_block_linear(const BlockLinearParams& p) {
+  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1 || p.groups > kMaxLinearGroups)
+    return cudaErrorInvalidValue;
+  if (p.n == 0 || p.out == 0) return cudaSuccess;
+  LinearKernel kernel = p.kernel;
+  if (kernel == LinearKernel::kAuto)  // the fastest measured for each case (docs/perf-notes.md)
+    kernel = p.n == 1 && !p.fp4  ? LinearKernel::kFma
+             : p.n <= 8 && p.workspace ? LinearKernel::kWgmma
+             : p.n <= 4               ? LinearKernel::kFma
+                                      : LinearKernel::kMma;
+  switch (kernel) {
+    case LinearKernel::kFma:
+      return launch_block_linear_fma(p);
+    case LinearKernel::kMma:
+      return launch_block_linear_mma(p);
+    case LinearKernel::kWgmma:
+      return launch_block_linear_wgmma(p);
+    case LinearKernel::kAuto:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+size_t block_linear_workspace_bytes(const BlockLinearParams& p) {
+  return p.n >= 1 && p.n <= 8 ? block_linear_wgmma_workspace_bytes(p) : 0;
 }
 
 }  // namespace dsinfer::cuda

@@ -31,9 +31,11 @@ struct LinearOperands {
 inline constexpr int kMaxLinearGroups = 16;
 
 enum class LinearKernel {
-  kAuto,  // kFma for n <= 4, kMma above (the faster of the two in docs/perf-notes.md)
-  kFma,   // CUDA cores: one warp per output row, fp32 FMAs
-  kMma,   // tensor cores: mma.sync e4m3, one K block per instruction
+  kAuto,   // the fastest measured (docs/perf-notes.md): kFma for fp8 at n = 1, else kWgmma up to
+           // n = 8 (given a workspace), kMma above
+  kFma,    // CUDA cores: one warp per output row, fp32 FMAs
+  kMma,    // tensor cores through mma.sync e4m3 (lowered to f16 HMMA on sm_90), any n
+  kWgmma,  // Hopper's fp8 tensor cores (wgmma), n <= 8, needs `workspace`
 };
 
 /// y = bf16(sum over K blocks b of (P_b * sx_b) * sw_b), P_b = sum of code products in block b,
@@ -48,8 +50,9 @@ struct BlockLinearParams {
   int64_t s_stride = 0;     // bytes per scale row
   int64_t y_stride = 0;     // elements per output row
   LinearKernel kernel = LinearKernel::kAuto;
-  int chunks_in_flight = 2;  // CUDA-core kernel: 16-byte weight loads each lane issues before using them: 1, 2, 4
-  int blocks_per_sm = 4;     // CUDA-core kernel: blocks of 8 warps in the persistent grid, per SM
+  float* workspace = nullptr;  // kWgmma: block_linear_workspace_bytes(*this) of device memory
+  int chunks_in_flight = 2;    // kFma: 16-byte weight loads each lane issues before using them: 1, 2 or 4
+  int blocks_per_sm = 4;       // kFma: blocks of 8 warps in the persistent grid, per SM
   cudaStream_t stream = nullptr;
 };
 

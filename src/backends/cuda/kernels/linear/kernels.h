@@ -1,0 +1,17 @@
+// The block-linear kernels behind launch_block_linear, one per file (internal to kernels/linear).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "backends/cuda/kernels/linear/params.h"
+
+namespace dsinfer::cuda {
+
+cudaError_t launch_block_linear_fma(const BlockLinearParams& p);    // linear.cu
+cudaError_t launch_block_linear_mma(const BlockLinearParams& p);    // linear_mma.cu
+cudaError_t launch_block_linear_wgmma(const BlockLinearParams& p);  // linear_wgmma.cu, n <= 8
+size_t block_linear_wgmma_workspace_bytes(const BlockLinearParams& p);
+
+}  // namespace dsinfer::cuda
