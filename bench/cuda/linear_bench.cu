@@ -285,10 +285,10 @@ int main(int argc, char** argv) {
       float* wgmma_ws = nullptr;
       {
         dsinfer::cuda::BlockLinearParams p;
-        p.groups = s.groups, p.n = std::min(n, 8), p.k = s.k, p.out = s.out;
+        p.groups = s.groups, p.n = std::min(n, 8), p.k = s.k, p.out = s.out, p.wgmma_ctas_per_sm = 16;  // the most
         CHECK_CUDA(cudaMalloc(&wgmma_ws, dsinfer::cuda::block_linear_workspace_bytes(p)));
       }
-      // in_flight: 0 mma.sync, -1 wgmma, else the FMA kernel with that many loads in flight
+      // in_flight: 0 mma.sync, -1 - v wgmma variant v, else the FMA kernel with that many loads in flight
       auto run = [&](bool quantize, int in_flight, int blocks_per_sm) {
         int turn = 0;
         return graph_time_us([&](cudaStream_t stream) {
@@ -303,7 +303,9 @@ int main(int argc, char** argv) {
           p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
           p.kernel = in_flight == 0 ? dsinfer::cuda::LinearKernel::kMma : dsinfer::cuda::LinearKernel::kFma;
           p.chunks_in_flight = std::max(in_flight, 1), p.blocks_per_sm = blocks_per_sm;
-          if (in_flight < 0) p.kernel = dsinfer::cuda::LinearKernel::kWgmma, p.workspace = wgmma_ws;
+          if (in_flight < 0)
+            p.kernel = dsinfer::cuda::LinearKernel::kWgmma, p.workspace = wgmma_ws, p.wgmma_variant = -1 - in_flight,
+            p.wgmma_ctas_per_sm = blocks_per_sm;
           CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
           turn = (turn + s.groups) % copies;
         });
@@ -319,10 +321,16 @@ int main(int argc, char** argv) {
           std::snprintf(variant, sizeof variant, "fma U%d", in_flight);
           report(variant, run(false, in_flight, 4));
         }
-      if (n <= 8) report("wgmma", run(false, -1, 4));
+      if (n <= 8)
+        for (const int variant : {0, 1, 2, 3})
+          for (const int ctas : {8, 16}) {
+            char name[32];
+            std::snprintf(name, sizeof name, "wgmma%d C%d", variant, ctas);
+            report(name, run(false, -1 - variant, ctas));
+          }
       report("mma", run(false, 0, 4));
       report("quant + mma", run(true, 0, 4));
-      if (n <= 8) report("quant + wgmma", run(true, -1, 4));
+      if (n <= 8) report("quant + wgmma2 C16", run(true, -3, 16));  // the defaults
       cudaFree(x);
       cudaFree(vals);
       cudaFree(codes);

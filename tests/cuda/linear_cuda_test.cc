@@ -87,12 +87,12 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
       q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.codes = dcodes.p, q.scales = dxs.p, q.n = n,
       q.k = static_cast<int>(k);
       ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
-      if (n <= 8) {  // the wgmma kernel
+      for (int variant = 0; variant < 4 && n <= 8; ++variant) {  // the wgmma kernel
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
         cuda::BlockLinearParams p;
         p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p, dcodes.p};
         p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k, p.s_stride = k / 32;
-        p.out = static_cast<int>(o), p.y_stride = o;
+        p.out = static_cast<int>(o), p.y_stride = o, p.wgmma_variant = variant, p.wgmma_ctas_per_sm = 4 << variant;
         DeviceBuffer<float> ws_buf(cuda::block_linear_workspace_bytes(p) / 4);
         p.kernel = cuda::LinearKernel::kWgmma, p.workspace = ws_buf.p;
         ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
@@ -101,10 +101,11 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
         ASSERT_EQ(cudaMemcpy(out.data(), dy.p, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
         // Hopper's fp8 tensor cores keep fewer bits while summing a block's 32 products.
         const Agreement a = agreement(out, want, 1e-2);
-        EXPECT_EQ(a.outside, 0) << "wgmma " << o << "x" << k << " n=" << n;
+        EXPECT_EQ(a.outside, 0) << "wgmma " << variant << " " << o << "x" << k << " n=" << n;
         EXPECT_GE(a.equal, static_cast<int>(out.size() * 0.9)) << "wgmma " << o << "x" << k << " n=" << n;
-        std::printf("%s %5ld x %5ld n=%d wgmma: %5.1f %% bit-equal, max |error| / rms %.2g\n", s.fp4 ? "fp4" : "fp8",
-                    static_cast<long>(o), static_cast<long>(k), n, 100.0 * a.equal / out.size(), a.max_rel);
+        std::printf("%s %5ld x %5ld n=%d wgmma%d: %5.1f %% bit-equal, max |error| / rms %.2g\n",
+                    s.fp4 ? "fp4" : "fp8", static_cast<long>(o), static_cast<long>(k), n, variant,
+                    100.0 * a.equal / out.size(), a.max_rel);
       }
       for (const int in_flight : {0, 1, 2, 4}) {  // 0: the tensor-core kernel
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison

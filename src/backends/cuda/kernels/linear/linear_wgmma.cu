@@ -24,7 +24,6 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kThreads = 128;  // one warpgroup
 constexpr int kTileRows = 64;
-constexpr int kInFlight = 4;   // K blocks loaded, then multiplied, per step (8 with double buffering was slower)
 constexpr int kBBytesPerBlock = 8 * 32;
 
 __device__ inline float e8m0_to_float(uint8_t e) {
@@ -63,6 +62,83 @@ __device__ inline void wgmma_e4m3(const uint32_t a[4], uint64_t b_desc, float d[
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc));
 }
 
+struct SliceContext {
+  const BlockLinearParams* p;
+  const LinearOperands* op;
+  const uint8_t* b_smem;
+  const uint8_t *wg, *wg8;  // this thread's two weight rows
+  int b_begin, b_end, blocks, r0, rg, rg8, t;
+};
+
+// What a thread needs for U K blocks, loaded together so that one memory latency covers all: the
+// raw weight words of its two rows (fp4: 4 bytes a row, fp8: 8), their scales and the scales of
+// its two activation columns.
+template <int U>
+struct Step {
+  uint32_t raw[U][4];
+  float sw[U][2];  // rows g and g + 8
+  float sx[U][2];  // activation rows 2t and 2t + 1
+};
+
+template <int U>
+__device__ inline void load_step(const SliceContext& c, int b0, Step<U>& s) {
+  const BlockLinearParams& p = *c.p;
+  const LinearOperands& op = *c.op;
+  const int c0 = 2 * c.t;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int b = min(b0 + u, c.b_end - 1);  // past the end: a repeat, never used
+    if (p.fp4) {
+      s.raw[u][0] = __ldg(reinterpret_cast<const uint32_t*>(c.wg + b * 16 + c.t * 4));
+      s.raw[u][1] = __ldg(reinterpret_cast<const uint32_t*>(c.wg8 + b * 16 + c.t * 4));
+      s.sw[u][0] = e8m0_to_float(op.w_scales[min(c.rg, p.out - 1) * p.s_stride + b]);
+      s.sw[u][1] = e8m0_to_float(op.w_scales[min(c.rg8, p.out - 1) * p.s_stride + b]);
+    } else {
+      const uint2 lo = __ldg(reinterpret_cast<const uint2*>(c.wg + b * 32 + c.t * 8));
+      const uint2 hi = __ldg(reinterpret_cast<const uint2*>(c.wg8 + b * 32 + c.t * 8));
+      s.raw[u][0] = lo.x, s.raw[u][1] = hi.x, s.raw[u][2] = lo.y, s.raw[u][3] = hi.y;
+      s.sw[u][0] = s.sw[u][1] = e8m0_to_float(op.w_scales[(c.r0 / 32) * p.s_stride + b]);
+    }
+    s.sx[u][0] = c0 < p.n ? op.x_scales[static_cast<int64_t>(c0) * c.blocks + b] : 0.0f;
+    s.sx[u][1] = c0 + 1 < p.n ? op.x_scales[static_cast<int64_t>(c0 + 1) * c.blocks + b] : 0.0f;
+  }
+}
+
+// The wgmmas of U blocks (one commit group), then their scaled partials into acc.
+template <int U>
+__device__ inline void multiply_step(const SliceContext& c, int b0, const Step<U>& s, float (&acc)[4]) {
+  uint32_t a[U][4];  // all fragments ready before the first wgmma reads registers
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (c.p->fp4) {
+      a[u][0] = e2m1x4_to_e4m3x4(s.raw[u][0]), a[u][2] = e2m1x4_to_e4m3x4(s.raw[u][0] >> 16);
+      a[u][1] = e2m1x4_to_e4m3x4(s.raw[u][1]), a[u][3] = e2m1x4_to_e4m3x4(s.raw[u][1] >> 16);
+    } else {
+      a[u][0] = s.raw[u][0], a[u][1] = s.raw[u][1], a[u][2] = s.raw[u][2], a[u][3] = s.raw[u][3];
+    }
+  }
+  float d[U][4];
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int bl = min(b0 + u, c.b_end - 1) - c.b_begin;
+    wgmma_e4m3(a[u], b_descriptor(c.b_smem + bl * kBBytesPerBlock), d[u]);
+  }
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (b0 + u >= c.b_end) break;
+    acc[0] += (d[u][0] * s.sx[u][0]) * s.sw[u][0];  // d[0]: row g, column 2t; d[1]: row g, 2t + 1
+    acc[1] += (d[u][1] * s.sx[u][1]) * s.sw[u][0];
+    acc[2] += (d[u][2] * s.sx[u][0]) * s.sw[u][1];  // d[2], d[3]: row g + 8
+    acc[3] += (d[u][3] * s.sx[u][1]) * s.sw[u][1];
+  }
+}
+
+// U: K blocks per wgmma group; kDoubleBuffer: the next group's loads are issued before this
+// group's wgmmas (two register buffers; the loop is unrolled by two so they stay registers).
+template <int U, bool kDoubleBuffer>
 __global__ void __launch_bounds__(kThreads) sm90_block_linear_wgmma(BlockLinearParams p, float* partials, int slices) {
   extern __shared__ __align__(128) uint8_t b_smem[];  // [blocks of this slice][256]
   const int tiles = (p.out + kTileRows - 1) / kTileRows;
@@ -90,54 +166,22 @@ __global__ void __launch_bounds__(kThreads) sm90_block_linear_wgmma(BlockLinearP
   const int rg = r0 + g, rg8 = r0 + g + 8;
   const uint8_t* wg = op.w + static_cast<int64_t>(min(rg, p.out - 1)) * p.w_stride;
   const uint8_t* wg8 = op.w + static_cast<int64_t>(min(rg8, p.out - 1)) * p.w_stride;
+  const SliceContext ctx{&p, &op, b_smem, wg, wg8, b_begin, b_end, blocks, r0, rg, rg8, t};
   float acc[4] = {};
-  for (int b0 = b_begin; b0 < b_end; b0 += kInFlight) {
-    uint32_t raw[kInFlight][4];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int b = min(b0 + u, b_end - 1);  // past the end: a repeat, never used
-      if (p.fp4) {
-        raw[u][0] = __ldg(reinterpret_cast<const uint32_t*>(wg + b * 16 + t * 4));
-        raw[u][1] = __ldg(reinterpret_cast<const uint32_t*>(wg8 + b * 16 + t * 4));
-      } else {
-        const uint2 lo = __ldg(reinterpret_cast<const uint2*>(wg + b * 32 + t * 8));
-        const uint2 hi = __ldg(reinterpret_cast<const uint2*>(wg8 + b * 32 + t * 8));
-        raw[u][0] = lo.x, raw[u][1] = hi.x, raw[u][2] = lo.y, raw[u][3] = hi.y;
-      }
+  if constexpr (kDoubleBuffer) {
+    Step<U> s0, s1;
+    load_step<U>(ctx, b_begin, s0);
+    for (int b0 = b_begin; b0 < b_end; b0 += 2 * U) {
+      if (b0 + U < b_end) load_step<U>(ctx, b0 + U, s1);
+      multiply_step<U>(ctx, b0, s0, acc);
+      if (b0 + 2 * U < b_end) load_step<U>(ctx, b0 + 2 * U, s0);
+      if (b0 + U < b_end) multiply_step<U>(ctx, b0 + U, s1, acc);
     }
-    uint32_t a[kInFlight][4];  // all fragments ready before the first wgmma reads registers
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      if (p.fp4) {
-        a[u][0] = e2m1x4_to_e4m3x4(raw[u][0]), a[u][2] = e2m1x4_to_e4m3x4(raw[u][0] >> 16);
-        a[u][1] = e2m1x4_to_e4m3x4(raw[u][1]), a[u][3] = e2m1x4_to_e4m3x4(raw[u][1] >> 16);
-      } else {
-        a[u][0] = raw[u][0], a[u][1] = raw[u][1], a[u][2] = raw[u][2], a[u][3] = raw[u][3];
-      }
-    }
-    float d[kInFlight][4];
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int bl = min(b0 + u, b_end - 1) - b_begin;
-      wgmma_e4m3(a[u], b_descriptor(b_smem + bl * kBBytesPerBlock), d[u]);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int b = b0 + u;
-      if (b >= b_end) break;
-      const float sw_g = e8m0_to_float(p.fp4 ? op.w_scales[min(rg, p.out - 1) * p.s_stride + b]
-                                             : op.w_scales[(r0 / 32) * p.s_stride + b]);
-      const float sw_g8 = p.fp4 ? e8m0_to_float(op.w_scales[min(rg8, p.out - 1) * p.s_stride + b]) : sw_g;
-      const int c0 = 2 * t;  // activation rows of d[0], d[2] (c0) and d[1], d[3] (c0 + 1)
-      const float sx0 = c0 < p.n ? op.x_scales[static_cast<int64_t>(c0) * blocks + b] : 0.0f;
-      const float sx1 = c0 + 1 < p.n ? op.x_scales[static_cast<int64_t>(c0 + 1) * blocks + b] : 0.0f;
-      acc[0] += (d[u][0] * sx0) * sw_g;
-      acc[1] += (d[u][1] * sx1) * sw_g;
-      acc[2] += (d[u][2] * sx0) * sw_g8;
-      acc[3] += (d[u][3] * sx1) * sw_g8;
+  } else {
+    for (int b0 = b_begin; b0 < b_end; b0 += U) {
+      Step<U> s;
+      load_step<U>(ctx, b0, s);
+      multiply_step<U>(ctx, b0, s, acc);
     }
   }
   // partials [slices][groups * out][8]: this slice's sums, activation row fastest.
@@ -178,11 +222,21 @@ int sm_count() {
 
 namespace {
 
-// K slices per matrix: enough CTAs for about four per SM, each slice at least 8 K blocks.
+// K slices per matrix: about p.wgmma_ctas_per_sm CTAs per SM, each slice at least 8 K blocks.
 int wgmma_slices(const BlockLinearParams& p) {
   const int tiles = p.groups * ((p.out + kTileRows - 1) / kTileRows);
   const int blocks = p.k / 32;
-  return std::clamp((4 * sm_count() + tiles - 1) / tiles, 1, std::min(64, std::max(blocks / 8, 1)));
+  const int ctas_per_sm = std::max(p.wgmma_ctas_per_sm, 1);
+  return std::clamp((ctas_per_sm * sm_count() + tiles - 1) / tiles, 1, std::min(64, std::max(blocks / 8, 1)));
+}
+
+template <int U, bool kDoubleBuffer>
+cudaError_t launch_variant(const BlockLinearParams& p, dim3 grid, int smem, float* workspace, int slices) {
+  static const cudaError_t attr = cudaFuncSetAttribute(sm90_block_linear_wgmma<U, kDoubleBuffer>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+  if (attr != cudaSuccess) return attr;
+  sm90_block_linear_wgmma<U, kDoubleBuffer><<<grid, kThreads, smem, p.stream>>>(p, workspace, slices);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -203,10 +257,22 @@ cudaError_t launch_block_linear_wgmma(const BlockLinearParams& p) {
   const int max_blocks_per_slice = (blocks + slices - 1) / slices;
   const int smem = max_blocks_per_slice * kBBytesPerBlock;
   if (smem > 200 * 1024) return cudaErrorInvalidValue;
-  static const cudaError_t attr = cudaFuncSetAttribute(sm90_block_linear_wgmma,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
-  if (attr != cudaSuccess) return attr;
-  sm90_block_linear_wgmma<<<dim3(tiles, slices), kThreads, smem, p.stream>>>(p, workspace, slices);
+  cudaError_t e = cudaErrorInvalidValue;
+  switch (p.wgmma_variant) {
+    case 0:
+      e = launch_variant<4, false>(p, dim3(tiles, slices), smem, workspace, slices);
+      break;
+    case 1:
+      e = launch_variant<4, true>(p, dim3(tiles, slices), smem, workspace, slices);
+      break;
+    case 2:
+      e = launch_variant<2, true>(p, dim3(tiles, slices), smem, workspace, slices);
+      break;
+    case 3:
+      e = launch_variant<8, false>(p, dim3(tiles, slices), smem, workspace, slices);
+      break;
+  }
+  if (e != cudaSuccess) return e;
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   const int64_t outputs = static_cast<int64_t>(p.groups) * p.out * p.n;
   const int finish_blocks = static_cast<int>(std::min<int64_t>((outputs + 255) / 256, 4 * sm_count()));

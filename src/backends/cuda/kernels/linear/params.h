@@ -53,6 +53,9 @@ struct BlockLinearParams {
   float* workspace = nullptr;  // kWgmma: block_linear_workspace_bytes(*this) of device memory
   int chunks_in_flight = 2;    // kFma: 16-byte weight loads each lane issues before using them: 1, 2 or 4
   int blocks_per_sm = 4;       // kFma: blocks of 8 warps in the persistent grid, per SM
+  int wgmma_ctas_per_sm = 16;  // kWgmma: CTAs aimed at per SM (sets how finely K is split)
+  int wgmma_variant = 2;       // kWgmma: K blocks per wgmma group and buffering: 0: 4; 1: 4, double-buffered;
+                               // 2: 2, double-buffered (the default: best measured); 3: 8
   cudaStream_t stream = nullptr;
 };
 
