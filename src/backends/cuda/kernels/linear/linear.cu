@@ -12,19 +12,18 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels/linear/linear.h"
+#include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace linear_detail;
+
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kRowsPerPass = 4;  // activation rows against one weight chunk in registers
 constexpr unsigned kFull = 0xFFFFFFFFu;
-
-__device__ inline float e8m0_to_float(uint8_t e) {
-  return e ? __uint_as_float(static_cast<uint32_t>(e) << 23) : __uint_as_float(0x00400000u);  // 2^-127
-}
 
 __device__ inline float2 half2_bits_to_float2(uint32_t bits) {
   __half2 h;
@@ -208,16 +207,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_block_linear(Bloc
     for (; i0 + kRowsPerPass <= p.n; i0 += kRowsPerPass) one_row<kRowsPerPass, U>(p, row, i0, lane, lut);
     for (; i0 < p.n; ++i0) one_row<1, U>(p, row, i0, lane, lut);
   }
-}
-
-int sm_count() {
-  static const int count = [] {
-    int device = 0, sms = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    return std::max(sms, 1);
-  }();
-  return count;
 }
 
 }  // namespace

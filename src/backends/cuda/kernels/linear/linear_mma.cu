@@ -15,38 +15,19 @@
 
 #include <algorithm>
 
+#include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
+
+using namespace linear_detail;
 
 constexpr int kWarp = 32;
 constexpr int kWarps = 8;      // per CTA, splitting K
 constexpr int kTileRows = 16;  // weight rows per CTA (the mma's M)
 constexpr int kMaxNTiles = 8;  // activation rows per pass: 8 tiles of 8
 constexpr int kInFlight = 4;   // K blocks each warp loads before its first mma
-
-__device__ inline float e8m0_to_float(uint8_t e) {
-  return e ? __uint_as_float(static_cast<uint32_t>(e) << 23) : __uint_as_float(0x00400000u);  // 2^-127
-}
-
-__device__ inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-// Four e2m1 codes (the low 16 bits of w, element j in nibble j) -> four e4m3 bytes. A selector
-// nibble with bit 3 set makes prmt replicate the selected byte's sign (0 here), so one permute
-// yields the positive codes and one on the flipped codes the negative ones; a byte add then sets
-// the sign bit of every nonzero negative magnitude.
-__device__ inline uint32_t e2m1x4_to_e4m3x4(uint32_t w) {
-  constexpr uint32_t kLo = 0x3C383000u;  // magnitudes 0, 0.5, 1, 1.5 as e4m3
-  constexpr uint32_t kHi = 0x4C484440u;  // 2, 3, 4, 6
-  const uint32_t pos = prmt(kLo, kHi, w);
-  const uint32_t neg = prmt(kLo, kHi, w ^ 0x8888u);
-  return pos | neg | ((neg + 0x7F7F7F7Fu) & 0x80808080u);
-}
 
 __device__ inline void mma_e4m3(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
   asm volatile(

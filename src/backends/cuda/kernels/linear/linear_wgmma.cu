@@ -16,33 +16,18 @@
 
 #include <algorithm>
 
+#include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace linear_detail;
+
 constexpr int kWarp = 32;
 constexpr int kThreads = 128;  // one warpgroup
 constexpr int kTileRows = 64;
 constexpr int kBBytesPerBlock = 8 * 32;
-
-__device__ inline float e8m0_to_float(uint8_t e) {
-  return e ? __uint_as_float(static_cast<uint32_t>(e) << 23) : __uint_as_float(0x00400000u);  // 2^-127
-}
-
-__device__ inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-// Four e2m1 codes (low 16 bits of w) -> four e4m3 bytes (see linear_mma.cu).
-__device__ inline uint32_t e2m1x4_to_e4m3x4(uint32_t w) {
-  constexpr uint32_t kLo = 0x3C383000u, kHi = 0x4C484440u;
-  const uint32_t pos = prmt(kLo, kHi, w);
-  const uint32_t neg = prmt(kLo, kHi, w ^ 0x8888u);
-  return pos | neg | ((neg + 0x7F7F7F7Fu) & 0x80808080u);
-}
 
 // Shared-memory matrix descriptor, no swizzle: B of one block is two 8 x 16-byte core matrices
 // (k slots 0-15, then 16-31). The leading-byte offset (bits 16-29) is the step between core
@@ -206,16 +191,6 @@ __global__ void sm90_block_linear_finish(BlockLinearParams p, const float* parti
     const LinearOperands& op = p.op[row / p.out];
     op.y[static_cast<int64_t>(col) * p.y_stride + row % p.out] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
   }
-}
-
-int sm_count() {
-  static const int count = [] {
-    int device = 0, sms = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    return std::max(sms, 1);
-  }();
-  return count;
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// Device helpers shared by the block-linear kernels (kernels/linear/*.cu only).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace dsinfer::cuda::linear_detail {
+
+/// e8m0 scale byte -> its power of two (2^-127 for 0, a subnormal float).
+__device__ inline float e8m0_to_float(uint8_t e) {
+  return e ? __uint_as_float(static_cast<uint32_t>(e) << 23) : __uint_as_float(0x00400000u);
+}
+
+__device__ inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+/// Four e2m1 codes (the low 16 bits of w, element j in nibble j) -> four e4m3 bytes. A selector
+/// nibble with bit 3 set makes prmt replicate the selected byte's sign (0 here), so one permute
+/// yields the positive codes and one on the flipped codes the negative ones; a byte add then sets
+/// the sign bit of every nonzero negative magnitude.
+__device__ inline uint32_t e2m1x4_to_e4m3x4(uint32_t w) {
+  constexpr uint32_t kLo = 0x3C383000u;  // magnitudes 0, 0.5, 1, 1.5 as e4m3
+  constexpr uint32_t kHi = 0x4C484440u;  // 2, 3, 4, 6
+  const uint32_t pos = prmt(kLo, kHi, w);
+  const uint32_t neg = prmt(kLo, kHi, w ^ 0x8888u);
+  return pos | neg | ((neg + 0x7F7F7F7Fu) & 0x80808080u);
+}
+
+/// Multiprocessors of the current device (read once).
+inline int sm_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    return std::max(sms, 1);
+  }();
+  return count;
+}
+
+}  // namespace dsinfer::cuda::linear_detail
