@@ -28,17 +28,18 @@ namespace {
     }                                                                                          \
   } while (0)
 
-// Median of `reps` timed calls (each `inner` launches), in microseconds per launch.
-double time_us(const std::function<void()>& fn, int inner = 20, int reps = 15) {
+// Median over `reps` runs of `region` (timed with events on `stream`, after 3 warm-up runs), in
+// milliseconds.
+double median_ms(cudaStream_t stream, const std::function<void()>& region, int reps) {
   cudaEvent_t a, b;
   CHECK_CUDA(cudaEventCreate(&a));
   CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) fn();
+  for (int i = 0; i < 3; ++i) region();
   std::vector<float> ms;
   for (int r = 0; r < reps; ++r) {
-    CHECK_CUDA(cudaEventRecord(a));
-    for (int i = 0; i < inner; ++i) fn();
-    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventRecord(a, stream));
+    region();
+    CHECK_CUDA(cudaEventRecord(b, stream));
     CHECK_CUDA(cudaEventSynchronize(b));
     float t = 0;
     CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
@@ -47,7 +48,12 @@ double time_us(const std::function<void()>& fn, int inner = 20, int reps = 15) {
   std::sort(ms.begin(), ms.end());
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  return ms[ms.size() / 2] * 1e3 / inner;
+  return ms[ms.size() / 2];
+}
+
+// Median microseconds per launch of `inner` back-to-back launches on the default stream.
+double time_us(const std::function<void()>& fn, int inner = 20, int reps = 15) {
+  return median_ms(nullptr, [&] { for (int i = 0; i < inner; ++i) fn(); }, reps) * 1e3 / inner;
 }
 
 // Captures `inner` calls of fn on a stream into a graph and times its replays (as a decode step
@@ -61,27 +67,11 @@ double graph_time_us(const std::function<void(cudaStream_t)>& fn, int inner = 20
   CHECK_CUDA(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
   CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(exec, s));
-  std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    CHECK_CUDA(cudaEventRecord(a, s));
-    CHECK_CUDA(cudaGraphLaunch(exec, s));
-    CHECK_CUDA(cudaEventRecord(b, s));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  const double ms = median_ms(s, [&] { CHECK_CUDA(cudaGraphLaunch(exec, s)); }, reps);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
-  return ms[ms.size() / 2] * 1e3 / inner;
+  return ms * 1e3 / inner;
 }
 
 void fill_random(void* p, size_t bytes, uint32_t seed, uint8_t mask = 0xFF, uint8_t offset = 0) {
