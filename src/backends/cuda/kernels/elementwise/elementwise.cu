@@ -1,0 +1,167 @@
+// Row-wise kernels: embedding, RMSNorm, RoPE, SwiGLU, hyper-connection pre/post (one thread per
+// output element or pair, one block per row for the norm's reduction).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "backends/cuda/kernels/elementwise/elementwise.h"
+
+namespace dsinfer::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ inline float bf16_bits_to_float(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
+__device__ inline uint16_t float_to_bf16_bits(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+unsigned blocks_for(int64_t items) {
+  return static_cast<unsigned>(std::min<int64_t>((items + kThreads - 1) / kThreads, 1 << 20));
+}
+
+__global__ void embed_kernel(EmbedParams p) {
+  const int64_t total = static_cast<int64_t>(p.n) * p.dim;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.dim, j = i % p.dim;
+    const int64_t local = p.ids[t] - p.vocab_offset;
+    p.out[i] = local >= 0 && local < p.rows ? p.table[local * p.dim + j] : 0;
+  }
+}
+
+__global__ void rms_norm_kernel(RmsNormParams p) {
+  __shared__ double partial[kThreads];
+  const int64_t row = blockIdx.x;
+  const uint16_t* x = p.x + row * p.x_stride;
+  double ss = 0;
+  for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
+    const double v = bf16_bits_to_float(x[j]);
+    ss += v * v;  // exact: a bf16 squared fits a double
+  }
+  partial[threadIdx.x] = ss;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float mean = static_cast<float>(partial[0]) / static_cast<float>(p.d);
+  const float r = 1.0f / sqrtf(mean + p.eps);
+  uint16_t* out = p.out + row * p.out_stride;
+  __syncthreads();  // every thread has read x's row before any writes it (out may alias x)
+  for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
+    const float normed = bf16_bits_to_float(x[j]) * r;
+    out[j] = float_to_bf16_bits(normed * bf16_bits_to_float(p.weight[j]));
+  }
+}
+
+__global__ void rope_kernel(RopeParams p) {
+  const int64_t total = static_cast<int64_t>(p.n) * p.heads * p.half;
+  const int first = p.d - 2 * p.half;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / (static_cast<int64_t>(p.heads) * p.half);
+    const int h = static_cast<int>((i / p.half) % p.heads), k = static_cast<int>(i % p.half);
+    uint16_t* v = p.x + t * p.x_stride + h * p.head_stride + first;
+    const float c = p.cos[t * p.table_stride + k], s = p.sin[t * p.table_stride + k];
+    const float re = bf16_bits_to_float(v[2 * k]), im = bf16_bits_to_float(v[2 * k + 1]);
+    const float rc = re * c, is = im * s, rs = re * s, ic = im * c;  // four products, then one add each
+    v[2 * k] = float_to_bf16_bits(p.inverse ? rc + is : rc - is);
+    v[2 * k + 1] = float_to_bf16_bits(p.inverse ? ic - rs : rs + ic);
+  }
+}
+
+__global__ void swiglu_kernel(SwigluParams p) {
+  const int64_t total = static_cast<int64_t>(p.n) * p.f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.f, j = i % p.f;
+    float g = bf16_bits_to_float(p.gate[t * p.gate_stride + j]), u = bf16_bits_to_float(p.up[t * p.up_stride + j]);
+    if (p.limit > 0) u = fminf(fmaxf(u, -p.limit), p.limit), g = fminf(g, p.limit);
+    float act = g * (1.0f / (1.0f + expf(-g))) * u;
+    if (p.row_weight) act = act * p.row_weight[t];
+    p.out[t * p.out_stride + j] = float_to_bf16_bits(act);
+  }
+}
+
+__global__ void hc_pre_kernel(HcPreParams p) {
+  const int64_t total = static_cast<int64_t>(p.n) * p.dim;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.dim, d = i % p.dim;
+    const uint16_t* x = p.x + t * p.x_stride;
+    float y = 0.0f;
+    for (int c = 0; c < p.hc; ++c) y = y + p.pre[t * p.hc + c] * bf16_bits_to_float(x[c * p.dim + d]);
+    p.out[t * p.out_stride + d] = float_to_bf16_bits(y);
+  }
+}
+
+// One thread per (token, position d): all hc outputs of that position, so the residual column it
+// reads is the one it writes (out may alias residual).
+__global__ void hc_post_kernel(HcPostParams p) {
+  constexpr int kMaxHc = 8;
+  const int64_t total = static_cast<int64_t>(p.n) * p.dim;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.dim, d = i % p.dim;
+    const uint16_t* r = p.residual + t * p.residual_stride;
+    const float* comb = p.comb + t * p.hc * p.hc;
+    float rv[kMaxHc];
+    for (int c = 0; c < p.hc; ++c) rv[c] = bf16_bits_to_float(r[c * p.dim + d]);
+    const float sub = bf16_bits_to_float(p.sub[t * p.sub_stride + d]);
+    uint16_t* out = p.out + t * p.out_stride;
+    for (int j = 0; j < p.hc; ++j) {
+      float s = 0.0f;
+      for (int c = 0; c < p.hc; ++c) s = s + comb[c * p.hc + j] * rv[c];
+      out[j * p.dim + d] = float_to_bf16_bits(p.post[t * p.hc + j] * sub + s);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_embed(const EmbedParams& p) {
+  if (p.n < 0 || p.dim <= 0) return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  embed_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm(const RmsNormParams& p) {
+  if (p.n < 0 || p.d <= 0) return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  rms_norm_kernel<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope(const RopeParams& p) {
+  if (p.n < 0 || p.half < 0 || 2 * p.half > p.d) return cudaErrorInvalidValue;
+  if (p.n == 0 || p.half == 0) return cudaSuccess;
+  rope_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.heads * p.half), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu(const SwigluParams& p) {
+  if (p.n < 0 || p.f <= 0) return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  swiglu_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.f), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_hc_pre(const HcPreParams& p) {
+  if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  hc_pre_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_hc_post(const HcPostParams& p) {
+  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0) return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  hc_post_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace dsinfer::cuda

@@ -1,0 +1,22 @@
+// Launchers of the row-wise kernels: the same arithmetic as the CPU backend's ops (rounding where
+// the reference rounds; --fmad=false), so results equal the CPU's except where a libm function
+// differs in its last bit (expf in SwiGLU). Framework-free; cudaErrorInvalidValue on bad shapes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backends/cuda/kernels/elementwise/params.h"
+
+namespace dsinfer::cuda {
+
+cudaError_t launch_embed(const EmbedParams& p);
+/// Sum of squares in double (as the CPU), mean and 1/sqrt in fp32, (x * r) * w rounded to bf16.
+cudaError_t launch_rms_norm(const RmsNormParams& p);
+cudaError_t launch_rope(const RopeParams& p);
+cudaError_t launch_swiglu(const SwigluParams& p);
+/// out[d] = sum over copies c in order of pre[c] * x[c][d], in fp32 from 0 (spec §4.2).
+cudaError_t launch_hc_pre(const HcPreParams& p);
+/// out[j][d] = post[j] * sub[d] + sum over i in order of comb[i][j] * residual[i][d].
+cudaError_t launch_hc_post(const HcPostParams& p);
+
+}  // namespace dsinfer::cuda

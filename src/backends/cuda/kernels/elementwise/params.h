@@ -1,0 +1,77 @@
+// Parameters of the row-wise kernels (spec §3.1, §3.2, §4.2, §8.2): plain pointers, POD. bf16
+// tensors are uint16_t bit patterns; row strides are in elements.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dsinfer::cuda {
+
+struct EmbedParams {
+  const int32_t* ids = nullptr;  // [n]
+  const uint16_t* table = nullptr;  // [rows, dim] bf16: vocab rows [vocab_offset, vocab_offset + rows)
+  int64_t rows = 0, vocab_offset = 0;
+  uint16_t* out = nullptr;  // [n, dim] (ids outside the rows give zero rows)
+  int n = 0, dim = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct RmsNormParams {
+  const uint16_t* x = nullptr;  // [n, d], row stride x_stride
+  int64_t x_stride = 0;
+  const uint16_t* weight = nullptr;  // [d]
+  uint16_t* out = nullptr;           // [n, d], row stride out_stride; may alias x
+  int64_t out_stride = 0;
+  int n = 0, d = 0;
+  float eps = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct RopeParams {
+  uint16_t* x = nullptr;  // [n, heads, d], rotated in place on the last 2 * half dims
+  int64_t x_stride = 0, head_stride = 0;
+  const float* cos = nullptr;  // [n, half], row stride table_stride
+  const float* sin = nullptr;
+  int64_t table_stride = 0;
+  int n = 0, heads = 0, d = 0, half = 0;
+  bool inverse = false;
+  cudaStream_t stream = nullptr;
+};
+
+struct SwigluParams {
+  const uint16_t* gate = nullptr;  // [n, f], row stride gate_stride
+  const uint16_t* up = nullptr;    // [n, f], row stride up_stride
+  int64_t gate_stride = 0, up_stride = 0;
+  const float* row_weight = nullptr;  // [n] or null
+  float limit = 0;                    // 0: no clamp
+  uint16_t* out = nullptr;            // [n, f], row stride out_stride
+  int64_t out_stride = 0;
+  int n = 0, f = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct HcPreParams {
+  const uint16_t* x = nullptr;  // [n, hc, dim], token stride x_stride
+  int64_t x_stride = 0;
+  const float* pre = nullptr;  // [n, hc]
+  uint16_t* out = nullptr;     // [n, dim], row stride out_stride
+  int64_t out_stride = 0;
+  int n = 0, hc = 0, dim = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct HcPostParams {
+  const uint16_t* sub = nullptr;  // [n, dim], row stride sub_stride
+  int64_t sub_stride = 0;
+  const uint16_t* residual = nullptr;  // [n, hc, dim], token stride residual_stride
+  int64_t residual_stride = 0;
+  const float* post = nullptr;  // [n, hc]
+  const float* comb = nullptr;  // [n, hc, hc]
+  uint16_t* out = nullptr;      // [n, hc, dim], token stride out_stride; may alias residual
+  int64_t out_stride = 0;
+  int n = 0, hc = 0, dim = 0;
+  cudaStream_t stream = nullptr;
+};
+
+}  // namespace dsinfer::cuda

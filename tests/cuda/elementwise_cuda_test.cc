@@ -1,0 +1,151 @@
+// CUDA row-wise kernels against the CPU backend at V4.1-Flash shapes (skipped without a GPU):
+// bit for bit, except SwiGLU's expf (within 1 bf16 ulp).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/kernels/elementwise/elementwise.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+// A device copy of a host vector, copied back by `get`.
+template <typename T>
+struct DeviceCopy {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DeviceCopy(const std::vector<T>& host) : n(host.size()) {
+    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceCopy() { cudaFree(p); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+std::vector<float> random_f32(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+TensorView view(const void* p, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(const_cast<void*>(p), t, shape);
+}
+
+class CudaRowOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  CpuBackend cpu{0};
+};
+
+TEST_F(CudaRowOps, EmbedAndRmsNorm) {
+  const int n = 7, dim = 5120, rows = 1000, offset = 500;
+  const std::vector<uint16_t> table = testing::random_bf16(static_cast<size_t>(rows) * dim, 1);
+  const std::vector<int32_t> ids = {500, 1499, 499, 1500, 777, 0, 1234};  // two outside this shard
+  std::vector<uint16_t> want(static_cast<size_t>(n) * dim);
+  cpu.embed({view(ids.data(), DType::kI32, {n}), view(table.data(), DType::kBF16, {rows, dim}), offset,
+             view(want.data(), DType::kBF16, {n, dim})});
+  DeviceCopy<int32_t> dids(ids);
+  DeviceCopy<uint16_t> dtable(table), dout(std::vector<uint16_t>(want.size(), 0xFFFF));
+  cuda::EmbedParams e;
+  e.ids = dids.p, e.table = dtable.p, e.rows = rows, e.vocab_offset = offset, e.out = dout.p, e.n = n, e.dim = dim;
+  ASSERT_EQ(cuda::launch_embed(e), cudaSuccess);
+  EXPECT_EQ(dout.get(), want);
+
+  const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * dim, 2, 3.0f);
+  const std::vector<uint16_t> w = testing::random_bf16(dim, 3);
+  std::vector<uint16_t> normed(x.size());
+  cpu.rms_norm({view(x.data(), DType::kBF16, {n, dim}), view(w.data(), DType::kBF16, {dim}), 1e-6,
+                view(normed.data(), DType::kBF16, {n, dim})});
+  DeviceCopy<uint16_t> dx(x), dw(w);
+  cuda::RmsNormParams r;
+  r.x = dx.p, r.x_stride = dim, r.weight = dw.p, r.out = dx.p, r.out_stride = dim, r.n = n, r.d = dim, r.eps = 1e-6f;
+  ASSERT_EQ(cuda::launch_rms_norm(r), cudaSuccess);  // in place
+  EXPECT_EQ(dx.get(), normed);
+}
+
+TEST_F(CudaRowOps, RopeBothDirections) {
+  const int n = 5, heads = 64, d = 512, half = 32;
+  const std::vector<float> cos = random_f32(n * half, 4, -1, 1), sin = random_f32(n * half, 5, -1, 1);
+  for (const bool inverse : {false, true}) {
+    std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * heads * d, 6);
+    DeviceCopy<uint16_t> dx(x);
+    DeviceCopy<float> dc(cos), ds(sin);
+    cpu.rope({view(x.data(), DType::kBF16, {n, heads, d}), view(cos.data(), DType::kF32, {n, half}),
+              view(sin.data(), DType::kF32, {n, half}), inverse});
+    cuda::RopeParams p;
+    p.x = dx.p, p.x_stride = static_cast<int64_t>(heads) * d, p.head_stride = d, p.cos = dc.p, p.sin = ds.p;
+    p.table_stride = half, p.n = n, p.heads = heads, p.d = d, p.half = half, p.inverse = inverse;
+    ASSERT_EQ(cuda::launch_rope(p), cudaSuccess);
+    EXPECT_EQ(dx.get(), x) << "inverse " << inverse;
+  }
+}
+
+TEST_F(CudaRowOps, SwigluWithClampAndRoutingWeights) {
+  const int n = 6, f = 2304;
+  const std::vector<uint16_t> g = testing::random_bf16(static_cast<size_t>(n) * f, 7, 8.0f),
+                              u = testing::random_bf16(static_cast<size_t>(n) * f, 8, 8.0f);
+  const std::vector<float> rw = random_f32(n, 9, 0, 1);
+  std::vector<uint16_t> want(g.size());
+  cpu.swiglu({view(g.data(), DType::kBF16, {n, f}), view(u.data(), DType::kBF16, {n, f}),
+              view(rw.data(), DType::kF32, {n}), 10.0f, view(want.data(), DType::kBF16, {n, f})});
+  DeviceCopy<uint16_t> dg(g), du(u), dout(std::vector<uint16_t>(g.size(), 0xFFFF));
+  DeviceCopy<float> drw(rw);
+  cuda::SwigluParams p;
+  p.gate = dg.p, p.up = du.p, p.gate_stride = f, p.up_stride = f, p.row_weight = drw.p, p.limit = 10.0f;
+  p.out = dout.p, p.out_stride = f, p.n = n, p.f = f;
+  ASSERT_EQ(cuda::launch_swiglu(p), cudaSuccess);
+  const std::vector<uint16_t> got = dout.get();
+  int equal = 0;
+  for (size_t j = 0; j < got.size(); ++j) {
+    equal += got[j] == want[j];
+    ASSERT_LE(std::abs(static_cast<int>(got[j]) - static_cast<int>(want[j])), 1) << j;  // same sign: 1 ulp
+  }
+  EXPECT_GE(equal, static_cast<int>(got.size() * 0.99));
+}
+
+TEST_F(CudaRowOps, HyperConnectionPreAndPost) {
+  const int n = 3, hc = 4, dim = 5120;
+  const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 10),
+                              sub = testing::random_bf16(static_cast<size_t>(n) * dim, 11);
+  const std::vector<float> pre = random_f32(n * hc, 12, 0, 1), post = random_f32(n * hc, 13, 0, 2),
+                           comb = random_f32(n * hc * hc, 14, 0, 1);
+  std::vector<uint16_t> want_pre(static_cast<size_t>(n) * dim), want_post(x.size());
+  cpu.hc_pre({view(x.data(), DType::kBF16, {n, hc, dim}), view(pre.data(), DType::kF32, {n, hc}),
+              view(want_pre.data(), DType::kBF16, {n, dim})});
+  cpu.hc_post({view(sub.data(), DType::kBF16, {n, dim}), view(x.data(), DType::kBF16, {n, hc, dim}),
+               view(post.data(), DType::kF32, {n, hc}), view(comb.data(), DType::kF32, {n, hc, hc}),
+               view(want_post.data(), DType::kBF16, {n, hc, dim})});
+  DeviceCopy<uint16_t> dx(x), dsub(sub), dout(std::vector<uint16_t>(want_pre.size(), 0xFFFF));
+  DeviceCopy<float> dpre(pre), dpost(post), dcomb(comb);
+  cuda::HcPreParams a;
+  a.x = dx.p, a.x_stride = static_cast<int64_t>(hc) * dim, a.pre = dpre.p, a.out = dout.p, a.out_stride = dim;
+  a.n = n, a.hc = hc, a.dim = dim;
+  ASSERT_EQ(cuda::launch_hc_pre(a), cudaSuccess);
+  EXPECT_EQ(dout.get(), want_pre);
+  cuda::HcPostParams b;
+  b.sub = dsub.p, b.sub_stride = dim, b.residual = dx.p, b.residual_stride = static_cast<int64_t>(hc) * dim;
+  b.post = dpost.p, b.comb = dcomb.p, b.out = dx.p, b.out_stride = static_cast<int64_t>(hc) * dim;  // in place
+  b.n = n, b.hc = hc, b.dim = dim;
+  ASSERT_EQ(cuda::launch_hc_post(b), cudaSuccess);
+  EXPECT_EQ(dx.get(), want_post);
+  b.hc = 9;
+  EXPECT_EQ(cuda::launch_hc_post(b), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace dsinfer
