@@ -48,3 +48,36 @@ TEST(CudaActQuant, MatchesTheCpuBitForBit) {
 
 }  // namespace
 }  // namespace dsinfer
+
+namespace dsinfer {
+namespace {
+
+// fp4 fake quantisation (both V4.1 kinds) against the CPU quantiser, bit for bit, on rows whose
+// length is not a multiple of the warp (groups of 16 straddle warps' ends).
+TEST(CudaFp4FakeQuant, MatchesTheCpuBitForBit) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  for (const bool e4m3 : {true, false}) {
+    const int group = e4m3 ? 16 : 32, n = 7, d = e4m3 ? 512 + 16 : 128;
+    std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * d, 5 + e4m3, 2.0f);
+    for (size_t i = 0; i < x.size(); i += 97) x[i] = 0x8000;  // a few negative zeros
+    std::vector<uint16_t> want = x;
+    for (int r = 0; r < n; ++r)
+      fp4_act_quant_inplace(std::span(want).subspan(static_cast<size_t>(r) * d, d), group,
+                            e4m3 ? Fp4ScaleKind::kE4M3 : Fp4ScaleKind::kE8M0);
+    uint16_t* dx = nullptr;
+    ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::Fp4FakeQuantParams p;
+    p.x = dx, p.stride = d, p.n = n, p.d = d, p.group = group, p.e4m3_scale = e4m3;
+    ASSERT_EQ(cuda::launch_fp4_fake_quant(p), cudaSuccess);
+    std::vector<uint16_t> got(x.size());
+    ASSERT_EQ(cudaMemcpy(got.data(), dx, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(dx);
+    EXPECT_EQ(got, want) << (e4m3 ? "e4m3 / 16" : "e8m0 / 32");
+    p.group = 8;
+    EXPECT_EQ(cuda::launch_fp4_fake_quant(p), cudaErrorInvalidValue);
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer

@@ -13,4 +13,10 @@ namespace dsinfer::cuda {
 /// cudaErrorInvalidValue when n is not a multiple of 32.
 cudaError_t launch_act_quant(const ActQuantParams& p);
 
+/// fp4_act_quant_inplace on every row: amax per group, the scale (e8m0: 2^ceil(log2(max(amax,
+/// 6 * 2^-126) / 6)); e4m3: RNE of max(amax, 6 * 2^-9) / 6), e2m1 codes ties to even, x = code *
+/// scale in bf16. Bit-identical to the CPU. cudaErrorInvalidValue for a group other than 16 or 32
+/// or d not a multiple of it.
+cudaError_t launch_fp4_fake_quant(const Fp4FakeQuantParams& p);
+
 }  // namespace dsinfer::cuda

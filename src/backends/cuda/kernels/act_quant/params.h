@@ -16,4 +16,15 @@ struct ActQuantParams {
   cudaStream_t stream = nullptr;
 };
 
+/// fp4 fake quantisation in place (spec §3.5): groups of 16 with e4m3 scales (the compressed KV)
+/// or of 32 with e8m0 scales (the indexer).
+struct Fp4FakeQuantParams {
+  uint16_t* x = nullptr;  // [n, d] bf16, row stride `stride`; d a multiple of `group`
+  int64_t stride = 0;
+  int n = 0, d = 0;
+  int group = 32;            // 16 or 32
+  bool e4m3_scale = false;  // true: e4m3 scales (group 16 in V4.1), false: e8m0
+  cudaStream_t stream = nullptr;
+};
+
 }  // namespace dsinfer::cuda
