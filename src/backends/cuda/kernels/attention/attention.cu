@@ -1,0 +1,125 @@
+// sm90_sparse_attn, sm90_indexer_scores: direct ports of the CPU backend's loops, one warp per
+// output row. Correctness first: every head re-reads the shared KV rows (from L2); a version that
+// reads each row once for all heads of a token comes with the decode-step work.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cuda/kernels/attention/attention.h"
+
+namespace dsinfer::cuda {
+namespace {
+
+constexpr int kWarp = 32, kWarpsPerBlock = 4, kBlock = 64, kMaxPerLane = 32;
+constexpr unsigned kFull = 0xFFFFFFFFu;
+
+__device__ inline float bf16f(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
+__device__ inline float round_bf16(float f) {
+  return __bfloat162float(__float2bfloat16_rn(f));
+}
+__device__ inline double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_sparse_attn(SparseAttnParams p) {
+  __shared__ float s_all[kWarpsPerBlock][kBlock];
+  __shared__ const uint16_t* rows_all[kWarpsPerBlock][kBlock];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (w >= static_cast<int64_t>(p.n) * p.heads) return;  // whole warps leave together
+  const int64_t t = w / p.heads;
+  const int h = static_cast<int>(w % p.heads);
+  const uint16_t* q = p.q + t * p.q_stride + static_cast<int64_t>(h) * p.d;
+  const int32_t* idx = p.idx + t * p.idx_stride;
+  float* s = s_all[warp];
+  const uint16_t** rows = rows_all[warp];
+  const int per_lane = p.d / kWarp;
+  float acc[kMaxPerLane] = {};
+  float m = -1e30f, l = 0.0f;
+  for (int b0 = 0; b0 < p.k; b0 += kBlock) {
+    const int len = min(kBlock, p.k - b0);
+    float bmax = m;
+    for (int j = 0; j < len; ++j) {
+      const int32_t id = idx[b0 + j];
+      const uint16_t* row = id < 0 ? nullptr : id < p.n_win ? p.window + static_cast<int64_t>(id) * p.d
+                                                           : p.compressed + static_cast<int64_t>(id - p.n_win) * p.d;
+      float sj = -INFINITY;
+      if (row) {
+        double dot = 0;
+        for (int c = lane; c < p.d; c += kWarp) dot += static_cast<double>(bf16f(q[c])) * bf16f(row[c]);
+        sj = static_cast<float>(warp_sum(dot)) * p.scale;
+        bmax = fmaxf(bmax, sj);
+      }
+      if (lane == 0) s[j] = sj, rows[j] = row;
+    }
+    __syncwarp();
+    const float alpha = expf(m - bmax);
+    double psum = 0;
+    double part[kMaxPerLane] = {};
+    for (int j = 0; j < len; ++j) {
+      const uint16_t* row = rows[j];
+      if (!row) continue;
+      const float pj = expf(s[j] - bmax);
+      psum += pj;  // every lane in the same order as the CPU
+      const double pb = round_bf16(pj);
+      for (int i = 0; i < per_lane; ++i) part[i] += pb * bf16f(row[lane + i * kWarp]);
+    }
+    l = l * alpha + static_cast<float>(psum);
+    for (int i = 0; i < per_lane; ++i) acc[i] = acc[i] * alpha + static_cast<float>(part[i]);
+    m = bmax;
+    __syncwarp();
+  }
+  l = l + expf(p.sink[h] - m);
+  uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h) * p.d;
+  for (int i = 0; i < per_lane; ++i) out[lane + i * kWarp] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[i] / l));
+}
+
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_indexer_scores(IndexerScoresParams p) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (w >= static_cast<int64_t>(p.n) * p.T) return;
+  const int64_t t = w / p.T, tau = w % p.T;
+  float* out = p.out + t * p.out_stride + tau;
+  if (tau >= p.visible[t]) {
+    if (lane == 0) *out = -INFINITY;
+    return;
+  }
+  const uint16_t* key = p.keys + tau * p.d;
+  double term = 0;  // lane = head
+  if (lane < p.heads) {
+    const uint16_t* q = p.q + t * p.q_stride + static_cast<int64_t>(lane) * p.d;
+    double dot = 0;
+    for (int c = 0; c < p.d; ++c) dot += static_cast<double>(bf16f(q[c])) * bf16f(key[c]);
+    const float dv = fmaxf(round_bf16(static_cast<float>(dot)), 0.0f);  // bf16, then relu
+    term = round_bf16(dv * bf16f(p.weights[t * p.heads + lane]));
+  }
+  const double exact = warp_sum(term);  // the bf16 terms sum exactly in double: order-free
+  if (lane == 0) *out = round_bf16(static_cast<float>(exact));
+}
+
+}  // namespace
+
+cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
+  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % kWarp != 0 || p.d > kWarp * kMaxPerLane || p.k < 0)
+    return cudaErrorInvalidValue;
+  const int64_t warps = static_cast<int64_t>(p.n) * p.heads;
+  if (warps == 0) return cudaSuccess;
+  sm90_sparse_attn<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp, 0,
+                     p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
+  if (p.n < 0 || p.heads <= 0 || p.heads > kWarp || p.d <= 0 || p.T < 0) return cudaErrorInvalidValue;
+  const int64_t warps = static_cast<int64_t>(p.n) * p.T;
+  if (warps == 0) return cudaSuccess;
+  sm90_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp,
+                        0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace dsinfer::cuda

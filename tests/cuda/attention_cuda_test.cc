@@ -1,0 +1,101 @@
+// CUDA sparse attention and indexer scores against the CPU backend at V4.1-Flash shapes (skipped
+// without a GPU): the indexer bit for bit, attention within 1 bf16 ulp (expf).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/kernels/attention/attention.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+template <typename T>
+T* to_device(const std::vector<T>& h) {
+  T* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, h.size() * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return p;
+}
+template <typename T>
+std::vector<T> from_device(const T* p, size_t n) {
+  std::vector<T> h(n);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return h;
+}
+
+TEST(CudaAttention, SparseAttnWithSinkOverWindowAndCompressedRows) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  CpuBackend cpu(0);
+  const int n = 3, heads = 64, d = 512, n_win = 128, n_cmp = 600, k = 640;
+  const std::vector<uint16_t> q = testing::random_bf16(static_cast<size_t>(n) * heads * d, 1, 0.5f),
+                              win = testing::random_bf16(static_cast<size_t>(n_win) * d, 2),
+                              cmp = testing::random_bf16(static_cast<size_t>(n_cmp) * d, 3);
+  std::mt19937 rng(4);
+  std::vector<int32_t> idx(static_cast<size_t>(n) * k);
+  for (auto& v : idx) v = rng() % 9 == 0 ? -1 : static_cast<int32_t>(rng() % (n_win + n_cmp));  // empty slots too
+  std::vector<float> sink(heads);
+  for (auto& v : sink) v = std::uniform_real_distribution<float>(-2, 2)(rng);
+  std::vector<uint16_t> want(q.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  cpu.sparse_attn({TensorView::contiguous(const_cast<uint16_t*>(q.data()), DType::kBF16, {n, heads, d}),
+                   TensorView::contiguous(const_cast<uint16_t*>(win.data()), DType::kBF16, {n_win, d}),
+                   TensorView::contiguous(const_cast<uint16_t*>(cmp.data()), DType::kBF16, {n_cmp, d}),
+                   TensorView::contiguous(idx.data(), DType::kI32, {n, k}),
+                   TensorView::contiguous(sink.data(), DType::kF32, {heads}), scale,
+                   TensorView::contiguous(want.data(), DType::kBF16, {n, heads, d})});
+  uint16_t *dq = to_device(q), *dwin = to_device(win), *dcmp = to_device(cmp), *dout = to_device(std::vector<uint16_t>(q.size(), 0xFFFF));
+  int32_t* didx = to_device(idx);
+  float* dsink = to_device(sink);
+  cuda::SparseAttnParams p;
+  p.q = dq, p.q_stride = static_cast<int64_t>(heads) * d, p.window = dwin, p.compressed = dcmp, p.n_win = n_win;
+  p.n_cmp = n_cmp, p.idx = didx, p.idx_stride = k, p.sink = dsink, p.scale = scale, p.out = dout;
+  p.out_stride = static_cast<int64_t>(heads) * d, p.n = n, p.heads = heads, p.d = d, p.k = k;
+  ASSERT_EQ(cuda::launch_sparse_attn(p), cudaSuccess);
+  const std::vector<uint16_t> got = from_device(dout, q.size());
+  int equal = 0;
+  for (size_t j = 0; j < got.size(); ++j) {
+    equal += got[j] == want[j];
+    ASSERT_LE(std::abs(static_cast<int>(got[j]) - static_cast<int>(want[j])), 1) << j;
+  }
+  EXPECT_GE(equal, static_cast<int>(got.size() * 0.98));
+  std::printf("sparse attention: %.2f %% of outputs bit-equal\n", 100.0 * equal / got.size());
+  for (void* v : {static_cast<void*>(dq), static_cast<void*>(dwin), static_cast<void*>(dcmp), static_cast<void*>(dout),
+                  static_cast<void*>(didx), static_cast<void*>(dsink)})
+    cudaFree(v);
+}
+
+TEST(CudaAttention, IndexerScoresAreBitEqual) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  CpuBackend cpu(0);
+  const int n = 3, heads = 32, d = 128, T = 1000;
+  const std::vector<uint16_t> q = testing::random_bf16(static_cast<size_t>(n) * heads * d, 5),
+                              keys = testing::random_bf16(static_cast<size_t>(T) * d, 6),
+                              wt = testing::random_bf16(static_cast<size_t>(n) * heads, 7);
+  const std::vector<int32_t> visible = {T, 517, 1};
+  std::vector<float> want(static_cast<size_t>(n) * T);
+  cpu.indexer_scores({TensorView::contiguous(const_cast<uint16_t*>(q.data()), DType::kBF16, {n, heads, d}),
+                      TensorView::contiguous(const_cast<uint16_t*>(keys.data()), DType::kBF16, {T, d}),
+                      TensorView::contiguous(const_cast<uint16_t*>(wt.data()), DType::kBF16, {n, heads}),
+                      TensorView::contiguous(const_cast<int32_t*>(visible.data()), DType::kI32, {n}),
+                      TensorView::contiguous(want.data(), DType::kF32, {n, T})});
+  uint16_t *dq = to_device(q), *dkeys = to_device(keys), *dwt = to_device(wt);
+  int32_t* dvis = to_device(visible);
+  float* dout = to_device(std::vector<float>(want.size(), 12345.0f));
+  cuda::IndexerScoresParams p;
+  p.q = dq, p.q_stride = static_cast<int64_t>(heads) * d, p.keys = dkeys, p.weights = dwt, p.visible = dvis;
+  p.out = dout, p.out_stride = T, p.n = n, p.heads = heads, p.d = d, p.T = T;
+  ASSERT_EQ(cuda::launch_indexer_scores(p), cudaSuccess);
+  EXPECT_EQ(from_device(dout, want.size()), want);
+  for (void* v : {static_cast<void*>(dq), static_cast<void*>(dkeys), static_cast<void*>(dwt), static_cast<void*>(dvis),
+                  static_cast<void*>(dout)})
+    cudaFree(v);
+}
+
+}  // namespace
+}  // namespace dsinfer
