@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -145,6 +146,73 @@ TEST_F(CudaRowOps, HyperConnectionPreAndPost) {
   EXPECT_EQ(dx.get(), want_post);
   b.hc = 9;
   EXPECT_EQ(cuda::launch_hc_post(b), cudaErrorInvalidValue);
+}
+
+// bf16 outputs within 1 ulp (expf against glibc's exp), most bit for bit.
+void expect_close_bf16(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want, const char* what) {
+  int equal = 0;
+  for (size_t j = 0; j < got.size(); ++j) {
+    equal += got[j] == want[j];
+    ASSERT_LE(std::abs(static_cast<int>(got[j]) - static_cast<int>(want[j])), 1) << what << " " << j;
+  }
+  EXPECT_GE(equal, static_cast<int>(got.size() * 0.98)) << what;
+}
+
+TEST_F(CudaRowOps, CompressPoolAndEngramGate) {
+  const int groups = 9, d = 512;
+  const std::vector<float> kv = random_f32(static_cast<size_t>(groups) * 2 * d, 20, -3, 3),
+                           score = random_f32(kv.size(), 21, -5, 5);
+  std::vector<uint16_t> want(static_cast<size_t>(groups) * d);
+  cpu.compress_pool({view(kv.data(), DType::kF32, {groups, 2, d}), view(score.data(), DType::kF32, {groups, 2, d}),
+                     view(want.data(), DType::kBF16, {groups, d})});
+  DeviceCopy<float> dkv(kv), dscore(score);
+  DeviceCopy<uint16_t> dout(std::vector<uint16_t>(want.size(), 0xFFFF));
+  cuda::CompressPoolParams c;
+  c.kv = dkv.p, c.score = dscore.p, c.out = dout.p, c.groups = groups, c.d = d;
+  ASSERT_EQ(cuda::launch_compress_pool(c), cudaSuccess);
+  expect_close_bf16(dout.get(), want, "compress_pool");
+
+  const int n = 3, hc = 4, dim = 5120;
+  std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 22);
+  const std::vector<uint16_t> kvs = testing::random_bf16(static_cast<size_t>(n) * (hc + 1) * dim, 23);
+  const std::vector<float> wgt = random_f32(static_cast<size_t>(hc) * dim, 24, -1, 1);
+  const std::vector<uint8_t> live = {1, 0, 1};
+  DeviceCopy<uint16_t> dx(x), dkvs(kvs);
+  DeviceCopy<float> dwgt(wgt);
+  DeviceCopy<uint8_t> dlive(live);
+  cpu.engram_gate({view(x.data(), DType::kBF16, {n, hc, dim}), view(kvs.data(), DType::kBF16, {n, (hc + 1) * dim}),
+                   view(wgt.data(), DType::kF32, {hc, dim}), view(live.data(), DType::kU8, {n}), 1e-6});
+  cuda::EngramGateParams e;
+  e.x = dx.p, e.x_stride = static_cast<int64_t>(hc) * dim, e.kv = dkvs.p, e.kv_stride = static_cast<int64_t>(hc + 1) * dim;
+  e.wgt = dwgt.p, e.live = dlive.p, e.norm_eps = 1e-6f, e.n = n, e.hc = hc, e.dim = dim;
+  ASSERT_EQ(cuda::launch_engram_gate(e), cudaSuccess);
+  expect_close_bf16(dx.get(), x, "engram_gate");
+}
+
+TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
+  const int n = 3, hc = 4, dim = 5120, mix = (2 + hc) * hc;
+  const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 30);
+  const std::vector<float> fn = random_f32(static_cast<size_t>(mix) * hc * dim, 31, -0.02f, 0.02f),
+                           scale = random_f32(3, 32, 0.5f, 1.5f), base = random_f32(mix, 33, -1, 1);
+  std::vector<float> pre(n * hc), post(n * hc), comb(n * hc * hc);
+  cpu.hc_mixes({view(x.data(), DType::kBF16, {n, hc, dim}), view(fn.data(), DType::kF32, {mix, hc * dim}),
+                view(scale.data(), DType::kF32, {3}), view(base.data(), DType::kF32, {mix}), 1e-6, 1e-6, 20,
+                view(pre.data(), DType::kF32, {n, hc}), view(post.data(), DType::kF32, {n, hc}),
+                view(comb.data(), DType::kF32, {n, hc, hc})});
+  DeviceCopy<uint16_t> dx(x);
+  DeviceCopy<float> dfn(fn), dscale(scale), dbase(base), dpre(std::vector<float>(pre.size())),
+      dpost(std::vector<float>(post.size())), dcomb(std::vector<float>(comb.size()));
+  cuda::HcMixesParams p;
+  p.x = dx.p, p.x_stride = static_cast<int64_t>(hc) * dim, p.fn = dfn.p, p.scale = dscale.p, p.base = dbase.p;
+  p.norm_eps = 1e-6f, p.hc_eps = 1e-6f, p.sinkhorn_iters = 20, p.pre = dpre.p, p.post = dpost.p, p.comb = dcomb.p;
+  p.n = n, p.hc = hc, p.dim = dim;
+  ASSERT_EQ(cuda::launch_hc_mixes(p), cudaSuccess);
+  const auto close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    for (size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], want[j], 1e-5f * std::fabs(want[j]) + 1e-7f) << what << j;
+  };
+  close(dpre.get(), pre, "pre");
+  close(dpost.get(), post, "post");
+  close(dcomb.get(), comb, "comb");
 }
 
 }  // namespace

@@ -120,7 +120,135 @@ __global__ void hc_post_kernel(HcPostParams p) {
   }
 }
 
+__global__ void compress_pool_kernel(CompressPoolParams p) {
+  const int64_t total = static_cast<int64_t>(p.groups) * p.d;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t g = i / p.d, c = i % p.d;
+    const float* kv = p.kv + g * 2 * p.d;
+    const float* sc = p.score + g * 2 * p.d;
+    const float m = fmaxf(sc[c], sc[p.d + c]);
+    const float e0 = expf(sc[c] - m), e1 = expf(sc[p.d + c] - m);
+    const float sum = e0 + e1;
+    p.out[i] = float_to_bf16_bits(kv[c] * (e0 / sum) + kv[p.d + c] * (e1 / sum));
+  }
+}
+
+// Block-wide sum of one double per thread (kThreads threads).
+__device__ double block_sum(double v, double* scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) scratch[threadIdx.x] += scratch[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double total = scratch[0];
+  __syncthreads();
+  return total;
+}
+
+__global__ void engram_gate_kernel(EngramGateParams p) {
+  __shared__ double scratch[kThreads];
+  const int64_t t = blockIdx.x / p.hc;
+  const int c = static_cast<int>(blockIdx.x % p.hc);
+  uint16_t* x = p.x + t * p.x_stride + static_cast<int64_t>(c) * p.dim;
+  const uint16_t* key = p.kv + t * p.kv_stride + static_cast<int64_t>(c) * p.dim;
+  const uint16_t* value = p.kv + t * p.kv_stride + static_cast<int64_t>(p.hc) * p.dim;
+  double hh = 0, kk = 0, dot = 0;
+  for (int d = threadIdx.x; d < p.dim; d += blockDim.x) {
+    const float h = bf16_bits_to_float(x[d]), k = bf16_bits_to_float(key[d]);
+    hh += static_cast<double>(h) * h, kk += static_cast<double>(k) * k;
+    dot += (h * p.wgt[static_cast<int64_t>(c) * p.dim + d]) * k;  // (h * wgt) rounded, times key rounded
+  }
+  hh = block_sum(hh, scratch), kk = block_sum(kk, scratch), dot = block_sum(dot, scratch);
+  const float inv_sqrt_dim = static_cast<float>(1.0 / sqrt(static_cast<double>(p.dim)));
+  const float rstd = (1.0f / sqrtf(static_cast<float>(hh) / static_cast<float>(p.dim) + p.norm_eps)) *
+                     (1.0f / sqrtf(static_cast<float>(kk) / static_cast<float>(p.dim) + p.norm_eps));
+  const float dv = static_cast<float>(dot) * rstd * inv_sqrt_dim;
+  const float sv = copysignf(sqrtf(fmaxf(fabsf(dv), 1e-6f)), dv);
+  float gate = 1.0f / (1.0f + expf(-sv));
+  if (p.live && !p.live[t]) gate = 0.0f;
+  for (int d = threadIdx.x; d < p.dim; d += blockDim.x)
+    x[d] = float_to_bf16_bits(bf16_bits_to_float(x[d]) + gate * bf16_bits_to_float(value[d]));
+}
+
+__global__ void hc_mixes_kernel(HcMixesParams p) {
+  constexpr int kMaxHc = 8, kMaxMix = (2 + kMaxHc) * kMaxHc;
+  __shared__ double scratch[kThreads];
+  __shared__ float m[kMaxMix];
+  const int64_t t = blockIdx.x;
+  const int hc = p.hc, mix = (2 + hc) * hc;
+  const int64_t width = static_cast<int64_t>(hc) * p.dim;
+  const uint16_t* x = p.x + t * p.x_stride;
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+    const double v = bf16_bits_to_float(x[j]);
+    ss += v * v;
+  }
+  ss = block_sum(ss, scratch);
+  const float r = 1.0f / sqrtf(static_cast<float>(ss) / static_cast<float>(width) + p.norm_eps);
+  for (int o = 0; o < mix; ++o) {
+    double dot = 0;
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) dot += static_cast<double>(p.fn[o * width + j]) * bf16_bits_to_float(x[j]);
+    dot = block_sum(dot, scratch);
+    if (threadIdx.x == 0) m[o] = static_cast<float>(dot) * r;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const float eps = p.hc_eps;
+  float* pre = p.pre + t * hc;
+  float* post = p.post + t * hc;
+  for (int j = 0; j < hc; ++j) {
+    pre[j] = 1.0f / (1.0f + expf(-(m[j] * p.scale[0] + p.base[j]))) + eps;
+    post[j] = 2.0f * (1.0f / (1.0f + expf(-(m[hc + j] * p.scale[1] + p.base[hc + j]))));
+  }
+  float c[kMaxHc * kMaxHc];
+  for (int i = 0; i < hc * hc; ++i) c[i] = m[2 * hc + i] * p.scale[2] + p.base[2 * hc + i];
+  for (int i = 0; i < hc; ++i) {  // row softmax, + eps
+    float mx = c[i * hc];
+    for (int j = 1; j < hc; ++j) mx = fmaxf(mx, c[i * hc + j]);
+    float sum = 0;
+    for (int j = 0; j < hc; ++j) c[i * hc + j] = expf(c[i * hc + j] - mx), sum += c[i * hc + j];
+    for (int j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / sum + eps;
+  }
+  for (int it = 0; it < p.sinkhorn_iters; ++it) {
+    if (it > 0)
+      for (int i = 0; i < hc; ++i) {  // rows
+        float sum = 0;
+        for (int j = 0; j < hc; ++j) sum += c[i * hc + j];
+        for (int j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / (sum + eps);
+      }
+    for (int j = 0; j < hc; ++j) {  // columns
+      float sum = 0;
+      for (int i = 0; i < hc; ++i) sum += c[i * hc + j];
+      for (int i = 0; i < hc; ++i) c[i * hc + j] = c[i * hc + j] / (sum + eps);
+    }
+  }
+  for (int i = 0; i < hc * hc; ++i) p.comb[t * hc * hc + i] = c[i];
+}
+
 }  // namespace
+
+cudaError_t launch_compress_pool(const CompressPoolParams& p) {
+  if (p.groups < 0 || p.d <= 0) return cudaErrorInvalidValue;
+  if (p.groups == 0) return cudaSuccess;
+  compress_pool_kernel<<<blocks_for(static_cast<int64_t>(p.groups) * p.d), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_engram_gate(const EngramGateParams& p) {
+  if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  engram_gate_kernel<<<static_cast<unsigned>(p.n * p.hc), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_hc_mixes(const HcMixesParams& p) {
+  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0 || p.sinkhorn_iters < 1) return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  hc_mixes_kernel<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_embed(const EmbedParams& p) {
   if (p.n < 0 || p.dim <= 0) return cudaErrorInvalidValue;

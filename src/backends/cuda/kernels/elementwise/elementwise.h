@@ -18,5 +18,11 @@ cudaError_t launch_swiglu(const SwigluParams& p);
 cudaError_t launch_hc_pre(const HcPreParams& p);
 /// out[j][d] = post[j] * sub[d] + sum over i in order of comb[i][j] * residual[i][d].
 cudaError_t launch_hc_post(const HcPostParams& p);
+cudaError_t launch_compress_pool(const CompressPoolParams& p);
+/// Block per (token, copy): the three sums in double, the gate in fp32 (expf).
+cudaError_t launch_engram_gate(const EngramGateParams& p);
+/// Block per token: the (2 + hc) * hc projections in double, then the gates and Sinkhorn in fp32
+/// on one thread, in the CPU's order. hc <= 8.
+cudaError_t launch_hc_mixes(const HcMixesParams& p);
 
 }  // namespace dsinfer::cuda

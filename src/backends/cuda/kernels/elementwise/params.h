@@ -74,4 +74,43 @@ struct HcPostParams {
   cudaStream_t stream = nullptr;
 };
 
+/// Ratio-2 compressor pooling (spec §6.1): per channel, softmax over the group's 2 tokens.
+struct CompressPoolParams {
+  const float* kv = nullptr;     // [groups, 2, d]
+  const float* score = nullptr;  // [groups, 2, d]
+  uint16_t* out = nullptr;       // [groups, d] bf16
+  int groups = 0, d = 0;
+  cudaStream_t stream = nullptr;
+};
+
+/// Engram gate and injection (spec §9.7), per token and copy: x += gate * value.
+struct EngramGateParams {
+  uint16_t* x = nullptr;  // [n, hc, dim], token stride x_stride, updated in place
+  int64_t x_stride = 0;
+  const uint16_t* kv = nullptr;  // [n, (hc + 1) * dim], row stride kv_stride: hc keys, then the value
+  int64_t kv_stride = 0;
+  const float* wgt = nullptr;    // [hc, dim]
+  const uint8_t* live = nullptr;  // [n] or null: 0 forces the gate to 0
+  float norm_eps = 0;
+  int n = 0, hc = 0, dim = 0;
+  cudaStream_t stream = nullptr;
+};
+
+/// Hyper-connection mixes (spec §4.1): RMS-scaled projections of the stream, sigmoid pre/post
+/// gates and the Sinkhorn-normalised combination matrix.
+struct HcMixesParams {
+  const uint16_t* x = nullptr;  // [n, hc, dim], token stride x_stride
+  int64_t x_stride = 0;
+  const float* fn = nullptr;     // [(2 + hc) * hc, hc * dim]
+  const float* scale = nullptr;  // [3]
+  const float* base = nullptr;   // [(2 + hc) * hc]
+  float norm_eps = 0, hc_eps = 0;
+  int sinkhorn_iters = 0;
+  float* pre = nullptr;   // [n, hc]
+  float* post = nullptr;  // [n, hc]
+  float* comb = nullptr;  // [n, hc, hc]
+  int n = 0, hc = 0, dim = 0;
+  cudaStream_t stream = nullptr;
+};
+
 }  // namespace dsinfer::cuda
