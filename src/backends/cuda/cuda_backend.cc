@@ -1,0 +1,230 @@
+// CudaBackend: argument checks and the mapping of each op's views onto its kernel's parameters.
+#include "backends/cuda/cuda_backend.h"
+
+#include "backends/cuda/kernels/act_quant/act_quant.h"
+#include "backends/cuda/kernels/attention/attention.h"
+#include "backends/cuda/kernels/elementwise/elementwise.h"
+#include "backends/cuda/kernels/linear/dense.h"
+#include "backends/cuda/kernels/linear/linear.h"
+#include "backends/cuda/kernels/moe/router.h"
+#include "core/check.h"
+
+namespace dsinfer {
+namespace {
+
+// A launch error is a programmer error here (shapes were checked): fail loudly with its name.
+void check_launch(cudaError_t e, const char* op) {
+  DSINFER_CHECK(e == cudaSuccess, "CUDA {}: {}", op, cudaGetErrorString(e));
+}
+
+void check_device(std::initializer_list<const TensorView*> views, const char* op) {
+  for (const TensorView* v : views)
+    DSINFER_CHECK(!v->data || v->device == Device::kCuda, "CudaBackend::{}: a view is in host memory", op);
+}
+
+const uint16_t* bf16(const TensorView& t) {
+  return t.as<const uint16_t>();
+}
+
+}  // namespace
+
+CudaBackend::~CudaBackend() {
+  for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_}) cudaFree(s->data);
+}
+
+void* CudaBackend::scratch(Scratch& s, size_t bytes) {
+  if (bytes > s.bytes) {
+    cudaFree(s.data);
+    s.data = nullptr;
+    check_launch(cudaMalloc(&s.data, bytes), "scratch allocation");
+    s.bytes = bytes;
+  }
+  return s.data;
+}
+
+void CudaBackend::embed(const EmbedArgs& a) {
+  check_device({&a.ids, &a.table, &a.out}, "embed");
+  DSINFER_CHECK(a.out.is_contiguous() && a.table.is_contiguous(), "embed: contiguous views only");
+  cuda::EmbedParams p;
+  p.ids = a.ids.as<const int32_t>(), p.table = bf16(a.table), p.rows = a.table.size(0), p.vocab_offset = a.vocab_offset;
+  p.out = a.out.as<uint16_t>(), p.n = static_cast<int>(a.ids.size(0)), p.dim = static_cast<int>(a.table.size(1));
+  p.stream = stream_;
+  check_launch(cuda::launch_embed(p), "embed");
+}
+
+void CudaBackend::rms_norm(const RmsNormArgs& a) {
+  check_device({&a.x, &a.weight, &a.out}, "rms_norm");
+  cuda::RmsNormParams p;
+  p.x = bf16(a.x), p.x_stride = a.x.stride[0], p.weight = bf16(a.weight), p.out = a.out.as<uint16_t>();
+  p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.x.size(0)), p.d = static_cast<int>(a.x.size(1));
+  p.eps = static_cast<float>(a.eps), p.stream = stream_;
+  check_launch(cuda::launch_rms_norm(p), "rms_norm");
+}
+
+void CudaBackend::linear(const LinearArgs& a) {
+  const LinearWeight& w = *a.w;
+  check_device({&a.x, &w.weight, &w.scale, &a.out}, "linear");
+  const int64_t n = a.x.size(0), k = w.in;
+  DSINFER_CHECK(a.x.size(1) == k && a.out.size(1) == w.out && a.out.size(0) == n, "linear shapes");
+  if (n == 0) return;
+  if (w.format == LinearFormat::kFp8 || w.format == LinearFormat::kFp4) {
+    cuda::QuantizeInputParams q;
+    q.x = bf16(a.x), q.x_stride = a.x.stride[0], q.n = static_cast<int>(n), q.k = static_cast<int>(k);
+    q.values = static_cast<uint16_t*>(scratch(quant_values_, n * k * 2));
+    q.codes = static_cast<uint8_t*>(scratch(quant_codes_, n * k));
+    q.scales = static_cast<float*>(scratch(quant_scales_, n * (k / 32) * 4)), q.stream = stream_;
+    check_launch(cuda::launch_quantize_input(q), "linear (input quantisation)");
+    cuda::BlockLinearParams p;
+    p.op[0] = {q.values, q.scales, w.weight.as<const uint8_t>(), w.scale.as<const uint8_t>(), a.out.as<uint16_t>(),
+               q.codes};
+    p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.out = static_cast<int>(w.out);
+    p.fp4 = w.format == LinearFormat::kFp4, p.w_stride = w.weight.stride[0], p.s_stride = w.scale.stride[0];
+    p.y_stride = a.out.stride[0], p.stream = stream_;
+    if (const size_t bytes = cuda::block_linear_workspace_bytes(p)) p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
+    check_launch(cuda::launch_block_linear(p), "linear");
+    return;
+  }
+  cuda::DenseLinearParams p;
+  p.x = a.x.data, p.x_f32 = a.x.dtype == DType::kF32, p.x_stride = a.x.stride[0];
+  p.x_f64 = static_cast<double*>(scratch(dense_x_, n * k * sizeof(double)));
+  p.fp8_weights = w.format == LinearFormat::kFp8AsBf16, p.w = w.weight.data, p.w_stride = w.weight.stride[0];
+  p.w_scales = w.scale.as<const uint8_t>(), p.s_stride = w.scale.ndim ? w.scale.stride[0] : 0;
+  p.y = a.out.data, p.y_f32 = a.out.dtype == DType::kF32, p.y_stride = a.out.stride[0];
+  p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.out = static_cast<int>(w.out), p.stream = stream_;
+  check_launch(cuda::launch_dense_linear(p), "linear (dense)");
+}
+
+void CudaBackend::rope(const RopeArgs& a) {
+  check_device({&a.x, &a.cos, &a.sin}, "rope");
+  cuda::RopeParams p;
+  p.x = a.x.as<uint16_t>(), p.x_stride = a.x.stride[0], p.head_stride = a.x.stride[1];
+  p.cos = a.cos.as<const float>(), p.sin = a.sin.as<const float>(), p.table_stride = a.cos.stride[0];
+  DSINFER_CHECK(a.sin.stride[0] == a.cos.stride[0], "rope: cos and sin tables of one layout");
+  p.n = static_cast<int>(a.x.size(0)), p.heads = static_cast<int>(a.x.size(1)), p.d = static_cast<int>(a.x.size(2));
+  p.half = static_cast<int>(a.cos.size(1)), p.inverse = a.inverse, p.stream = stream_;
+  check_launch(cuda::launch_rope(p), "rope");
+}
+
+void CudaBackend::fake_quant(const FakeQuantArgs& a) {
+  check_device({&a.x}, "fake_quant");
+  const int64_t n = a.x.size(0), d = a.x.size(1);
+  if (a.kind == FakeQuant::kFp8Group32) {
+    // One launch over contiguous rows, else one per (contiguous) row.
+    const bool contiguous = a.x.stride[0] == d;
+    for (int64_t i = 0; i < (contiguous ? 1 : n); ++i) {
+      cuda::ActQuantParams p;
+      p.x = p.fake = a.x.as<uint16_t>() + i * a.x.stride[0];
+      p.n = contiguous ? n * d : d, p.stream = stream_;
+      check_launch(cuda::launch_act_quant(p), "fake_quant (fp8)");
+    }
+    return;
+  }
+  cuda::Fp4FakeQuantParams p;
+  p.x = a.x.as<uint16_t>(), p.stride = a.x.stride[0], p.n = static_cast<int>(n), p.d = static_cast<int>(d);
+  p.group = a.kind == FakeQuant::kFp4E4M3Group16 ? 16 : 32, p.e4m3_scale = a.kind == FakeQuant::kFp4E4M3Group16;
+  p.stream = stream_;
+  check_launch(cuda::launch_fp4_fake_quant(p), "fake_quant (fp4)");
+}
+
+void CudaBackend::hc_mixes(const HcMixesArgs& a) {
+  check_device({&a.x, &a.fn, &a.scale, &a.base, &a.pre, &a.post, &a.comb}, "hc_mixes");
+  cuda::HcMixesParams p;
+  p.x = bf16(a.x), p.x_stride = a.x.stride[0], p.fn = a.fn.as<const float>(), p.scale = a.scale.as<const float>();
+  p.base = a.base.as<const float>(), p.norm_eps = static_cast<float>(a.norm_eps), p.hc_eps = static_cast<float>(a.hc_eps);
+  p.sinkhorn_iters = a.sinkhorn_iters, p.pre = a.pre.as<float>(), p.post = a.post.as<float>(), p.comb = a.comb.as<float>();
+  p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1)), p.dim = static_cast<int>(a.x.size(2));
+  p.stream = stream_;
+  check_launch(cuda::launch_hc_mixes(p), "hc_mixes");
+}
+
+void CudaBackend::hc_pre(const HcPreArgs& a) {
+  check_device({&a.x, &a.pre, &a.out}, "hc_pre");
+  cuda::HcPreParams p;
+  p.x = bf16(a.x), p.x_stride = a.x.stride[0], p.pre = a.pre.as<const float>(), p.out = a.out.as<uint16_t>();
+  p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1));
+  p.dim = static_cast<int>(a.x.size(2)), p.stream = stream_;
+  check_launch(cuda::launch_hc_pre(p), "hc_pre");
+}
+
+void CudaBackend::hc_post(const HcPostArgs& a) {
+  check_device({&a.sub, &a.residual, &a.post, &a.comb, &a.out}, "hc_post");
+  cuda::HcPostParams p;
+  p.sub = bf16(a.sub), p.sub_stride = a.sub.stride[0], p.residual = bf16(a.residual);
+  p.residual_stride = a.residual.stride[0], p.post = a.post.as<const float>(), p.comb = a.comb.as<const float>();
+  p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.residual.size(0));
+  p.hc = static_cast<int>(a.residual.size(1)), p.dim = static_cast<int>(a.residual.size(2)), p.stream = stream_;
+  check_launch(cuda::launch_hc_post(p), "hc_post");
+}
+
+void CudaBackend::sparse_attn(const SparseAttnArgs& a) {
+  check_device({&a.q, &a.window, &a.compressed, &a.idx, &a.sink, &a.out}, "sparse_attn");
+  DSINFER_CHECK(a.q.stride[1] == a.q.size(2) && a.out.stride[1] == a.out.size(2), "sparse_attn: heads contiguous");
+  cuda::SparseAttnParams p;
+  p.q = bf16(a.q), p.q_stride = a.q.stride[0], p.window = bf16(a.window), p.compressed = bf16(a.compressed);
+  p.n_win = a.window.ndim ? static_cast<int>(a.window.size(0)) : 0;
+  p.n_cmp = a.compressed.ndim ? static_cast<int>(a.compressed.size(0)) : 0;
+  p.idx = a.idx.as<const int32_t>(), p.idx_stride = a.idx.stride[0], p.sink = a.sink.as<const float>();
+  p.scale = a.scale, p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0];
+  p.n = static_cast<int>(a.q.size(0)), p.heads = static_cast<int>(a.q.size(1)), p.d = static_cast<int>(a.q.size(2));
+  p.k = static_cast<int>(a.idx.size(1)), p.stream = stream_;
+  check_launch(cuda::launch_sparse_attn(p), "sparse_attn");
+}
+
+void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
+  check_device({&a.q, &a.keys, &a.weights, &a.visible, &a.out}, "indexer_scores");
+  DSINFER_CHECK(a.q.stride[1] == a.q.size(2), "indexer_scores: heads contiguous");
+  cuda::IndexerScoresParams p;
+  p.q = bf16(a.q), p.q_stride = a.q.stride[0], p.keys = bf16(a.keys), p.weights = bf16(a.weights);
+  p.visible = a.visible.as<const int32_t>(), p.out = a.out.as<float>(), p.out_stride = a.out.stride[0];
+  p.n = static_cast<int>(a.q.size(0)), p.heads = static_cast<int>(a.q.size(1)), p.d = static_cast<int>(a.q.size(2));
+  p.T = a.keys.ndim ? static_cast<int>(a.keys.size(0)) : 0, p.stream = stream_;
+  check_launch(cuda::launch_indexer_scores(p), "indexer_scores");
+}
+
+void CudaBackend::swiglu(const SwigluArgs& a) {
+  check_device({&a.gate, &a.up, &a.row_weight, &a.out}, "swiglu");
+  cuda::SwigluParams p;
+  p.gate = bf16(a.gate), p.up = bf16(a.up), p.gate_stride = a.gate.stride[0], p.up_stride = a.up.stride[0];
+  p.row_weight = a.row_weight.as<const float>(), p.limit = a.limit, p.out = a.out.as<uint16_t>();
+  p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.gate.size(0)), p.f = static_cast<int>(a.gate.size(1));
+  p.stream = stream_;
+  check_launch(cuda::launch_swiglu(p), "swiglu");
+}
+
+void CudaBackend::router(const RouterArgs& a) {
+  check_device({&a.x, &a.weight, &a.bias, &a.bias_vl, &a.is_image, &a.indices, &a.weights}, "router");
+  cuda::RouterParams p;
+  p.x = bf16(a.x), p.x_stride = a.x.stride[0], p.weight = a.weight.data, p.weight_f32 = a.weight.dtype == DType::kF32;
+  p.w_stride = a.weight.stride[0], p.bias = a.bias.as<const float>(), p.bias_vl = a.bias_vl.as<const float>();
+  p.is_image = a.is_image.as<const uint8_t>();
+  p.score = a.score == RouterScore::kSqrtSoftplus ? cuda::RouterScoreKind::kSqrtSoftplus
+            : a.score == RouterScore::kSigmoid    ? cuda::RouterScoreKind::kSigmoid
+                                                  : cuda::RouterScoreKind::kSoftmax;
+  p.gate_temp = static_cast<float>(a.gate_temp), p.route_scale = static_cast<float>(a.route_scale);
+  p.norm_topk_prob = a.norm_topk_prob, p.given_indices = a.given_indices, p.indices = a.indices.as<int32_t>();
+  p.weights = a.weights.as<float>(), p.n = static_cast<int>(a.x.size(0)), p.dim = static_cast<int>(a.x.size(1));
+  p.experts = static_cast<int>(a.weight.size(0)), p.k = static_cast<int>(a.indices.size(1)), p.stream = stream_;
+  check_launch(cuda::launch_router(p), "router");
+}
+
+void CudaBackend::compress_pool(const CompressPoolArgs& a) {
+  check_device({&a.kv, &a.score, &a.out}, "compress_pool");
+  DSINFER_CHECK(a.kv.is_contiguous() && a.score.is_contiguous() && a.out.is_contiguous(),
+                "compress_pool: contiguous views only");
+  cuda::CompressPoolParams p;
+  p.kv = a.kv.as<const float>(), p.score = a.score.as<const float>(), p.out = a.out.as<uint16_t>();
+  p.groups = static_cast<int>(a.kv.size(0)), p.d = static_cast<int>(a.kv.size(2)), p.stream = stream_;
+  check_launch(cuda::launch_compress_pool(p), "compress_pool");
+}
+
+void CudaBackend::engram_gate(const EngramGateArgs& a) {
+  check_device({&a.x, &a.kv, &a.wgt, &a.live}, "engram_gate");
+  cuda::EngramGateParams p;
+  p.x = a.x.as<uint16_t>(), p.x_stride = a.x.stride[0], p.kv = bf16(a.kv), p.kv_stride = a.kv.stride[0];
+  p.wgt = a.wgt.as<const float>(), p.live = a.live.as<const uint8_t>(), p.norm_eps = static_cast<float>(a.norm_eps);
+  p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1)), p.dim = static_cast<int>(a.x.size(2));
+  p.stream = stream_;
+  check_launch(cuda::launch_engram_gate(p), "engram_gate");
+}
+
+}  // namespace dsinfer

@@ -1,0 +1,125 @@
+// CudaBackend through the Backend interface against CpuBackend (skipped without a GPU): the view
+// to kernel mapping (strides, formats, scratch) for the linear formats and the fake quantisers.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/device.h"
+#include "core/float_formats.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+// Host data and a device copy of it, with views of both.
+struct Mirror {
+  std::vector<uint8_t> host;
+  void* dev = nullptr;
+  explicit Mirror(size_t bytes, const void* src = nullptr) : host(bytes) {
+    if (src) std::memcpy(host.data(), src, bytes);
+    EXPECT_EQ(cudaMalloc(&dev, bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~Mirror() { cudaFree(dev); }
+  TensorView view(bool device, DType t, std::initializer_list<int64_t> shape) {
+    return TensorView::contiguous(device ? dev : host.data(), t, shape, device ? Device::kCuda : Device::kCpu);
+  }
+  std::vector<uint8_t> fetch() const {
+    std::vector<uint8_t> h(host.size());
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(h.data(), dev, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+// bf16 outputs within 2 ulps, or 1e-2 of the outputs' RMS where sums cancel (the fp8 tensor cores).
+void expect_close_bf16(const std::vector<uint8_t>& got_bytes, const std::vector<uint8_t>& want_bytes, const char* what) {
+  const auto* got = reinterpret_cast<const uint16_t*>(got_bytes.data());
+  const auto* want = reinterpret_cast<const uint16_t*>(want_bytes.data());
+  const size_t n = got_bytes.size() / 2;
+  double sq = 0;
+  for (size_t j = 0; j < n; ++j) sq += double{bf16_to_f32(want[j])} * bf16_to_f32(want[j]);
+  const double rms = std::sqrt(sq / n);
+  for (size_t j = 0; j < n; ++j) {
+    const float g = bf16_to_f32(got[j]), w = bf16_to_f32(want[j]);
+    const bool ulps_ok = std::abs(static_cast<int>(got[j]) - static_cast<int>(want[j])) <= 2 && (g >= 0) == (w >= 0);
+    ASSERT_TRUE(ulps_ok || std::fabs(g - w) <= 1e-2 * rms) << what << " " << j << ": " << g << " vs " << w;
+  }
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  CpuBackend cpu{0};
+  CudaBackend gpu;
+};
+
+TEST_F(CudaBackendTest, LinearInEveryFormat) {
+  std::mt19937 rng(1);
+  const int64_t o = 256, k = 1024;
+  for (const LinearFormat f : {LinearFormat::kFp8, LinearFormat::kFp4, LinearFormat::kBf16, LinearFormat::kBf16AsF32,
+                               LinearFormat::kFp8AsBf16}) {
+    const bool fp8 = f == LinearFormat::kFp8 || f == LinearFormat::kFp8AsBf16, fp4 = f == LinearFormat::kFp4;
+    const bool f32 = f == LinearFormat::kBf16AsF32;
+    const int64_t w_bytes = fp4 ? o * k / 2 : fp8 ? o * k : o * k * 2;
+    std::vector<uint8_t> w(w_bytes), s(fp4 ? o * (k / 32) : (o / 32) * (k / 32));
+    if (fp8 || fp4) {
+      for (auto& b : w) b = fp4 ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));
+      for (auto& b : s) b = static_cast<uint8_t>(116 + rng() % 8);
+    } else {
+      const std::vector<uint16_t> wb = testing::random_bf16(o * k, 2);
+      std::memcpy(w.data(), wb.data(), w.size());
+    }
+    Mirror mw(w.size(), w.data()), ms(s.size(), s.data());
+    const DType wt = fp4 ? DType::kU8 : fp8 ? DType::kU8 : DType::kBF16;
+    const int64_t wcols = fp4 ? k / 2 : k;
+    for (const int64_t n : {1, 5}) {
+      const std::vector<uint16_t> xb = testing::random_bf16(n * k, 3 + n);
+      std::vector<float> xf(n * k);
+      for (auto& v : xf) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+      Mirror mx(f32 ? n * k * 4 : n * k * 2, f32 ? static_cast<const void*>(xf.data()) : xb.data());
+      Mirror my(f32 ? n * o * 4 : n * o * 2);
+      for (const bool device : {false, true}) {
+        const LinearWeight lw{f, o, k, mw.view(device, wt, {o, wcols}),
+                              fp8 || fp4 ? ms.view(device, DType::kU8, {fp4 ? o : o / 32, k / 32}) : TensorView{}};
+        Backend& be = device ? static_cast<Backend&>(gpu) : cpu;
+        be.linear({mx.view(device, f32 ? DType::kF32 : DType::kBF16, {n, k}), &lw,
+                   my.view(device, f32 ? DType::kF32 : DType::kBF16, {n, o})});
+      }
+      if (f32) {
+        const std::vector<uint8_t> got = my.fetch();
+        const auto* g = reinterpret_cast<const float*>(got.data());
+        const auto* want = reinterpret_cast<const float*>(my.host.data());
+        for (int64_t j = 0; j < n * o; ++j) ASSERT_NEAR(g[j], want[j], 1e-6f * std::fabs(want[j]) + 1e-30f) << j;
+      } else {
+        expect_close_bf16(my.fetch(), my.host, "linear");
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, FakeQuantOnStridedRows) {
+  const int64_t rows = 6, d = 256;
+  const std::vector<uint16_t> x = testing::random_bf16(rows * 2 * d, 9, 2.0f);  // every other row is used
+  for (const FakeQuant kind : {FakeQuant::kFp8Group32, FakeQuant::kFp4E8M0Group32, FakeQuant::kFp4E4M3Group16}) {
+    Mirror m(x.size() * 2, x.data());
+    for (const bool device : {false, true}) {
+      TensorView v = m.view(device, DType::kBF16, {rows, d});
+      v.stride[0] = 2 * d;
+      Backend& be = device ? static_cast<Backend&>(gpu) : cpu;
+      be.fake_quant({v, kind});
+    }
+    EXPECT_EQ(m.fetch(), m.host) << static_cast<int>(kind);
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer
