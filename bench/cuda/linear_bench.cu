@@ -1,7 +1,7 @@
 // H200 per-kernel benchmark of the block-scaled linear kernels at V4.1-Flash decode shapes, next to
 // the ceilings measured in the same run: device-to-device copy bandwidth (bytes read + written) and
 // cuBLAS bf16 and fp8 matrix products. Weights rotate over enough copies to miss the L2.
-//   cuda_linear_bench [--batches 1,8,32,64]
+//   cuda_linear_bench [--batches 1,8,32,64 | --head-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/kernels/linear/dense.h"
 #include "backends/cuda/kernels/linear/linear.h"
 
 namespace {
@@ -201,6 +202,8 @@ struct Shape {
 
 int main(int argc, char** argv) {
   std::vector<int> batches = {1, 8, 32, 64};
+  const bool head_only = argc == 2 && std::string(argv[1]) == "--head-only";
+  if (head_only) batches.clear();
   if (argc == 3 && std::string(argv[1]) == "--batches") {
     batches.clear();
     for (std::string s = argv[2]; !s.empty();) {
@@ -248,6 +251,7 @@ int main(int argc, char** argv) {
   std::printf("%-28s %5s %6s %5s %-16s %8s %8s %8s %7s\n", "kernel", "out", "k", "n", "variant", "us", "GB/s",
               "% copy", "TFLOP/s");
   for (const Shape& s : shapes) {
+    if (batches.empty()) break;
     const size_t w_bytes = s.fp4 ? static_cast<size_t>(s.out) * s.k / 2 : static_cast<size_t>(s.out) * s.k;
     const size_t s_bytes =
         s.fp4 ? static_cast<size_t>(s.out) * (s.k / 32) : static_cast<size_t>((s.out + 31) / 32) * (s.k / 32);
@@ -332,6 +336,34 @@ int main(int argc, char** argv) {
       cudaFree(w[c]);
       cudaFree(ws[c]);
     }
+  }
+  {  // the head: bf16 [vocab, dim], f32 output, double sums (the dense kernel)
+    const int out = 129280, k = 5120;
+    const size_t w_bytes = static_cast<size_t>(out) * k * 2;
+    void *w, *x, *y;
+    double* x64;
+    CHECK_CUDA(cudaMalloc(&w, w_bytes));
+    CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(k) * 4 * 8));
+    CHECK_CUDA(cudaMalloc(&x64, static_cast<size_t>(k) * 8 * 8));
+    CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(out) * 4 * 8));
+    fill_bf16_normal(w, static_cast<size_t>(out) * k, 90);
+    fill_bf16_normal(x, static_cast<size_t>(k) * 8, 91);  // read as bf16 rows
+    for (const int n : {1, 8}) {
+      const double us = graph_time_us(
+          [&](cudaStream_t st) {
+            dsinfer::cuda::DenseLinearParams p;
+            p.x = x, p.x_stride = k, p.x_f64 = x64, p.w = w, p.w_stride = k, p.y = y, p.y_f32 = true;
+            p.y_stride = out, p.n = n, p.k = k, p.out = out, p.stream = st;
+            CHECK_CUDA(dsinfer::cuda::launch_dense_linear(p));
+          },
+          3, 7);
+      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "head (bf16, dense)", out, k, n, "double sums",
+                  us, w_bytes / us / 1e3, 100 * w_bytes / us / 1e3 / copy, 2.0 * n * out * k / us / 1e6);
+    }
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(x64);
+    cudaFree(y);
   }
   CHECK_CUDA(cudaGetLastError());
   cublasDestroy(blas);
