@@ -102,6 +102,13 @@ void print_counts(const std::vector<TensorSpec>& manifest) {
     fmt::print("  {:<20} {:>8} tensors  {:>10}\n", d, nb.first, human_bytes(nb.second));
 }
 
+void print_decode_step(const std::vector<TensorSpec>& manifest, const ModelConfig& c) {
+  const DecodeStepBytes d = decode_step_bytes(manifest, c);
+  fmt::print("\nweights one decode step reads (batch 1; {} of {} routed experts, {} Engram rows a layer): {}\n",
+             c.n_activated_experts, c.n_routed_experts, c.engram_hash_columns(), human_bytes(d.total()));
+  for (const auto& [part, bytes] : d.by_part) fmt::print("  {:<20} {:>10}\n", part_name(part), human_bytes(bytes));
+}
+
 void print_cache(const ModelConfig& c) {
   const CacheSizes compact = compact_cache_sizes(c), ref = reference_cache_sizes(c);
   fmt::print("\nKV cache (compact layout: fp4 compressed KV and index keys, fp8 window)\n");
@@ -163,6 +170,7 @@ int run_inspect(const InspectOptions& o) {
              c.expert_dtype.value_or(c.dtype), c.window_size, c.index_topk, c.hc_mult);
   print_schedule(c);
   print_counts(manifest);
+  print_decode_step(manifest, c);
   print_cache(c);
   return 0;
 }

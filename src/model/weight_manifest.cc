@@ -255,6 +255,30 @@ Status check_checkpoint(const std::vector<TensorSpec>& manifest, const Checkpoin
   return error(ErrorKind::kInvalidConfig, msg);
 }
 
+double DecodeStepBytes::total() const {
+  double t = 0;
+  for (const auto& [part, bytes] : by_part) t += bytes;
+  return t;
+}
+
+DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const ModelConfig& config) {
+  DecodeStepBytes d;
+  for (const TensorSpec& t : manifest) {
+    const double bytes = static_cast<double>(t.bytes());
+    if (t.component == Component::kEngramTable) {  // one row per hash column of the layer
+      d.by_part[t.part] += bytes / static_cast<double>(t.shape.front()) * config.engram_hash_columns();
+    } else if (t.component == Component::kBackbone) {
+      if (t.part == Part::kEmbedding)
+        d.by_part[t.part] += bytes / static_cast<double>(t.shape.front());
+      else if (t.part == Part::kRoutedExperts)
+        d.by_part[t.part] += bytes * config.n_activated_experts / config.n_routed_experts;
+      else
+        d.by_part[t.part] += bytes;
+    }
+  }
+  return d;
+}
+
 const char* component_name(Component c) {
   switch (c) {
     case Component::kBackbone:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,15 @@ std::vector<TensorSpec> build_weight_manifest(const ModelConfig& config);
 /// Checks a checkpoint against the manifest: every missing, unexpected, mis-shaped or wrongly
 /// typed tensor is listed in one kInvalidConfig error.
 Status check_checkpoint(const std::vector<TensorSpec>& manifest, const Checkpoint& checkpoint);
+
+/// Weight bytes one decode step of one sequence reads (the floor of memory-bound decode): every
+/// backbone tensor but the embedding (one row) and the routed experts (the activated share), the
+/// Engram table rows the hashes select, by part. The draft (DSpark) and vision weights are not read.
+struct DecodeStepBytes {
+  std::map<Part, double> by_part;
+  double total() const;
+};
+DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const ModelConfig& config);
 
 const char* component_name(Component c);
 const char* part_name(Part p);

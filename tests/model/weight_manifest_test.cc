@@ -56,6 +56,30 @@ TEST(WeightManifest, FlashTensorCountsMatchTheInventory) {
   EXPECT_EQ(total, 96085);
 }
 
+// A decode step reads the whole backbone but one embedding row, the activated share of the routed
+// experts and the selected Engram rows; nothing of the draft model or the vision tower.
+TEST(WeightManifest, DecodeStepBytes) {
+  const ModelConfig c = flash();
+  const std::vector<TensorSpec> manifest = build_weight_manifest(c);
+  double routed = 0, head = 0, backbone = 0;
+  for (const TensorSpec& t : manifest) {
+    if (t.component != Component::kBackbone) continue;
+    backbone += static_cast<double>(t.bytes());
+    if (t.part == Part::kRoutedExperts) routed += static_cast<double>(t.bytes());
+    if (t.part == Part::kHead) head += static_cast<double>(t.bytes());
+  }
+  const DecodeStepBytes d = decode_step_bytes(manifest, c);
+  EXPECT_DOUBLE_EQ(d.by_part.at(Part::kRoutedExperts), routed * 6 / 384);
+  EXPECT_DOUBLE_EQ(d.by_part.at(Part::kEmbedding), 5120.0 * 2);  // one bf16 row
+  EXPECT_DOUBLE_EQ(d.by_part.at(Part::kHead), head);
+  EXPECT_FALSE(d.by_part.count(Part::kDSparkHeads));
+  EXPECT_FALSE(d.by_part.count(Part::kVision));
+  EXPECT_GT(d.by_part.at(Part::kEngramTable), 0.0);
+  EXPECT_LT(d.by_part.at(Part::kEngramTable), 1e6);  // 2 layers x 24 rows, not the 189 GiB of tables
+  EXPECT_GT(d.total(), 12.0 * (1 << 30));  // 12.1 GiB: the Flash model's batch-1 floor
+  EXPECT_LT(d.total(), backbone);
+}
+
 TEST(WeightManifest, FixtureCheckpointsMatch) {
   for (const char* fx : {"v41-tiny-a", "v41-tiny-b"}) {
     const auto dir = testing::data_dir() / fx / "checkpoint";
