@@ -66,47 +66,32 @@ Result<ChatOptions> chat_options(const ChatFlags& f) {
   return o;
 }
 
-ReasoningPrinter::ReasoningPrinter(bool thinking) : in_reasoning_(thinking), color_(isatty(STDOUT_FILENO) != 0) {}
+ReasoningPrinter::ReasoningPrinter(bool thinking) : parser_(thinking), color_(isatty(STDOUT_FILENO) != 0) {}
 
-void ReasoningPrinter::print(std::string_view s) {
-  if (!started_ && in_reasoning_) {
-    std::fputs(color_ ? kDim.data() : "[reasoning]\n", stdout);
+void ReasoningPrinter::print(const ChatStreamParser::Delta& d) {
+  if (!d.reasoning.empty()) {
+    if (section_ == Section::kNone) std::fputs(color_ ? kDim.data() : "[reasoning]\n", stdout);
+    section_ = Section::kReasoning;
+    std::fputs(d.reasoning.c_str(), stdout);
   }
-  started_ = true;
-  std::fwrite(s.data(), 1, s.size(), stdout);
+  if (!d.content.empty()) {
+    if (section_ == Section::kReasoning) std::fputs(color_ ? "\x1b[0m\n\n" : "\n[answer]\n", stdout);
+    section_ = Section::kAnswer;
+    std::fputs(d.content.c_str(), stdout);
+  }
   std::fflush(stdout);
 }
 
 void ReasoningPrinter::push(std::string_view piece) {
   text_ += piece;
-  if (!in_reasoning_) return print(piece);
-  held_ += piece;
-  const size_t end = held_.find(chat_tokens::kThinkEnd);
-  if (end == std::string::npos) {
-    // Keep back the longest tail that could still grow into "</think>".
-    size_t keep = 0;
-    for (size_t n = std::min(held_.size(), chat_tokens::kThinkEnd.size() - 1); n > 0; --n)
-      if (chat_tokens::kThinkEnd.starts_with(std::string_view(held_).substr(held_.size() - n))) {
-        keep = n;
-        break;
-      }
-    print(std::string_view(held_).substr(0, held_.size() - keep));
-    held_.erase(0, held_.size() - keep);
-    return;
-  }
-  print(std::string_view(held_).substr(0, end));
-  std::fputs(color_ ? "\n\n" : "\n[answer]\n", stdout);
-  if (color_) std::fputs(kReset.data(), stdout);
-  in_reasoning_ = false;
-  const std::string rest = held_.substr(end + chat_tokens::kThinkEnd.size());
-  held_.clear();
-  print(rest);
+  print(parser_.push(piece));
 }
 
 void ReasoningPrinter::finish() {
-  if (!held_.empty()) print(held_);
-  held_.clear();
-  if (in_reasoning_ && color_ && started_) std::fputs(kReset.data(), stdout);
+  std::vector<ToolCall> calls;
+  print(parser_.finish(&calls));
+  if (section_ == Section::kReasoning && color_) std::fputs(kReset.data(), stdout);
+  for (const ToolCall& c : calls) std::printf("\n[tool call] %s %s", c.name.c_str(), c.arguments.c_str());
   std::fputc('\n', stdout);
   std::fflush(stdout);
 }

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "io/tokenizer.h"
 #include "runtime/chat_format.h"
+#include "runtime/chat_stream.h"
 #include "runtime/generator.h"
 
 namespace dsinfer::cli {
@@ -35,21 +36,20 @@ struct ChatFlags {
 void add_chat_flags(CLI::App* cmd, ChatFlags& f);
 Result<ChatOptions> chat_options(const ChatFlags& f);
 
-/// Streams completion text to stdout; in thinking mode the text before `</think>` is printed as
-/// reasoning (dimmed on a terminal, under a "[reasoning]" heading otherwise), then the answer.
+/// Streams a completion to stdout through ChatStreamParser: the reasoning first (dimmed on a
+/// terminal, under a "[reasoning]" heading otherwise), then the answer, then any tool calls.
 class ReasoningPrinter {
  public:
   explicit ReasoningPrinter(bool thinking);
   void push(std::string_view piece);
-  void finish();  // flushes held-back text and ends the line
+  void finish();  // prints what was held back and the tool calls, and ends the line
   const std::string& text() const { return text_; }  // everything received
 
  private:
-  void print(std::string_view s);
-  bool in_reasoning_;
+  void print(const ChatStreamParser::Delta& d);
+  ChatStreamParser parser_;
   bool color_;
-  bool started_ = false;
-  std::string held_;  // a possible start of "</think>"
+  enum class Section { kNone, kReasoning, kAnswer } section_ = Section::kNone;
   std::string text_;
 };
 

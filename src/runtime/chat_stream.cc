@@ -1,0 +1,61 @@
+#include "runtime/chat_stream.h"
+
+#include <algorithm>
+
+namespace dsinfer {
+namespace {
+
+constexpr std::string_view kCallsOpen = "<｜DSML｜ calls>";
+
+// Length of the longest suffix of `s` that is a proper prefix of `tag`.
+size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+    if (tag.starts_with(s.substr(s.size() - n))) return n;
+  return 0;
+}
+
+}  // namespace
+
+ChatStreamParser::Delta ChatStreamParser::push(std::string_view piece) {
+  text_ += piece;
+  Delta out;
+  if (in_reasoning_) {
+    const size_t end = text_.find(chat_tokens::kThinkEnd, done_);
+    if (end == std::string::npos) {
+      const size_t safe = text_.size() - partial_tag_suffix(std::string_view(text_).substr(done_), chat_tokens::kThinkEnd);
+      out.reasoning = text_.substr(done_, safe - done_);
+      done_ = safe;
+      return out;
+    }
+    out.reasoning = text_.substr(done_, end - done_);
+    in_reasoning_ = false;
+    done_ = content_start_ = end + chat_tokens::kThinkEnd.size();
+  }
+  // Content: stop before a calls block (or a possible start of one), and before trailing newlines
+  // (the parser drops the newlines that precede a calls block).
+  const std::string_view rest = std::string_view(text_).substr(done_);
+  size_t safe = rest.find(kCallsOpen);
+  if (safe == std::string_view::npos) safe = rest.size() - partial_tag_suffix(rest, kCallsOpen);
+  while (safe > 0 && rest[safe - 1] == '\n') --safe;
+  out.content = std::string(rest.substr(0, safe));
+  done_ += safe;
+  return out;
+}
+
+ChatStreamParser::Delta ChatStreamParser::finish(std::vector<ToolCall>* tool_calls) {
+  // The whole text decides (a calls block counts only if it is well formed and last); what was
+  // emitted is a prefix of its answer, so the rest is the difference.
+  const ParsedCompletion p = parse_completion(text_, thinking_);
+  Delta out;
+  if (in_reasoning_) {  // never closed: all reasoning
+    out.reasoning = p.reasoning_content.substr(std::min(done_, p.reasoning_content.size()));
+    if (tool_calls) tool_calls->clear();
+    return out;
+  }
+  const size_t emitted = done_ - content_start_;
+  out.content = p.content.size() > emitted ? p.content.substr(emitted) : "";
+  if (tool_calls) *tool_calls = p.tool_calls;
+  return out;
+}
+
+}  // namespace dsinfer
