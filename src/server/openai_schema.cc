@@ -1,0 +1,159 @@
+#include "server/openai_schema.h"
+
+#include <fmt/format.h>
+
+#include "io/json.h"
+
+namespace dsinfer::server {
+namespace {
+
+Status invalid(std::string_view field, std::string_view why) {
+  return error(ErrorKind::kInvalidArgument, fmt::format("'{}': {}", field, why));
+}
+
+// Typed optional fields: absent or null leaves `out` as it is.
+Status read_number(const OrderedJson& j, const char* field, float* out) {
+  if (!j.contains(field) || j[field].is_null()) return {};
+  if (!j[field].is_number()) return invalid(field, fmt::format("expected a number, got {}", json_type_name(j[field])));
+  *out = j[field].get<float>();
+  return {};
+}
+
+Status read_int(const OrderedJson& j, const char* field, int64_t* out, bool* present = nullptr) {
+  if (!j.contains(field) || j[field].is_null()) return {};
+  if (!j[field].is_number_integer())
+    return invalid(field, fmt::format("expected an integer, got {}", json_type_name(j[field])));
+  *out = j[field].get<int64_t>();
+  if (present) *present = true;
+  return {};
+}
+
+Status read_bool(const OrderedJson& j, const char* field, bool* out) {
+  if (!j.contains(field) || j[field].is_null()) return {};
+  if (!j[field].is_boolean()) return invalid(field, fmt::format("expected a boolean, got {}", json_type_name(j[field])));
+  *out = j[field].get<bool>();
+  return {};
+}
+
+Status read_stop(const OrderedJson& j, std::vector<std::string>* out) {
+  if (!j.contains("stop") || j["stop"].is_null()) return {};
+  const OrderedJson& s = j["stop"];
+  if (s.is_string()) {
+    out->push_back(s.get<std::string>());
+  } else if (s.is_array()) {
+    for (const OrderedJson& v : s) {
+      if (!v.is_string()) return invalid("stop", "expected a string or an array of strings");
+      out->push_back(v.get<std::string>());
+    }
+  } else {
+    return invalid("stop", "expected a string or an array of strings");
+  }
+  if (out->size() > 4) return invalid("stop", "at most 4 sequences");
+  for (const std::string& v : *out)
+    if (v.empty()) return invalid("stop", "sequences must not be empty");
+  return {};
+}
+
+// Thinking on or off: DeepSeek's `thinking: {"type": "enabled" | "disabled"}` or vLLM's
+// `chat_template_kwargs: {"thinking": bool}`; the effort as `reasoning_effort`.
+Status read_reasoning(const OrderedJson& j, ChatOptions* o) {
+  if (j.contains("thinking") && !j["thinking"].is_null()) {
+    const OrderedJson& t = j["thinking"];
+    if (!t.is_object() || !t.contains("type") || !t["type"].is_string())
+      return invalid("thinking", "expected {\"type\": \"enabled\" | \"disabled\"}");
+    const std::string type = t["type"].get<std::string>();
+    if (type != "enabled" && type != "disabled") return invalid("thinking.type", "expected enabled or disabled");
+    o->thinking = type == "enabled";
+  }
+  if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
+    DSINFER_RETURN_IF_ERROR(read_bool(j["chat_template_kwargs"], "thinking", &o->thinking));
+  if (j.contains("reasoning_effort") && !j["reasoning_effort"].is_null()) {
+    if (!j["reasoning_effort"].is_string()) return invalid("reasoning_effort", "expected a string");
+    auto effort = parse_reasoning_effort(j["reasoning_effort"].get<std::string>());
+    if (!effort.ok()) return invalid("reasoning_effort", effort.status().message());
+    o->reasoning_effort = *effort;
+  }
+  return {};
+}
+
+Status read_tools(const OrderedJson& j, CompletionRequest* r) {
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    auto tools = tool_specs_from_json(j["tools"]);
+    if (!tools.ok()) return tools.status();
+    r->chat_options.tools = std::move(*tools);
+  }
+  if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return {};
+  const OrderedJson& c = j["tool_choice"];
+  if (c.is_string()) {
+    const std::string v = c.get<std::string>();
+    if (v == "none") {
+      r->tool_choice_none = true;
+      r->chat_options.tools.clear();
+    } else if (v != "auto" && v != "required") {
+      return invalid("tool_choice", "expected none, auto, required or a function");
+    }
+  } else if (!c.is_object()) {
+    return invalid("tool_choice", "expected none, auto, required or a function");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<CompletionRequest> parse_completion_request(std::string_view body, bool chat, std::string_view served_model) {
+  auto parsed = parse_ordered_json(body, "request body");
+  if (!parsed.ok()) return error(ErrorKind::kInvalidArgument, parsed.status().message());
+  const OrderedJson& j = *parsed;
+  if (!j.is_object()) return invalid("body", "expected a JSON object");
+  CompletionRequest r;
+  r.chat = chat;
+  if (j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string()) return invalid("model", "expected a string");
+    if (const std::string m = j["model"].get<std::string>(); m != served_model)
+      return error(ErrorKind::kNotFound, fmt::format("model '{}' does not exist (this server serves '{}')", m, served_model));
+  }
+  if (chat) {
+    if (!j.contains("messages")) return invalid("messages", "required");
+    DSINFER_ASSIGN_OR_RETURN(r.messages, chat_messages_from_json(j["messages"]));
+    DSINFER_RETURN_IF_ERROR(read_reasoning(j, &r.chat_options));
+    DSINFER_RETURN_IF_ERROR(read_tools(j, &r));
+  } else {
+    if (!j.contains("prompt") || !j["prompt"].is_string()) return invalid("prompt", "required, a string");
+    r.prompt = j["prompt"].get<std::string>();
+  }
+  SamplingParams& s = r.sampling;
+  DSINFER_RETURN_IF_ERROR(read_number(j, "temperature", &s.temperature));
+  DSINFER_RETURN_IF_ERROR(read_number(j, "top_p", &s.top_p));
+  DSINFER_RETURN_IF_ERROR(read_number(j, "min_p", &s.min_p));
+  DSINFER_RETURN_IF_ERROR(read_number(j, "presence_penalty", &s.presence_penalty));
+  DSINFER_RETURN_IF_ERROR(read_number(j, "frequency_penalty", &s.frequency_penalty));
+  DSINFER_RETURN_IF_ERROR(read_number(j, "repetition_penalty", &s.repetition_penalty));
+  int64_t top_k = s.top_k;
+  DSINFER_RETURN_IF_ERROR(read_int(j, "top_k", &top_k));
+  s.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);  // -1 (vLLM's "off") is 0 here
+  int64_t seed = 0;
+  bool has_seed = false;
+  DSINFER_RETURN_IF_ERROR(read_int(j, "seed", &seed, &has_seed));
+  if (has_seed) s.seed = static_cast<uint64_t>(seed);
+  DSINFER_RETURN_IF_ERROR(s.validate());
+  for (const char* field : {"max_tokens", "max_completion_tokens"}) {
+    int64_t v = 0;
+    bool present = false;
+    DSINFER_RETURN_IF_ERROR(read_int(j, field, &v, &present));
+    if (!present) continue;
+    if (v < 1) return invalid(field, "must be >= 1");
+    r.max_tokens = static_cast<int>(std::min<int64_t>(v, 1 << 30));
+  }
+  DSINFER_RETURN_IF_ERROR(read_stop(j, &r.stop));
+  DSINFER_RETURN_IF_ERROR(read_bool(j, "stream", &r.stream));
+  if (j.contains("stream_options") && j["stream_options"].is_object())
+    DSINFER_RETURN_IF_ERROR(read_bool(j["stream_options"], "include_usage", &r.include_usage));
+  DSINFER_RETURN_IF_ERROR(read_bool(j, "logprobs", &r.logprobs));
+  int64_t top_logprobs = 0;
+  DSINFER_RETURN_IF_ERROR(read_int(j, "top_logprobs", &top_logprobs));
+  if (top_logprobs < 0 || top_logprobs > 20) return invalid("top_logprobs", "must be in [0, 20]");
+  r.top_logprobs = static_cast<int>(top_logprobs);
+  return r;
+}
+
+}  // namespace dsinfer::server

@@ -1,0 +1,34 @@
+// OpenAI request bodies -> the engine's request (validation at the boundary): /v1/chat/completions
+// and /v1/completions. Errors are kInvalidArgument with a message naming the field (400), or
+// kNotFound for a model this server does not serve (404). Only server/ knows JSON and HTTP.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/chat_format.h"
+#include "runtime/sampler.h"
+
+namespace dsinfer::server {
+
+struct CompletionRequest {
+  bool chat = true;                   // /v1/chat/completions (messages) or /v1/completions (prompt)
+  std::vector<ChatMessage> messages;  // chat
+  ChatOptions chat_options;           // chat: thinking, reasoning effort, tools
+  bool tool_choice_none = false;      // chat: tools given but not to be called (left out of the prompt)
+  std::string prompt;                 // completions
+  SamplingParams sampling;
+  std::optional<int> max_tokens;  // none: until the context is full
+  std::vector<std::string> stop;
+  bool stream = false, include_usage = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+/// `served_model` is the name /v1/models lists; a request naming another model is kNotFound.
+Result<CompletionRequest> parse_completion_request(std::string_view body, bool chat, std::string_view served_model);
+
+}  // namespace dsinfer::server

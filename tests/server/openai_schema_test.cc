@@ -1,0 +1,86 @@
+// OpenAI request validation: the fields the API takes, and an error naming the field for each
+// malformed one (wrong type, out of range, unknown model).
+#include "server/openai_schema.h"
+
+#include <gtest/gtest.h>
+
+namespace dsinfer::server {
+namespace {
+
+Result<CompletionRequest> chat(std::string_view body) {
+  return parse_completion_request(body, true, "dsinfer");
+}
+
+TEST(OpenAiSchema, ChatRequestWithEveryField) {
+  const auto r = chat(R"({"model": "dsinfer", "messages": [{"role": "user", "content": "hi"}],
+      "temperature": 0.5, "top_p": 0.9, "top_k": -1, "min_p": 0.05, "seed": 7, "max_completion_tokens": 33,
+      "stop": ["x", "yz"], "presence_penalty": 0.1, "frequency_penalty": 0.2, "stream": true,
+      "stream_options": {"include_usage": true}, "logprobs": true, "top_logprobs": 3,
+      "reasoning_effort": "max", "thinking": {"type": "enabled"},
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+      "tool_choice": "auto", "user": "ignored"})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->messages.size(), 1u);
+  EXPECT_FLOAT_EQ(r->sampling.temperature, 0.5f);
+  EXPECT_EQ(r->sampling.top_k, 0);
+  EXPECT_EQ(r->sampling.seed, 7u);
+  EXPECT_EQ(r->max_tokens, 33);
+  EXPECT_EQ(r->stop, (std::vector<std::string>{"x", "yz"}));
+  EXPECT_TRUE(r->stream && r->include_usage && r->logprobs);
+  EXPECT_EQ(r->top_logprobs, 3);
+  EXPECT_EQ(r->chat_options.reasoning_effort, 100);
+  EXPECT_TRUE(r->chat_options.thinking);
+  ASSERT_EQ(r->chat_options.tools.size(), 1u);
+}
+
+TEST(OpenAiSchema, ThinkingSwitchesAndToolChoiceNone) {
+  auto r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "disabled"}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->chat_options.thinking);
+  r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"thinking": false}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->chat_options.thinking);
+  r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "none",
+      "tools": [{"type": "function", "function": {"name": "f"}}]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->tool_choice_none);
+  EXPECT_TRUE(r->chat_options.tools.empty());
+  const auto c = parse_completion_request(R"({"prompt": "once upon", "max_tokens": 5})", false, "dsinfer");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->prompt, "once upon");
+  EXPECT_EQ(c->max_tokens, 5);
+}
+
+TEST(OpenAiSchema, MalformedRequestsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{", "invalid JSON"},
+      {"[]", "'body'"},
+      {R"({"model": "dsinfer"})", "'messages'"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"})", "'temperature'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "temperature": -1})", "'temperature'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "top_p": 0})", "'top_p'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})", "'max_tokens'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1.5})", "'max_tokens'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "stop": 3})", "'stop'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "stop": ["a","b","c","d","e"]})", "'stop'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"})", "'stream'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 21})", "'top_logprobs'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "huge"})", "'reasoning_effort'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "maybe"}})", "'thinking.type'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "sometimes"})", "'tool_choice'"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": {}})", "tools"},
+  };
+  for (const auto& [body, needle] : cases) {
+    const auto r = chat(body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument) << body;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << body << " -> " << r.status().message();
+  }
+  const auto unknown = chat(R"({"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]})");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().kind(), ErrorKind::kNotFound);
+}
+
+}  // namespace
+}  // namespace dsinfer::server
