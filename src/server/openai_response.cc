@@ -1,0 +1,133 @@
+#include "server/openai_response.h"
+
+#include "io/json.h"
+
+namespace dsinfer::server {
+namespace {
+
+OrderedJson header(const ResponseHeader& h, std::string_view object) {
+  OrderedJson j;
+  j["id"] = h.id;
+  j["object"] = object;
+  j["created"] = h.created;
+  j["model"] = h.model;
+  return j;
+}
+
+OrderedJson usage_json(const Usage& u) {
+  OrderedJson j;
+  j["prompt_tokens"] = u.prompt_tokens;
+  j["completion_tokens"] = u.completion_tokens;
+  j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
+  return j;
+}
+
+OrderedJson tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
+  OrderedJson a = OrderedJson::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    OrderedJson c;
+    if (indexed) c["index"] = i;
+    c["id"] = calls[i].id;
+    c["type"] = "function";
+    c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    a.push_back(std::move(c));
+  }
+  return a;
+}
+
+std::string event(const OrderedJson& j) {
+  return "data: " + j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) + "\n\n";
+}
+
+std::string body(const OrderedJson& j) {
+  return j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string finish_reason(bool tool_calls, bool hit_length) {
+  return tool_calls ? "tool_calls" : hit_length ? "length" : "stop";
+}
+
+std::string chat_completion_body(const ResponseHeader& h, const ParsedCompletion& c, std::string_view finish,
+                                 const Usage& usage) {
+  OrderedJson j = header(h, "chat.completion");
+  OrderedJson msg;
+  msg["role"] = "assistant";
+  msg["content"] = c.content.empty() && !c.tool_calls.empty() ? OrderedJson() : OrderedJson(c.content);
+  if (!c.reasoning_content.empty()) msg["reasoning_content"] = c.reasoning_content;
+  if (!c.tool_calls.empty()) msg["tool_calls"] = tool_calls_json(c.tool_calls, false);
+  OrderedJson choice;
+  choice["index"] = 0;
+  choice["message"] = std::move(msg);
+  choice["finish_reason"] = finish;
+  j["choices"] = OrderedJson::array({std::move(choice)});
+  j["usage"] = usage_json(usage);
+  return body(j);
+}
+
+std::string chat_chunk_event(const ResponseHeader& h, const ChatStreamParser::Delta& d, bool first,
+                             const std::vector<ToolCall>& tool_calls, std::optional<std::string_view> finish) {
+  OrderedJson j = header(h, "chat.completion.chunk");
+  OrderedJson delta = OrderedJson::object();
+  if (first) delta["role"] = "assistant";
+  if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (!tool_calls.empty()) delta["tool_calls"] = tool_calls_json(tool_calls, true);
+  OrderedJson choice;
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["finish_reason"] = finish ? OrderedJson(*finish) : OrderedJson();
+  j["choices"] = OrderedJson::array({std::move(choice)});
+  return event(j);
+}
+
+std::string completion_body(const ResponseHeader& h, std::string_view text, std::string_view finish,
+                            const Usage& usage) {
+  OrderedJson j = header(h, "text_completion");
+  j["choices"] = OrderedJson::array({{{"index", 0}, {"text", text}, {"finish_reason", finish}}});
+  j["usage"] = usage_json(usage);
+  return body(j);
+}
+
+std::string completion_chunk_event(const ResponseHeader& h, std::string_view text,
+                                   std::optional<std::string_view> finish) {
+  OrderedJson j = header(h, "text_completion");
+  j["choices"] = OrderedJson::array(
+      {{{"index", 0}, {"text", text}, {"finish_reason", finish ? OrderedJson(*finish) : OrderedJson()}}});
+  return event(j);
+}
+
+std::string usage_event(const ResponseHeader& h, bool chat, const Usage& usage) {
+  OrderedJson j = header(h, chat ? "chat.completion.chunk" : "text_completion");
+  j["choices"] = OrderedJson::array();
+  j["usage"] = usage_json(usage);
+  return event(j);
+}
+
+int http_status(const Status& s) {
+  switch (s.kind()) {
+    case ErrorKind::kInvalidArgument:
+      return 400;
+    case ErrorKind::kNotFound:
+      return 404;
+    case ErrorKind::kResourceExhausted:
+      return 503;
+    case ErrorKind::kUnsupported:
+      return 400;
+    default:
+      return 500;
+  }
+}
+
+std::string error_body(const Status& s) {
+  const int status = http_status(s);
+  OrderedJson e;
+  e["message"] = s.message();
+  e["type"] = status == 400 ? "invalid_request_error" : status == 404 ? "not_found_error" : "server_error";
+  e["param"] = OrderedJson();
+  e["code"] = status;
+  return body(OrderedJson{{"error", std::move(e)}});
+}
+
+}  // namespace dsinfer::server

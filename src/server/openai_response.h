@@ -1,0 +1,49 @@
+// The engine's results -> OpenAI response bodies: whole completions, streaming chunks (SSE), usage
+// and errors in OpenAI's shape with their HTTP status.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/chat_format.h"
+#include "runtime/chat_stream.h"
+
+namespace dsinfer::server {
+
+struct ResponseHeader {
+  std::string id;     // "chatcmpl-..." or "cmpl-..."
+  std::string model;
+  int64_t created = 0;  // unix seconds
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+/// "stop" (end token or stop string), "length" (token budget), "tool_calls" (a DSML block).
+std::string finish_reason(bool tool_calls, bool hit_length);
+
+/// /v1/chat/completions, stream false.
+std::string chat_completion_body(const ResponseHeader& h, const ParsedCompletion& c, std::string_view finish,
+                                 const Usage& usage);
+/// One SSE event of a chat stream: the first carries the role; deltas of reasoning_content and
+/// content; the last (finish given) the tool calls, if any, and the finish reason.
+std::string chat_chunk_event(const ResponseHeader& h, const ChatStreamParser::Delta& d, bool first,
+                             const std::vector<ToolCall>& tool_calls, std::optional<std::string_view> finish);
+/// /v1/completions, stream false / one SSE event.
+std::string completion_body(const ResponseHeader& h, std::string_view text, std::string_view finish, const Usage& usage);
+std::string completion_chunk_event(const ResponseHeader& h, std::string_view text,
+                                   std::optional<std::string_view> finish);
+/// The usage-only chunk of stream_options.include_usage.
+std::string usage_event(const ResponseHeader& h, bool chat, const Usage& usage);
+inline constexpr std::string_view kDoneEvent = "data: [DONE]\n\n";
+
+/// {"error": {"message", "type", "param", "code"}} and the HTTP status for the error's kind.
+std::string error_body(const Status& s);
+int http_status(const Status& s);
+
+}  // namespace dsinfer::server
