@@ -1,0 +1,68 @@
+// `dsinfer serve`: the OpenAI-compatible server on the CPU backend (SIGINT / SIGTERM stop it).
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "runtime/engine_loop.h"
+#include "server/http_server.h"
+
+namespace dsinfer::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model, host = "127.0.0.1", api_key, name = "dsinfer";
+  int port = 8000, threads = 0, max_running = 32, max_pending = 256;
+  int64_t token_budget = 512;
+};
+
+int run_serve(const ServeOptions& o) {
+  // Block the stop signals before any thread starts, so that only sigwait below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
+  if (!tok.ok()) return report_error(tok.status());
+  auto model = load_cpu_model(o.model, o.threads);
+  if (!model.ok()) return report_error(model.status());
+  Engine engine(*model->model, *tok, {o.token_budget, o.max_running});
+  EngineLoop loop(engine, o.max_pending);
+  server::ServerConfig config;
+  config.host = o.host, config.port = o.port, config.api_key = o.api_key, config.model_name = o.name;
+  config.context = model->model->config().max_seq_len;
+  server::HttpServer http(config, loop, *tok);
+  auto port = http.bind();
+  if (!port.ok()) return report_error(port.status());
+  std::fprintf(stderr, "dsinfer: serving %s as '%s' on http://%s:%d (Ctrl-C stops)\n", o.model.c_str(), o.name.c_str(),
+               o.host.c_str(), *port);
+  std::thread serving([&] { http.serve(); });
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fputs("dsinfer: stopping\n", stderr);
+  http.stop();
+  serving.join();
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, CommandResult& result) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)");
+  cmd->add_option("--model", o->model, "Model folder")->required();
+  cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "Port (0: any free one)")->capture_default_str();
+  cmd->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY'");
+  cmd->add_option("--served-model-name", o->name, "The model's name in the API")->capture_default_str();
+  cmd->add_option("--max-running", o->max_running, "Requests decoding at once")->capture_default_str();
+  cmd->add_option("--max-pending", o->max_pending, "Requests accepted at once (more get 503)")->capture_default_str();
+  cmd->add_option("--token-budget", o->token_budget, "Tokens per step (prefill pieces + decodes)")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
+  cmd->callback([o, &result] { result.exit_code = run_serve(*o); });
+}
+
+}  // namespace dsinfer::cli

@@ -1,0 +1,76 @@
+#include "runtime/engine_loop.h"
+
+namespace dsinfer {
+
+bool OutputStream::next(RequestOutput* out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !queue_.empty() || ended_; });
+  if (queue_.empty()) return false;
+  *out = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+void OutputStream::push(const RequestOutput& out) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(out);
+    if (out.finish != FinishReason::kNone) ended_ = true;
+  }
+  cv_.notify_one();
+}
+
+EngineLoop::EngineLoop(Engine& engine, int64_t max_pending)
+    : engine_(engine), max_pending_(max_pending), thread_([this] { run(); }) {}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_.notify_one();
+  thread_.join();
+}
+
+Result<std::shared_ptr<OutputStream>> EngineLoop::submit(EngineRequest request) {
+  auto stream = std::make_shared<OutputStream>();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_ >= max_pending_)
+    return error(ErrorKind::kResourceExhausted, "the server is at capacity; try again shortly");
+  request.on_output = [this, stream](const RequestOutput& out) {  // runs in step(), under mu_
+    if (out.finish != FinishReason::kNone) {
+      --pending_;
+      stats_.prompt_tokens += out.prompt_tokens, stats_.completion_tokens += out.completion_tokens;
+    }
+    stream->push(out);
+  };
+  DSINFER_ASSIGN_OR_RETURN(stream->id_, engine_.submit(std::move(request)));
+  ++pending_, ++stats_.requests;
+  work_.notify_one();
+  return stream;
+}
+
+void EngineLoop::cancel(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_.cancel(id);
+}
+
+EngineLoopStats EngineLoop::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineLoopStats s = stats_;
+  s.running = pending_;
+  return s;
+}
+
+void EngineLoop::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (engine_.idle()) {
+      work_.wait(lock, [&] { return stop_ || !engine_.idle(); });
+      continue;
+    }
+    engine_.step();  // under the lock: submit and cancel wait for the step to end
+  }
+}
+
+}  // namespace dsinfer

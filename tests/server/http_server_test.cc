@@ -1,0 +1,182 @@
+// The HTTP server end to end on the tiny model over loopback: routes, the API key, errors in
+// OpenAI's shape (400, 401, 404, 413), whole and streamed chat completions that agree, 32 clients
+// at once, and a client that disconnects mid-stream while the server keeps serving.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <thread>
+
+#include "backends/cpu/cpu_backend.h"
+#include "io/json.h"
+#include "model/tiny_model.h"
+#include "test_util.h"
+
+namespace dsinfer::server {
+namespace {
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(write_tiny_checkpoint(dir_.path(), 5).ok());
+    auto model = Model::load(dir_.path(), backend_, comm_);
+    auto tok = Tokenizer::load(dir_.path() / "tokenizer.json");
+    ASSERT_TRUE(model.ok() && tok.ok());
+    model_ = std::move(*model);
+    tok_ = std::make_unique<Tokenizer>(std::move(*tok));
+    engine_ = std::make_unique<Engine>(*model_, *tok_, SchedulerConfig{64, 16});
+    loop_ = std::make_unique<EngineLoop>(*engine_, 64);
+    ServerConfig config;
+    config.port = 0, config.api_key = "secret", config.max_body_bytes = 1 << 16;
+    config.context = model_->config().max_seq_len;
+    server_ = std::make_unique<HttpServer>(config, *loop_, *tok_);
+    auto port = server_->bind();
+    ASSERT_TRUE(port.ok());
+    port_ = *port;
+    serving_ = std::thread([this] { server_->serve(); });
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+    if (serving_.joinable()) serving_.join();
+  }
+  // A streaming POST: `on_data` sees the body as it arrives and may hang up by returning false.
+  httplib::Result post_streaming(const std::string& body, std::function<bool(const char*, size_t)> on_data) {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.headers = {{"Authorization", "Bearer secret"}, {"Content-Type", "application/json"}};
+    req.body = body;
+    req.content_receiver = [on_data](const char* data, size_t n, uint64_t, uint64_t) { return on_data(data, n); };
+    auto c = client();
+    return c.send(req);
+  }
+  httplib::Client client(bool key = true) {
+    httplib::Client c("127.0.0.1", port_);
+    if (key) c.set_default_headers({{"Authorization", "Bearer secret"}});
+    c.set_read_timeout(60);
+    return c;
+  }
+
+  testing::TempDir dir_;
+  CpuBackend backend_{2};
+  LocalCommunicator comm_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<EngineLoop> loop_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread serving_;
+  int port_ = 0;
+};
+
+constexpr const char* kChat = R"({"messages": [{"role": "user", "content": "Once upon a time"}], "max_tokens": 6,
+    "temperature": 0, "thinking": {"type": "disabled"}})";
+
+TEST_F(HttpServerTest, RoutesKeysAndErrors) {
+  auto c = client();
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = c.Get("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Json::parse(r->body)["data"][0]["id"], "dsinfer");
+  auto anonymous = client(false);
+  r = anonymous.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(Json::parse(r->body)["error"]["type"], "authentication_error");
+  r = c.Get("/v2/nothing");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(Json::parse(r->body).contains("error"));
+  r = c.Post("/v1/chat/completions", "{not json", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  r = c.Post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "top_p": 7})",
+             "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("top_p"), std::string::npos);
+  r = c.Post("/v1/chat/completions", R"({"model": "other", "messages": [{"role": "user", "content": "hi"}]})",
+             "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  r = c.Post("/v1/chat/completions", std::string(1 << 17, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  const std::string long_prompt = R"({"prompt": ")" + std::string(20000, 'a') + R"("})";
+  r = c.Post("/v1/completions", long_prompt, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);  // longer than the context
+  r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("dsinfer_requests_total"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, StreamedChatEqualsTheWholeResponse) {
+  auto c = client();
+  auto whole = c.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const Json w = Json::parse(whole->body);
+  EXPECT_EQ(w["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(w["choices"][0]["finish_reason"], "length");
+  Json streamed_request = Json::parse(kChat);
+  streamed_request["stream"] = true;
+  streamed_request["stream_options"] = {{"include_usage", true}};
+  std::string sse;
+  auto r = post_streaming(streamed_request.dump(), [&](const char* data, size_t n) {
+    sse.append(data, n);
+    return true;
+  });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  std::string content;
+  int usage_events = 0;
+  for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+    const size_t end = sse.find("\n\n", at);
+    const std::string payload = sse.substr(at + 6, end - at - 6);
+    at = end;
+    if (payload == "[DONE]") continue;
+    const Json e = Json::parse(payload);
+    if (e.contains("usage")) ++usage_events;
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+      content += e["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_TRUE(sse.ends_with("data: [DONE]\n\n"));
+  EXPECT_EQ(usage_events, 1);
+  EXPECT_EQ(content, w["choices"][0]["message"]["content"].get<std::string>());
+}
+
+TEST_F(HttpServerTest, ThirtyTwoClientsAndADisconnect) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 32; ++i)
+    clients.emplace_back([&] {
+      auto c = client();
+      auto r = c.Post("/v1/chat/completions", kChat, "application/json");
+      if (r && r->status == 200 && Json::parse(r->body)["usage"]["completion_tokens"] == 6)
+        ++ok;
+      else
+        ADD_FAILURE() << (r ? std::to_string(r->status) + " " + r->body : "error " + httplib::to_string(r.error()));
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 32);
+
+  // A streaming client that hangs up after its first event: the server cancels it and goes on.
+  Json long_stream = Json::parse(kChat);
+  long_stream["stream"] = true;
+  long_stream["max_tokens"] = 200;
+  int events = 0;
+  post_streaming(long_stream.dump(), [&](const char*, size_t) { return ++events < 2; });
+  auto again = client().Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+  for (int i = 0; i < 100 && loop_->stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(loop_->stats().running, 0);  // the abandoned stream was cancelled, not run to 200 tokens
+}
+
+}  // namespace
+}  // namespace dsinfer::server
