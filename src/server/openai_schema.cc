@@ -89,10 +89,14 @@ Status read_tools(const OrderedJson& j, CompletionRequest* r) {
     if (v == "none") {
       r->tool_choice_none = true;
       r->chat_options.tools.clear();
-    } else if (v != "auto" && v != "required") {
+    } else if (v == "required") {
+      return error(ErrorKind::kUnsupported, "'tool_choice': \"required\" is not supported yet (use auto)");
+    } else if (v != "auto") {
       return invalid("tool_choice", "expected none, auto, required or a function");
     }
-  } else if (!c.is_object()) {
+  } else if (c.is_object()) {
+    return error(ErrorKind::kUnsupported, "'tool_choice': naming a function is not supported yet (use auto)");
+  } else {
     return invalid("tool_choice", "expected none, auto, required or a function");
   }
   return {};
@@ -148,11 +152,13 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
   DSINFER_RETURN_IF_ERROR(read_bool(j, "stream", &r.stream));
   if (j.contains("stream_options") && j["stream_options"].is_object())
     DSINFER_RETURN_IF_ERROR(read_bool(j["stream_options"], "include_usage", &r.include_usage));
-  DSINFER_RETURN_IF_ERROR(read_bool(j, "logprobs", &r.logprobs));
+  bool logprobs = false;
+  DSINFER_RETURN_IF_ERROR(read_bool(j, "logprobs", &logprobs));
   int64_t top_logprobs = 0;
   DSINFER_RETURN_IF_ERROR(read_int(j, "top_logprobs", &top_logprobs));
   if (top_logprobs < 0 || top_logprobs > 20) return invalid("top_logprobs", "must be in [0, 20]");
-  r.top_logprobs = static_cast<int>(top_logprobs);
+  if (logprobs || top_logprobs > 0)
+    return error(ErrorKind::kUnsupported, "'logprobs': log probabilities are not returned yet");
   return r;
 }
 
