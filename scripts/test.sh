@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command: install dependencies, build, and run every test (ctest labels:
-# cpu, golden, gpu; gpu tests skip themselves without a GPU). With SANITIZE=1 it also builds a
+# cpu, golden, gpu; gpu tests skip themselves without a GPU), then the openai npm client against
+# the server. With SANITIZE=1 it also builds a
 # second tree under AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,7 @@ cuda_flag=()
 [ -n "${CUDA:-}" ] && cuda_flag=(-DDSINFER_CUDA="$CUDA")  # CUDA=ON makes a missing nvcc an error
 scripts/build.sh -DDSINFER_WERROR=ON "${cuda_flag[@]}"
 (cd build && ctest --output-on-failure -j "$(nproc)")
+tests/e2e/openai_client.sh build/src/cli/dsinfer  # the official openai npm client against dsinfer serve
 if [ "${SANITIZE:-0}" = 1 ]; then
   BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DDSINFER_SANITIZE=address,undefined \
     -DDSINFER_CUDA=OFF -DDSINFER_BUILD_BENCH=OFF -DDSINFER_WERROR=ON

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs tests/e2e/openai_client.mjs (the official `openai` npm package) against `dsinfer serve` on a
+# fresh tiny model. Usage: tests/e2e/openai_client.sh path/to/dsinfer
+set -euo pipefail
+dsinfer="$(realpath "$1")"
+here="$(cd "$(dirname "$0")" && pwd)"
+work="$(mktemp -d)"
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$dsinfer" make-tiny --out "$work/model" --seed 11 >/dev/null
+(cd "$work" && npm install --silent --no-audit --no-fund --no-save openai@4 >/dev/null)
+cp "$here/openai_client.mjs" "$work/"
+"$dsinfer" serve --model "$work/model" --port 0 --api-key test-key --threads 2 2>"$work/server.log" &
+server_pid=$!
+for _ in $(seq 1 100); do
+  port="$(sed -n 's|.*on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/server.log")"
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || { cat "$work/server.log"; echo "openai_client: the server did not start"; exit 1; }
+node "$work/openai_client.mjs" "http://127.0.0.1:$port/v1" test-key
