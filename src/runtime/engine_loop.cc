@@ -1,5 +1,7 @@
 #include "runtime/engine_loop.h"
 
+#include <chrono>
+
 namespace dsinfer {
 
 bool OutputStream::next(RequestOutput* out) {
@@ -37,10 +39,19 @@ Result<std::shared_ptr<OutputStream>> EngineLoop::submit(EngineRequest request) 
   std::lock_guard<std::mutex> lock(mu_);
   if (pending_ >= max_pending_)
     return error(ErrorKind::kResourceExhausted, "the server is at capacity; try again shortly");
-  request.on_output = [this, stream](const RequestOutput& out) {  // runs in step(), under mu_
+  using Clock = std::chrono::steady_clock;
+  request.on_output = [this, stream, submitted = Clock::now(), first = Clock::time_point{}](
+                          const RequestOutput& out) mutable {  // runs in step(), under mu_
+    const auto now = Clock::now();
+    if (first == Clock::time_point{} && (!out.text.empty() || out.completion_tokens > 0)) {
+      first = now;
+      stats_.ttft.observe(std::chrono::duration<double>(now - submitted).count());
+    }
     if (out.finish != FinishReason::kNone) {
       --pending_;
       stats_.prompt_tokens += out.prompt_tokens, stats_.completion_tokens += out.completion_tokens;
+      if (out.completion_tokens > 1 && first != Clock::time_point{})
+        stats_.tpot.observe(std::chrono::duration<double>(now - first).count() / (out.completion_tokens - 1));
     }
     stream->push(out);
   };
@@ -58,7 +69,7 @@ void EngineLoop::cancel(uint64_t id) {
 EngineLoopStats EngineLoop::stats() {
   std::lock_guard<std::mutex> lock(mu_);
   EngineLoopStats s = stats_;
-  s.running = pending_;
+  s.active = pending_;
   return s;
 }
 

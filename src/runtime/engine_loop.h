@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/engine.h"
+#include "runtime/histogram.h"
 
 namespace dsinfer {
 
@@ -31,8 +32,10 @@ class OutputStream {
 };
 
 struct EngineLoopStats {
-  int64_t running = 0, waiting = 0;
+  int64_t active = 0;  // submitted and not finished (running or waiting)
   int64_t requests = 0, prompt_tokens = 0, completion_tokens = 0;
+  Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};   // submission to first text
+  Histogram tpot{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}};  // per output token after it
 };
 
 class EngineLoop {

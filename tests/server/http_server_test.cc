@@ -174,8 +174,13 @@ TEST_F(HttpServerTest, ThirtyTwoClientsAndADisconnect) {
   auto again = client().Post("/v1/chat/completions", kChat, "application/json");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200);
-  for (int i = 0; i < 100 && loop_->stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(loop_->stats().running, 0);  // the abandoned stream was cancelled, not run to 200 tokens
+  for (int i = 0; i < 100 && loop_->stats().active > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(loop_->stats().active, 0);  // the abandoned stream was cancelled, not run to 200 tokens
+  auto metrics = client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("dsinfer_time_to_first_token_seconds_count"), std::string::npos);
+  EXPECT_NE(metrics->body.find("dsinfer_time_per_output_token_seconds_bucket{le=\"+Inf\"} 34"), std::string::npos)
+      << metrics->body;  // the 32 clients, the cancelled stream and the one after it
 }
 
 }  // namespace
