@@ -25,6 +25,7 @@ void register_logits(CLI::App& app, CommandResult& result);
 void register_generate(CLI::App& app, CommandResult& result);
 void register_chat(CLI::App& app, CommandResult& result);
 void register_serve(CLI::App& app, CommandResult& result);
+void register_bench_serve(CLI::App& app, CommandResult& result);
 void register_bench(CLI::App& app, CommandResult& result);
 void register_tokenize(CLI::App& app, CommandResult& result);  // tokenize and detokenize
 

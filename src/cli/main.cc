@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   dsinfer::cli::register_generate(app, result);
   dsinfer::cli::register_chat(app, result);
   dsinfer::cli::register_serve(app, result);
+  dsinfer::cli::register_bench_serve(app, result);
   dsinfer::cli::register_bench(app, result);
   dsinfer::cli::register_logits(app, result);
   dsinfer::cli::register_tokenize(app, result);

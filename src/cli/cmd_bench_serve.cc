@@ -1,0 +1,156 @@
+// `dsinfer bench-serve`: load on a running server (like `vllm bench serve`): random prompts of
+// about --input-len words, --output-len tokens each, --concurrency clients at once; prints request
+// and token throughput and TTFT / TPOT / ITL mean, median and p99 (streamed text completions, so
+// the times are what a client sees).
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "io/json.h"
+
+namespace dsinfer::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchServeOptions {
+  std::string host = "127.0.0.1", api_key, model = "dsinfer";
+  int port = 8000, input_len = 128, output_len = 64, num_prompts = 32, concurrency = 8;
+  uint64_t seed = 1;
+};
+
+struct Sample {
+  bool ok = false;
+  double ttft = 0, e2e = 0;
+  std::vector<double> itl;
+  int64_t prompt_tokens = 0, output_tokens = 0;
+};
+
+std::string random_prompt(int words, std::mt19937_64& rng) {
+  static const char* kWords[] = {"the", "river", "stone", "light", "quiet", "number", "seven", "over", "under",
+                                 "garden", "music", "window", "cloud", "paper", "story", "north", "bright", "cold"};
+  std::string s;
+  for (int i = 0; i < words; ++i) {
+    if (i) s += ' ';
+    s += kWords[rng() % std::size(kWords)];
+  }
+  return s;
+}
+
+Sample run_one(const BenchServeOptions& o, const std::string& prompt) {
+  httplib::Client c(o.host, o.port);
+  c.set_read_timeout(600);
+  Json body = {{"model", o.model}, {"prompt", prompt}, {"max_tokens", o.output_len}, {"temperature", 0},
+               {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = {{"Content-Type", "application/json"}};
+  if (!o.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + o.api_key);
+  req.body = body.dump();
+  Sample s;
+  std::string buffer;
+  const auto start = Clock::now();
+  auto last = start;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos; buffer.erase(0, end + 2)) {
+      const std::string line = buffer.substr(0, end);
+      if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+      const Json e = Json::parse(line.substr(6), nullptr, false);
+      if (e.is_discarded()) continue;
+      if (e.contains("usage") && e["usage"].is_object()) {
+        s.prompt_tokens = e["usage"].value("prompt_tokens", 0);
+        s.output_tokens = e["usage"].value("completion_tokens", 0);
+      }
+      if (e.contains("choices") && !e["choices"].empty() && !e["choices"][0].value("text", "").empty()) {
+        const auto now = Clock::now();
+        if (s.ttft == 0)
+          s.ttft = std::chrono::duration<double>(now - start).count();
+        else
+          s.itl.push_back(std::chrono::duration<double>(now - last).count());
+        last = now;
+      }
+    }
+    return true;
+  };
+  auto r = c.send(req);
+  s.e2e = std::chrono::duration<double>(Clock::now() - start).count();
+  s.ok = r && r->status == 200;
+  return s;
+}
+
+void print_stat(const char* name, std::vector<double> v) {
+  if (v.empty()) return std::fprintf(stdout, "%-14s n/a\n", name), void();
+  std::sort(v.begin(), v.end());
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  const auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))]; };
+  std::printf("%-14s mean %9.2f ms   median %9.2f ms   p99 %9.2f ms\n", name, 1e3 * mean, 1e3 * at(0.5), 1e3 * at(0.99));
+}
+
+int run_bench_serve(const BenchServeOptions& o) {
+  std::mt19937_64 rng(o.seed);
+  std::vector<std::string> prompts;
+  for (int i = 0; i < o.num_prompts; ++i) prompts.push_back(random_prompt(o.input_len, rng));
+  std::vector<Sample> samples(prompts.size());
+  std::atomic<int> next{0};
+  const auto start = Clock::now();
+  std::vector<std::thread> clients;
+  for (int t = 0; t < o.concurrency; ++t)
+    clients.emplace_back([&] {
+      for (int i; (i = next.fetch_add(1)) < static_cast<int>(prompts.size());) samples[i] = run_one(o, prompts[i]);
+    });
+  for (auto& t : clients) t.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  int ok = 0;
+  int64_t in_tokens = 0, out_tokens = 0;
+  std::vector<double> ttft, tpot, itl, e2e;
+  for (const Sample& s : samples) {
+    if (!s.ok) continue;
+    ++ok, in_tokens += s.prompt_tokens, out_tokens += s.output_tokens;
+    ttft.push_back(s.ttft), e2e.push_back(s.e2e);
+    if (s.output_tokens > 1) tpot.push_back((s.e2e - s.ttft) / static_cast<double>(s.output_tokens - 1));
+    itl.insert(itl.end(), s.itl.begin(), s.itl.end());
+  }
+  if (ok == 0) return report_error(error(ErrorKind::kIo, fmt::format("no request to {}:{} succeeded", o.host, o.port)));
+  std::printf("requests: %d ok of %zu, concurrency %d, %.2f s\n", ok, samples.size(), o.concurrency, wall);
+  std::printf("input: %.1f tokens a request; output: %.1f tokens a request\n", static_cast<double>(in_tokens) / ok,
+              static_cast<double>(out_tokens) / ok);
+  std::printf("throughput: %.2f requests/s, %.1f output tokens/s, %.1f total tokens/s\n", ok / wall, out_tokens / wall,
+              (in_tokens + out_tokens) / wall);
+  print_stat("TTFT", ttft);
+  print_stat("TPOT", tpot);
+  print_stat("ITL", itl);
+  print_stat("end to end", e2e);
+  return ok == static_cast<int>(samples.size()) ? 0 : 1;
+}
+
+}  // namespace
+
+void register_bench_serve(CLI::App& app, CommandResult& result) {
+  auto o = std::make_shared<BenchServeOptions>();
+  CLI::App* cmd = app.add_subcommand("bench-serve", "Load a running server and measure throughput and latency");
+  cmd->add_option("--host", o->host)->capture_default_str();
+  cmd->add_option("--port", o->port)->capture_default_str();
+  cmd->add_option("--api-key", o->api_key);
+  cmd->add_option("--model", o->model, "The served model name")->capture_default_str();
+  cmd->add_option("--input-len", o->input_len, "Words per prompt")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--output-len", o->output_len, "max_tokens")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--num-prompts", o->num_prompts)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--concurrency", o->concurrency)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed)->capture_default_str();
+  cmd->callback([o, &result] { result.exit_code = run_bench_serve(*o); });
+}
+
+}  // namespace dsinfer::cli
