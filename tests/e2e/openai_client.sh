@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs tests/e2e/openai_client.mjs (the official `openai` npm package) against `dsinfer serve` on a
-# fresh tiny model. Usage: tests/e2e/openai_client.sh path/to/dsinfer
+# Runs tests/e2e/openai_client.mjs (the official `openai` npm package) and `dsinfer bench-serve`
+# against `dsinfer serve` on a fresh tiny model. Usage: tests/e2e/openai_client.sh path/to/dsinfer
 set -euo pipefail
 dsinfer="$(realpath "$1")"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,3 +23,7 @@ for _ in $(seq 1 100); do
 done
 [ -n "$port" ] || { cat "$work/server.log"; echo "openai_client: the server did not start"; exit 1; }
 node "$work/openai_client.mjs" "http://127.0.0.1:$port/v1" test-key
+# and the load generator against the same server
+"$dsinfer" bench-serve --port "$port" --api-key test-key --input-len 8 --output-len 4 --num-prompts 4 \
+  --concurrency 2 | tee "$work/bench.txt"
+grep -q "requests: 4 ok of 4" "$work/bench.txt"
