@@ -42,6 +42,7 @@ int run_serve(const ServeOptions& o) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::fputs("dsinfer: stopping\n", stderr);
+  loop.cancel_all();  // handlers waiting on their requests return, so the server can stop
   http.stop();
   serving.join();
   return 0;

@@ -64,6 +64,10 @@ void Engine::cancel(uint64_t id) {
   finish(id, FinishReason::kCancelled);
 }
 
+void Engine::cancel_all() {
+  while (!requests_.empty()) finish(requests_.begin()->first, FinishReason::kCancelled);
+}
+
 bool Engine::step() {
   if (requests_.empty()) return false;
   const std::vector<ScheduledChunk> plan = scheduler_.schedule();

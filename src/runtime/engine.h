@@ -52,6 +52,8 @@ class Engine {
   Result<uint64_t> submit(EngineRequest request);
   /// Ends a request now (its on_output gets kCancelled); unknown ids are ignored.
   void cancel(uint64_t id);
+  /// Cancels every request (shutdown).
+  void cancel_all();
   /// One iteration; false when nothing is running or waiting.
   bool step();
   bool idle() const { return requests_.empty(); }

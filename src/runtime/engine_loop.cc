@@ -29,6 +29,7 @@ EngineLoop::~EngineLoop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    engine_.cancel_all();  // no stream is left waiting
   }
   work_.notify_one();
   thread_.join();
@@ -64,6 +65,11 @@ Result<std::shared_ptr<OutputStream>> EngineLoop::submit(EngineRequest request) 
 void EngineLoop::cancel(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   engine_.cancel(id);
+}
+
+void EngineLoop::cancel_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_.cancel_all();
 }
 
 EngineLoopStats EngineLoop::stats() {

@@ -49,6 +49,8 @@ class EngineLoop {
   /// The request's errors (kInvalidArgument), or kResourceExhausted when too many wait.
   Result<std::shared_ptr<OutputStream>> submit(EngineRequest request);
   void cancel(uint64_t id);
+  /// Ends every request (their streams end with kCancelled), e.g. before the server stops.
+  void cancel_all();
   EngineLoopStats stats();
 
  private:

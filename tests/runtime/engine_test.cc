@@ -114,6 +114,18 @@ TEST(Engine, RejectsBadRequestsAndCancels) {
   EXPECT_EQ(got, FinishReason::kCancelled);
   EXPECT_TRUE(engine.idle());
   EXPECT_FALSE(engine.step());
+  // cancel_all ends every request, running or waiting.
+  int ended = 0;
+  for (int i = 0; i < 3; ++i) {
+    EngineRequest more;
+    more.prompt = tok->encode("Again");
+    more.on_output = [&](const RequestOutput& o) { ended += o.finish == FinishReason::kCancelled; };
+    ASSERT_TRUE(engine.submit(std::move(more)).ok());
+  }
+  engine.step();
+  engine.cancel_all();
+  EXPECT_EQ(ended, 3);
+  EXPECT_TRUE(engine.idle());
 }
 
 }  // namespace
