@@ -9,25 +9,15 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/attention/attention.h"
+#include "cuda/cuda_test_util.h"
 #include "test_util.h"
 
 namespace dsinfer {
 namespace {
 
-template <typename T>
-T* to_device(const std::vector<T>& h) {
-  T* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, h.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return p;
-}
-template <typename T>
-std::vector<T> from_device(const T* p, size_t n) {
-  std::vector<T> h(n);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return h;
-}
+using testing::from_device;
+using testing::to_device;
+
 
 TEST(CudaAttention, SparseAttnWithSinkOverWindowAndCompressedRows) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";

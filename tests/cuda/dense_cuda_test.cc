@@ -11,18 +11,15 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/linear/dense.h"
+#include "cuda/cuda_test_util.h"
 #include "test_util.h"
 
 namespace dsinfer {
 namespace {
 
-template <typename T>
-T* to_device(const std::vector<T>& h) {
-  T* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, h.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return p;
-}
+using testing::from_device;
+using testing::to_device;
+
 
 TEST(CudaDenseLinear, MatchesTheCpuBackend) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";

@@ -4,10 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/cpu/cpu_backend.h"
-#include "model/tiny_model.h"
 #include "runtime/generator.h"
-#include "test_util.h"
+#include "tiny_model_fixture.h"
 
 namespace dsinfer {
 namespace {
@@ -42,13 +40,10 @@ TEST(Scheduler, DecodesFirstThenPromptPiecesWithinTheBudget) {
 }
 
 TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
-  testing::TempDir dir;
-  ASSERT_TRUE(write_tiny_checkpoint(dir.path(), 4).ok());
-  CpuBackend backend(2);
-  LocalCommunicator comm;
-  auto model = Model::load(dir.path(), backend, comm);
-  auto tok = Tokenizer::load(dir.path() / "tokenizer.json");
-  ASSERT_TRUE(model.ok() && tok.ok());
+  testing::TinyModel tiny(4);
+  ASSERT_TRUE(tiny.ok());
+  Model& model = *tiny.model;
+  const Tokenizer& tok = *tiny.tok;
   const std::vector<std::string> prompts = {"Once upon a time", "The quick brown fox", "Hello", "A", "What is 2 + 2?",
                                             "Rivers run to the sea and", "x y z", "Tell me a story about a cat",
                                             "Numbers: 1 2 3", "Why?", "The end", "Reasoning step by step: first",
@@ -56,19 +51,19 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
   std::vector<std::string> alone(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateRequest g;
-    g.prompt = tok->encode(prompts[i]);
+    g.prompt = tok.encode(prompts[i]);
     g.sampling.temperature = 0;
     g.max_tokens = 6 + static_cast<int>(i % 5);
-    ASSERT_TRUE(generate(**model, *tok, g, [&](std::string_view p) { alone[i] += p; }).ok());
+    ASSERT_TRUE(generate(model, tok, g, [&](std::string_view p) { alone[i] += p; }).ok());
     ASSERT_FALSE(alone[i].empty()) << i;  // the comparison below compares real text
   }
   for (const int64_t budget : {int64_t{7}, int64_t{512}}) {  // 7: prompts split across steps
-    Engine engine(**model, *tok, {budget, 16});
+    Engine engine(model, tok, {budget, 16});
     std::vector<std::string> batched(prompts.size());
     std::vector<FinishReason> finish(prompts.size(), FinishReason::kNone);
     for (size_t i = 0; i < prompts.size(); ++i) {
       EngineRequest r;
-      r.prompt = tok->encode(prompts[i]);
+      r.prompt = tok.encode(prompts[i]);
       r.sampling.temperature = 0;
       r.max_tokens = 6 + static_cast<int>(i % 5);
       r.on_output = [&, i](const RequestOutput& o) {
@@ -87,21 +82,18 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
 }
 
 TEST(Engine, RejectsBadRequestsAndCancels) {
-  testing::TempDir dir;
-  ASSERT_TRUE(write_tiny_checkpoint(dir.path(), 4).ok());
-  CpuBackend backend(2);
-  LocalCommunicator comm;
-  auto model = Model::load(dir.path(), backend, comm);
-  auto tok = Tokenizer::load(dir.path() / "tokenizer.json");
-  ASSERT_TRUE(model.ok() && tok.ok());
-  Engine engine(**model, *tok, {64, 4});
+  testing::TinyModel tiny(4);
+  ASSERT_TRUE(tiny.ok());
+  Model& model = *tiny.model;
+  const Tokenizer& tok = *tiny.tok;
+  Engine engine(model, tok, {64, 4});
   EXPECT_FALSE(engine.submit({}).ok());  // empty prompt
   EngineRequest too_long;
   too_long.prompt = {1, 2, 3};
   too_long.max_tokens = 1 << 20;
   EXPECT_NE(engine.submit(too_long).status().message().find("exceeds the context"), std::string::npos);
   EngineRequest r;
-  r.prompt = tok->encode("Once upon a time");
+  r.prompt = tok.encode("Once upon a time");
   r.max_tokens = 50;
   FinishReason got = FinishReason::kNone;
   r.on_output = [&](const RequestOutput& o) {
@@ -118,7 +110,7 @@ TEST(Engine, RejectsBadRequestsAndCancels) {
   int ended = 0;
   for (int i = 0; i < 3; ++i) {
     EngineRequest more;
-    more.prompt = tok->encode("Again");
+    more.prompt = tok.encode("Again");
     more.on_output = [&](const RequestOutput& o) { ended += o.finish == FinishReason::kCancelled; };
     ASSERT_TRUE(engine.submit(std::move(more)).ok());
   }

@@ -4,27 +4,22 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/cpu/cpu_backend.h"
-#include "model/tiny_model.h"
-#include "test_util.h"
+#include "tiny_model_fixture.h"
 
 namespace dsinfer {
 namespace {
 
 TEST(Generator, GreedyStopStringsAndBudget) {
-  testing::TempDir dir;
-  ASSERT_TRUE(write_tiny_checkpoint(dir.path(), 3).ok());
-  CpuBackend backend(2);
-  LocalCommunicator comm;
-  auto model = Model::load(dir.path(), backend, comm);
-  auto tok = Tokenizer::load(dir.path() / "tokenizer.json");
-  ASSERT_TRUE(model.ok() && tok.ok());
+  testing::TinyModel tiny(3);
+  ASSERT_TRUE(tiny.ok());
+  Model& model = *tiny.model;
+  const Tokenizer& tok = *tiny.tok;
   GenerateRequest req;
-  req.prompt = tok->encode("Once upon a time");
+  req.prompt = tok.encode("Once upon a time");
   req.sampling.temperature = 0;
   req.max_tokens = 40;
   std::vector<std::string> pieces;
-  auto stats = generate(**model, *tok, req, [&](std::string_view p) { pieces.emplace_back(p); });
+  auto stats = generate(model, tok, req, [&](std::string_view p) { pieces.emplace_back(p); });
   ASSERT_TRUE(stats.ok()) << stats.status().to_string();
   EXPECT_EQ(stats->generated_tokens, 40);
   std::string full;
@@ -32,12 +27,12 @@ TEST(Generator, GreedyStopStringsAndBudget) {
   ASSERT_GT(pieces.size(), 8u);
 
   std::string again;
-  ASSERT_TRUE(generate(**model, *tok, req, [&](std::string_view p) { again += p; }).ok());
+  ASSERT_TRUE(generate(model, tok, req, [&](std::string_view p) { again += p; }).ok());
   EXPECT_EQ(again, full);  // greedy is deterministic
 
   req.stop_strings = {pieces[5] + pieces[6]};
   std::string cut;
-  auto stopped = generate(**model, *tok, req, [&](std::string_view p) { cut += p; });
+  auto stopped = generate(model, tok, req, [&](std::string_view p) { cut += p; });
   ASSERT_TRUE(stopped.ok());
   EXPECT_TRUE(stopped->stopped_by_string);
   EXPECT_EQ(cut, full.substr(0, full.find(req.stop_strings[0])));

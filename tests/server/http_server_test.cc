@@ -9,10 +9,8 @@
 #include <atomic>
 #include <thread>
 
-#include "backends/cpu/cpu_backend.h"
 #include "io/json.h"
-#include "model/tiny_model.h"
-#include "test_util.h"
+#include "tiny_model_fixture.h"
 
 namespace dsinfer::server {
 namespace {
@@ -20,18 +18,13 @@ namespace {
 class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(write_tiny_checkpoint(dir_.path(), 5).ok());
-    auto model = Model::load(dir_.path(), backend_, comm_);
-    auto tok = Tokenizer::load(dir_.path() / "tokenizer.json");
-    ASSERT_TRUE(model.ok() && tok.ok());
-    model_ = std::move(*model);
-    tok_ = std::make_unique<Tokenizer>(std::move(*tok));
-    engine_ = std::make_unique<Engine>(*model_, *tok_, SchedulerConfig{64, 16});
+    ASSERT_TRUE(tiny_.ok());
+    engine_ = std::make_unique<Engine>(*tiny_.model, *tiny_.tok, SchedulerConfig{64, 16});
     loop_ = std::make_unique<EngineLoop>(*engine_, 64);
     ServerConfig config;
     config.port = 0, config.api_key = "secret", config.max_body_bytes = 1 << 16;
-    config.context = model_->config().max_seq_len;
-    server_ = std::make_unique<HttpServer>(config, *loop_, *tok_);
+    config.context = tiny_.model->config().max_seq_len;
+    server_ = std::make_unique<HttpServer>(config, *loop_, *tiny_.tok);
     auto port = server_->bind();
     ASSERT_TRUE(port.ok());
     port_ = *port;
@@ -59,11 +52,7 @@ class HttpServerTest : public ::testing::Test {
     return c;
   }
 
-  testing::TempDir dir_;
-  CpuBackend backend_{2};
-  LocalCommunicator comm_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Tokenizer> tok_;
+  testing::TinyModel tiny_{5};
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<EngineLoop> loop_;
   std::unique_ptr<HttpServer> server_;
