@@ -87,8 +87,7 @@ Status read_tools(const OrderedJson& j, CompletionRequest* r) {
   if (c.is_string()) {
     const std::string v = c.get<std::string>();
     if (v == "none") {
-      r->tool_choice_none = true;
-      r->chat_options.tools.clear();
+      r->chat_options.tools.clear();  // not to be called: left out of the prompt
     } else if (v == "required") {
       return error(ErrorKind::kUnsupported, "'tool_choice': \"required\" is not supported yet (use auto)");
     } else if (v != "auto") {

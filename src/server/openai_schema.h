@@ -18,8 +18,7 @@ namespace dsinfer::server {
 struct CompletionRequest {
   bool chat = true;                   // /v1/chat/completions (messages) or /v1/completions (prompt)
   std::vector<ChatMessage> messages;  // chat
-  ChatOptions chat_options;           // chat: thinking, reasoning effort, tools
-  bool tool_choice_none = false;      // chat: tools given but not to be called (left out of the prompt)
+  ChatOptions chat_options;           // chat: thinking, reasoning effort, tools (none with tool_choice none)
   std::string prompt;                 // completions
   SamplingParams sampling;
   std::optional<int> max_tokens;  // none: until the context is full
