@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "core/units.h"
 #include "io/checkpoint.h"
 #include "io/engram_token_map.h"
 #include "io/model_config.h"
@@ -20,13 +21,6 @@ struct InspectOptions {
   std::string model;
   std::string config;
 };
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
-}
 
 // Parameter counts in one unit chosen by the total, so the column reads like spec §1.5.
 struct ParamUnit {

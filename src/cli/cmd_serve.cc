@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "core/units.h"
+#include "model/cache_sizes.h"
 #include "runtime/engine_loop.h"
 #include "server/http_server.h"
 
@@ -14,7 +16,8 @@ namespace {
 struct ServeOptions {
   std::string model, host = "127.0.0.1", api_key, name = "dsinfer";
   int port = 8000, threads = 0, max_running = 32, max_pending = 256;
-  int64_t token_budget = 512;
+  int64_t token_budget = 512, cache_block_tokens = 256;
+  double cache_gib = 8;
 };
 
 int run_serve(const ServeOptions& o) {
@@ -28,7 +31,11 @@ int run_serve(const ServeOptions& o) {
   if (!tok.ok()) return report_error(tok.status());
   auto model = load_cpu_model(o.model, o.threads);
   if (!model.ok()) return report_error(model.status());
-  Engine engine(*model->model, *tok, {o.token_budget, o.max_running});
+  const ModelConfig& mc = model->model->config();
+  auto cache = cache_layout(reference_cache_sizes(mc), static_cast<int64_t>(o.cache_gib * 1073741824.0),
+                            o.cache_block_tokens, mc.max_seq_len);
+  if (!cache.ok()) return report_error(Status(cache.status().kind(), "--cache-memory: " + cache.status().message()));
+  Engine engine(*model->model, *tok, {o.token_budget, o.max_running}, *cache);
   EngineLoop loop(engine, o.max_pending);
   server::ServerConfig config;
   config.host = o.host, config.port = o.port, config.api_key = o.api_key, config.model_name = o.name;
@@ -36,6 +43,10 @@ int run_serve(const ServeOptions& o) {
   server::HttpServer http(config, loop, *tok);
   auto port = http.bind();
   if (!port.ok()) return report_error(port.status());
+  std::fprintf(stderr, "dsinfer: cache %s: %d blocks of %lld positions (%s), %lld fixed per request\n",
+               human_bytes(o.cache_gib * 1073741824.0).c_str(), cache->num_blocks,
+               static_cast<long long>(cache->block_tokens), human_bytes(static_cast<double>(cache->block_bytes)).c_str(),
+               static_cast<long long>(cache->fixed_blocks));
   std::fprintf(stderr, "dsinfer: serving %s as '%s' on http://%s:%d (Ctrl-C stops)\n", o.model.c_str(), o.name.c_str(),
                o.host.c_str(), *port);
   std::thread serving([&] { http.serve(); });
@@ -62,6 +73,12 @@ void register_serve(CLI::App& app, CommandResult& result) {
   cmd->add_option("--max-pending", o->max_pending, "Requests accepted at once (more get 503)")->capture_default_str();
   cmd->add_option("--token-budget", o->token_budget, "Tokens per step (prefill pieces + decodes)")
       ->capture_default_str();
+  cmd->add_option("--cache-memory", o->cache_gib, "GiB for the requests' caches (running requests are preempted beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--cache-block-tokens", o->cache_block_tokens, "Positions per cache block")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
   cmd->callback([o, &result] { result.exit_code = run_serve(*o); });
 }

@@ -72,6 +72,16 @@ Result<std::string> render_tool_calls(const std::vector<ToolCall>& calls) {
   return out + std::string(kCallsClose);
 }
 
+}  // namespace
+
+std::string forced_tool_call_opening(std::string_view tool) {
+  std::string out = fmt::format("\n\n{}\n", kCallsOpen);  // as render_tool_calls opens the block
+  if (!tool.empty()) out += fmt::format("{}{}\">\n", kInvokeOpen, tool);
+  return out;
+}
+
+namespace {
+
 struct Turn {
   ChatRole role;
   std::string text;

@@ -67,6 +67,10 @@ Result<int> parse_reasoning_effort(std::string_view text);
 /// arguments are not a JSON object).
 Result<std::string> render_chat_prompt(std::span<const ChatMessage> messages, const ChatOptions& options);
 
+/// The text a reply that must call a tool continues from: the opening of the calls block, and of
+/// the call of `tool` when one is named (OpenAI's tool_choice "required" / a named function).
+std::string forced_tool_call_opening(std::string_view tool);
+
 struct ParsedCompletion {
   std::string reasoning_content;
   std::string content;

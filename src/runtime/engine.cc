@@ -11,19 +11,37 @@ namespace dsinfer {
 
 struct Engine::Live {
   EngineRequest req;
+  std::vector<int32_t> tokens;  // prompt, then the generated tokens: what a preempted request recomputes
   SequenceState state;
   SamplerState sampler;
   IncrementalDetokenizer detok;
   StopStringMatcher stops;
-  int32_t last_token = -1;  // the token the next decode feeds
   int64_t generated = 0;
+  std::deque<int32_t> forced;  // tokens to emit before sampling again
+  bool force_armed = false;    // waiting for req.forced.after_token
   Live(EngineRequest r, const Model& model, const Tokenizer& tok, uint64_t id)
-      : req(std::move(r)), state(model.new_sequence()), sampler(req.sampling, 0x5EED ^ id, req.prompt), detok(tok),
-        stops(req.stop_strings) {}
+      : req(std::move(r)), tokens(req.prompt), state(model.new_sequence()), sampler(req.sampling, 0x5EED ^ id, req.prompt),
+        detok(tok), stops(req.stop_strings) {
+    if (req.forced.after_token < 0)
+      forced.assign(req.forced.tokens.begin(), req.forced.tokens.end());
+    else
+      force_armed = !req.forced.tokens.empty();
+  }
+  /// The next token: a forced one while any is pending, else sampled.
+  int32_t next_token(std::span<const float> logits) {
+    if (forced.empty()) return sampler.sample(logits);
+    const int32_t t = forced.front();
+    forced.pop_front();
+    sampler.accept(t);
+    return t;
+  }
 };
 
-Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config)
-    : model_(model), tokenizer_(tokenizer), scheduler_(config) {}
+Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config, std::optional<CacheLayout> cache)
+    : model_(model),
+      tokenizer_(tokenizer),
+      cache_(cache ? std::make_unique<CacheManager>(*cache) : nullptr),
+      scheduler_(config, cache_.get()) {}
 
 Engine::~Engine() = default;
 
@@ -36,6 +54,13 @@ Result<uint64_t> Engine::submit(EngineRequest request) {
                  fmt::format("prompt of {} tokens + {} new tokens exceeds the context of {} tokens",
                              request.prompt.size(), request.max_tokens, context));
   DSINFER_RETURN_IF_ERROR(request.sampling.validate());
+  if (cache_) {
+    const int64_t blocks = cache_->blocks_for(static_cast<int64_t>(request.prompt.size()) + request.max_tokens);
+    if (blocks > cache_->num_blocks())
+      return error(ErrorKind::kInvalidArgument,
+                   fmt::format("prompt + {} new tokens needs {} cache blocks; the cache budget holds {}",
+                               request.max_tokens, blocks, cache_->num_blocks()));
+  }
   const uint64_t id = next_id_++;
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
   requests_[id] = std::make_unique<Live>(std::move(request), model_, tokenizer_, id);
@@ -68,9 +93,20 @@ void Engine::cancel_all() {
   while (!requests_.empty()) finish(requests_.begin()->first, FinishReason::kCancelled);
 }
 
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.running = static_cast<int64_t>(scheduler_.num_running());
+  s.waiting = static_cast<int64_t>(scheduler_.num_waiting());
+  if (cache_) s.cache_blocks = cache_->num_blocks(), s.cache_blocks_free = cache_->num_free();
+  s.preemptions = scheduler_.num_preemptions();
+  return s;
+}
+
 bool Engine::step() {
   if (requests_.empty()) return false;
-  const std::vector<ScheduledChunk> plan = scheduler_.schedule();
+  const SchedulerOutput scheduled = scheduler_.schedule();
+  for (uint64_t id : scheduled.preempted) requests_.at(id)->state = model_.new_sequence();
+  const std::vector<ScheduledChunk>& plan = scheduled.chunks;
   if (plan.empty()) return true;
   std::vector<ForwardChunk> chunks(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -79,11 +115,8 @@ bool Engine::step() {
     c.state = &r.state;
     c.start_pos = plan[i].start;
     c.decode = plan[i].decode;
-    c.prompt_len = static_cast<int64_t>(r.req.prompt.size());
-    if (c.decode)
-      c.tokens = {r.last_token};
-    else
-      c.tokens.assign(r.req.prompt.begin() + plan[i].start, r.req.prompt.begin() + plan[i].start + plan[i].count);
+    c.prompt_len = plan[i].prompt_tokens;
+    c.tokens.assign(r.tokens.begin() + plan[i].start, r.tokens.begin() + plan[i].start + plan[i].count);
   }
   const int64_t vocab = model_.config().vocab_size;
   std::vector<float> logits(plan.size() * vocab);
@@ -94,19 +127,26 @@ bool Engine::step() {
   scheduler_.update(plan);
   for (size_t i = 0; i < plan.size(); ++i) {
     Live& r = *requests_.at(plan[i].id);
-    if (plan[i].start + plan[i].count < static_cast<int64_t>(r.req.prompt.size())) continue;  // mid-prompt
-    const int32_t next = r.sampler.sample(std::span<const float>(logits).subspan(i * vocab, vocab));
+    // Mid-prompt, or recomputing known output after a preemption: nothing to sample yet.
+    if (plan[i].start + plan[i].count < static_cast<int64_t>(r.tokens.size())) continue;
+    const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
+    const int32_t next = r.next_token(row);
     if (std::find(r.req.stop_ids.begin(), r.req.stop_ids.end(), next) != r.req.stop_ids.end()) {
       finish(plan[i].id, FinishReason::kStopToken);
       continue;
     }
     ++r.generated;
-    r.last_token = next;
+    r.tokens.push_back(next);
+    if (r.force_armed && next == r.req.forced.after_token) {  // once: the trigger may come again later
+      r.force_armed = false;
+      r.forced.assign(r.req.forced.tokens.begin(), r.req.forced.tokens.end());
+    }
     bool stopped = false;
     RequestOutput out;
     out.id = plan[i].id;
     out.text = r.stops.push(r.detok.push(next), &stopped);
-    if (!out.text.empty() && r.req.on_output) r.req.on_output(out);
+    if (r.req.logprobs >= 0) out.logprobs.push_back(token_logprobs(row, next, r.req.logprobs));
+    if ((!out.text.empty() || !out.logprobs.empty()) && r.req.on_output) r.req.on_output(out);
     if (stopped)
       finish(plan[i].id, FinishReason::kStopString);
     else if (r.generated >= r.req.max_tokens)

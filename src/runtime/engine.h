@@ -4,19 +4,26 @@
 // matcher, so its output does not depend on which others share its steps (on the CPU backend it
 // is bit-identical to running alone).
 //
-// Not yet: paged caches and preemption (a request holds a dense sequence state from admission to
-// its end, so max_running bounds memory), a thread-safe front for the server.
+// With a cache layout, the caches of the running requests stay within its budget: short of
+// blocks, the newest requests are preempted and later recompute what they had: the prompt as a
+// prefill, then their output so far as the same decode steps that first produced it (not as one
+// prefill: the reference's decode and prefill give different caches at some positions, spec
+// §6.4), so the caches come back bit for bit and the output does not change. EngineLoop is the
+// thread-safe front (the server's).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "io/tokenizer.h"
 #include "model/model.h"
+#include "runtime/cache_manager.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
 
@@ -31,6 +38,20 @@ struct RequestOutput {
   FinishReason finish = FinishReason::kNone;
   int64_t prompt_tokens = 0, completion_tokens = 0;
   std::string error;  // kError
+  std::vector<SampledLogprobs> logprobs;  // the tokens generated this step, when the request asked
+};
+
+/// Tokens the engine emits instead of sampling once `after_token` was generated (or right after
+/// the prompt when it is -1): how a forced tool call is made (the calls block's opening).
+struct ForcedContinuation {
+  int32_t after_token = -1;
+  std::vector<int32_t> tokens;
+};
+
+struct EngineStats {
+  int64_t running = 0, waiting = 0;
+  int64_t cache_blocks = 0, cache_blocks_free = 0;  // 0 and 0 without a cache budget
+  int64_t preemptions = 0;
 };
 
 struct EngineRequest {
@@ -39,12 +60,16 @@ struct EngineRequest {
   int max_tokens = 128;
   std::vector<int32_t> stop_ids;
   std::vector<std::string> stop_strings;
+  int logprobs = -1;  // -1: none; n >= 0: each generated token's log-probability and the n likeliest
+  ForcedContinuation forced;
   std::function<void(const RequestOutput&)> on_output;  // called from step()
 };
 
 class Engine {
  public:
-  Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config);
+  /// No cache layout: no cache limit (max_running bounds the memory).
+  Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config,
+         std::optional<CacheLayout> cache = std::nullopt);
   ~Engine();
 
   /// kInvalidArgument for an empty prompt, bad sampling parameters or a prompt + budget beyond the
@@ -57,6 +82,7 @@ class Engine {
   /// One iteration; false when nothing is running or waiting.
   bool step();
   bool idle() const { return requests_.empty(); }
+  EngineStats stats() const;
 
  private:
   struct Live;
@@ -64,6 +90,7 @@ class Engine {
 
   Model& model_;
   const Tokenizer& tokenizer_;
+  std::unique_ptr<CacheManager> cache_;
   Scheduler scheduler_;
   std::map<uint64_t, std::unique_ptr<Live>> requests_;
   uint64_t next_id_ = 1;

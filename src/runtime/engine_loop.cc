@@ -76,6 +76,7 @@ EngineLoopStats EngineLoop::stats() {
   std::lock_guard<std::mutex> lock(mu_);
   EngineLoopStats s = stats_;
   s.active = pending_;
+  s.engine = engine_.stats();
   return s;
 }
 

@@ -36,6 +36,7 @@ struct EngineLoopStats {
   int64_t requests = 0, prompt_tokens = 0, completion_tokens = 0;
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};   // submission to first text
   Histogram tpot{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}};  // per output token after it
+  EngineStats engine;  // running / waiting, cache blocks, preemptions
 };
 
 class EngineLoop {

@@ -28,6 +28,24 @@ Status SamplingParams::validate() const {
 SamplerState::SamplerState(const SamplingParams& params, uint64_t fallback_seed, std::span<const int32_t> prompt)
     : params_(params), rng_(params.seed.value_or(fallback_seed)), seen_(prompt.begin(), prompt.end()) {}
 
+SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top_n) {
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double log_z = mx + std::log(sum);
+  const auto logprob = [&](int32_t t) { return static_cast<float>(logits[t] - log_z); };
+  SampledLogprobs out;
+  out.chosen = {token, logprob(token)};
+  const int32_t n = std::clamp<int32_t>(top_n, 0, vocab);
+  std::vector<int32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  for (int32_t i = 0; i < n; ++i) out.top.push_back({ids[i], logprob(ids[i])});
+  return out;
+}
+
 double SamplerState::uniform() {
   return splitmix64_uniform(rng_);
 }
@@ -80,9 +98,13 @@ int32_t SamplerState::sample(std::span<const float> logits) {
       u -= prob[i];
     }
   }
-  ++output_counts_[chosen];
-  if (p.repetition_penalty != 1.0f) seen_.push_back(chosen);
+  accept(chosen);
   return chosen;
+}
+
+void SamplerState::accept(int32_t token) {
+  ++output_counts_[token];
+  if (params_.repetition_penalty != 1.0f) seen_.push_back(token);
 }
 
 }  // namespace dsinfer

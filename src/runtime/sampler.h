@@ -27,11 +27,25 @@ struct SamplingParams {
   Status validate() const;
 };
 
+/// A sampled token's log-probability under the model (log_softmax of the raw logits, before
+/// penalties and temperature, as OpenAI and vLLM report them) and the most likely alternatives.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+struct SampledLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // most likely first; ties by the lower id
+};
+SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top_n);
+
 class SamplerState {
  public:
   SamplerState(const SamplingParams& params, uint64_t fallback_seed, std::span<const int32_t> prompt);
   /// Picks the next token and records it as output.
   int32_t sample(std::span<const float> logits);
+  /// Records a token chosen elsewhere (a forced continuation) as output, for the penalties.
+  void accept(int32_t token);
   const SamplingParams& params() const { return params_; }
 
  private:

@@ -12,25 +12,58 @@ void Scheduler::remove(uint64_t id) {
   const auto match = [id](const SchedulerEntry& e) { return e.id == id; };
   std::erase_if(running_, match);
   std::erase_if(waiting_, match);
+  if (cache_) cache_->release(id);
 }
 
-std::vector<ScheduledChunk> Scheduler::schedule() {
-  std::vector<ScheduledChunk> out;
+int64_t Scheduler::fit(const SchedulerEntry& e, int64_t wanted) {
+  return cache_ ? cache_->grow(e.id, e.computed, wanted) : wanted;
+}
+
+void Scheduler::preempt_last(SchedulerOutput& out) {
+  SchedulerEntry e = running_.back();
+  running_.pop_back();
+  if (cache_) cache_->release(e.id);
+  e.computed = 0;  // its prompt again, then its output so far as decodes (the engine knows the tokens)
+  waiting_.push_front(e);
+  out.preempted.push_back(e.id);
+  ++preemptions_;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
   int64_t budget = config_.token_budget;
-  // Decodes first: a running request past its prompt advances by one token every step.
-  for (const SchedulerEntry& e : running_)
-    if (e.computed >= e.prompt_tokens && budget > 0) out.push_back({e.id, e.computed, 1, true}), --budget;
-  // Then prompt pieces: running requests still in their prompt, then new ones while there is room.
-  const auto prefill = [&](const SchedulerEntry& e) {
-    const int64_t n = std::min(budget, e.prompt_tokens - e.computed);
-    if (n > 0) out.push_back({e.id, e.computed, n, false}), budget -= n;
-  };
-  for (const SchedulerEntry& e : running_)
-    if (e.computed < e.prompt_tokens) prefill(e);
-  while (budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < config_.max_running) {
-    running_.push_back(waiting_.front());
+  // Decodes first: a running request past its prompt advances by one token every step. Short of
+  // blocks, the newest requests make room (never one already given its token: they come first).
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    const SchedulerEntry& e = running_[i];
+    if (e.computed < e.prompt_tokens) continue;
+    while (fit(e, 1) == 0) {
+      const bool self = i + 1 == running_.size();
+      preempt_last(out);
+      if (self) break;
+    }
+    if (i < running_.size()) out.chunks.push_back({e.id, e.computed, 1, true, e.prompt_tokens}), --budget;
+  }
+  // Then prompt pieces: running requests still in their prompt, as far as blocks allow. If nothing
+  // at all could run, the newest request gives way (one request alone always fits the pool).
+  for (;;) {
+    for (const SchedulerEntry& e : running_) {
+      if (e.computed >= e.prompt_tokens || budget <= 0) continue;
+      const int64_t n = fit(e, std::min(budget, e.prompt_tokens - e.computed));
+      if (n > 0) out.chunks.push_back({e.id, e.computed, n, false, e.prompt_tokens}), budget -= n;
+    }
+    if (!out.chunks.empty() || running_.size() <= 1) break;
+    preempt_last(out);
+  }
+  // New requests while there is room, in arrival order (none skips the one that does not fit); not
+  // in a step that had to preempt, or the preempted would come straight back and thrash.
+  while (out.preempted.empty() && budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < config_.max_running) {
+    SchedulerEntry& e = waiting_.front();
+    const int64_t n = fit(e, std::min(budget, e.prompt_tokens - e.computed));
+    if (n == 0) break;
+    out.chunks.push_back({e.id, e.computed, n, false, e.prompt_tokens}), budget -= n;
+    running_.push_back(e);
     waiting_.pop_front();
-    prefill(running_.back());
   }
   return out;
 }

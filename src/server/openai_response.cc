@@ -35,6 +35,40 @@ OrderedJson tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
   return a;
 }
 
+OrderedJson bytes_json(std::string_view token) {
+  OrderedJson a = OrderedJson::array();
+  for (unsigned char c : token) a.push_back(c);
+  return a;
+}
+
+// Chat: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+OrderedJson chat_logprobs_json(ChoiceLogprobs lps) {
+  if (!lps) return OrderedJson();
+  OrderedJson content = OrderedJson::array();
+  for (const LogprobEntry& e : *lps) {
+    OrderedJson top = OrderedJson::array();
+    for (const auto& [t, lp] : e.top) top.push_back({{"token", t}, {"logprob", lp}, {"bytes", bytes_json(t)}});
+    content.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes_json(e.token)}, {"top_logprobs", top}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+// Completions (the legacy shape): parallel arrays, top_logprobs as {token: logprob} objects.
+OrderedJson completion_logprobs_json(ChoiceLogprobs lps) {
+  if (!lps) return OrderedJson();
+  OrderedJson tokens = OrderedJson::array(), logprobs = OrderedJson::array(), top = OrderedJson::array(),
+              offsets = OrderedJson::array();
+  for (const LogprobEntry& e : *lps) {
+    tokens.push_back(e.token);
+    logprobs.push_back(e.logprob);
+    OrderedJson alternatives = OrderedJson::object();
+    for (const auto& [t, lp] : e.top) alternatives[t] = lp;
+    top.push_back(std::move(alternatives));
+    offsets.push_back(e.text_offset);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
 std::string event(const OrderedJson& j) {
   return "data: " + j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) + "\n\n";
 }
@@ -45,12 +79,28 @@ std::string body(const OrderedJson& j) {
 
 }  // namespace
 
+std::vector<LogprobEntry> logprob_entries(std::span<const SampledLogprobs> tokens, const Tokenizer& tok,
+                                          int64_t* offset) {
+  const auto text = [&](int32_t id) { return tok.decode_bytes(std::span<const int32_t>(&id, 1)); };
+  std::vector<LogprobEntry> out;
+  for (const SampledLogprobs& s : tokens) {
+    LogprobEntry e;
+    e.token = text(s.chosen.token);
+    e.logprob = s.chosen.logprob;
+    e.text_offset = *offset;
+    *offset += static_cast<int64_t>(e.token.size());
+    for (const TokenLogprob& t : s.top) e.top.emplace_back(text(t.token), t.logprob);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 std::string finish_reason(bool tool_calls, bool hit_length) {
   return tool_calls ? "tool_calls" : hit_length ? "length" : "stop";
 }
 
 std::string chat_completion_body(const ResponseHeader& h, const ParsedCompletion& c, std::string_view finish,
-                                 const Usage& usage) {
+                                 const Usage& usage, ChoiceLogprobs logprobs) {
   OrderedJson j = header(h, "chat.completion");
   OrderedJson msg;
   msg["role"] = "assistant";
@@ -60,6 +110,7 @@ std::string chat_completion_body(const ResponseHeader& h, const ParsedCompletion
   OrderedJson choice;
   choice["index"] = 0;
   choice["message"] = std::move(msg);
+  choice["logprobs"] = chat_logprobs_json(logprobs);
   choice["finish_reason"] = finish;
   j["choices"] = OrderedJson::array({std::move(choice)});
   j["usage"] = usage_json(usage);
@@ -67,7 +118,8 @@ std::string chat_completion_body(const ResponseHeader& h, const ParsedCompletion
 }
 
 std::string chat_chunk_event(const ResponseHeader& h, const ChatStreamParser::Delta& d, bool first,
-                             const std::vector<ToolCall>& tool_calls, std::optional<std::string_view> finish) {
+                             const std::vector<ToolCall>& tool_calls, std::optional<std::string_view> finish,
+                             ChoiceLogprobs logprobs) {
   OrderedJson j = header(h, "chat.completion.chunk");
   OrderedJson delta = OrderedJson::object();
   if (first) delta["role"] = "assistant";
@@ -77,24 +129,28 @@ std::string chat_chunk_event(const ResponseHeader& h, const ChatStreamParser::De
   OrderedJson choice;
   choice["index"] = 0;
   choice["delta"] = std::move(delta);
+  choice["logprobs"] = chat_logprobs_json(logprobs);
   choice["finish_reason"] = finish ? OrderedJson(*finish) : OrderedJson();
   j["choices"] = OrderedJson::array({std::move(choice)});
   return event(j);
 }
 
 std::string completion_body(const ResponseHeader& h, std::string_view text, std::string_view finish,
-                            const Usage& usage) {
+                            const Usage& usage, ChoiceLogprobs logprobs) {
   OrderedJson j = header(h, "text_completion");
-  j["choices"] = OrderedJson::array({{{"index", 0}, {"text", text}, {"finish_reason", finish}}});
+  j["choices"] = OrderedJson::array(
+      {{{"index", 0}, {"text", text}, {"logprobs", completion_logprobs_json(logprobs)}, {"finish_reason", finish}}});
   j["usage"] = usage_json(usage);
   return body(j);
 }
 
 std::string completion_chunk_event(const ResponseHeader& h, std::string_view text,
-                                   std::optional<std::string_view> finish) {
+                                   std::optional<std::string_view> finish, ChoiceLogprobs logprobs) {
   OrderedJson j = header(h, "text_completion");
-  j["choices"] = OrderedJson::array(
-      {{{"index", 0}, {"text", text}, {"finish_reason", finish ? OrderedJson(*finish) : OrderedJson()}}});
+  j["choices"] = OrderedJson::array({{{"index", 0},
+                                      {"text", text},
+                                      {"logprobs", completion_logprobs_json(logprobs)},
+                                      {"finish_reason", finish ? OrderedJson(*finish) : OrderedJson()}}});
   return event(j);
 }
 

@@ -1,5 +1,7 @@
 #include "server/openai_schema.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "io/json.h"
@@ -84,20 +86,49 @@ Status read_tools(const OrderedJson& j, CompletionRequest* r) {
   }
   if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return {};
   const OrderedJson& c = j["tool_choice"];
+  const auto bad_choice = [] { return invalid("tool_choice", "expected none, auto, required or a function"); };
   if (c.is_string()) {
     const std::string v = c.get<std::string>();
     if (v == "none") {
       r->chat_options.tools.clear();  // not to be called: left out of the prompt
     } else if (v == "required") {
-      return error(ErrorKind::kUnsupported, "'tool_choice': \"required\" is not supported yet (use auto)");
+      r->tool_required = true;
     } else if (v != "auto") {
-      return invalid("tool_choice", "expected none, auto, required or a function");
+      return bad_choice();
     }
-  } else if (c.is_object()) {
-    return error(ErrorKind::kUnsupported, "'tool_choice': naming a function is not supported yet (use auto)");
+  } else if (c.is_object()) {  // {"type": "function", "function": {"name": ...}}
+    if (!c.contains("function") || !c["function"].is_object() || !c["function"].contains("name") ||
+        !c["function"]["name"].is_string())
+      return invalid("tool_choice", "expected {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    r->tool_required = true;
+    r->forced_tool = c["function"]["name"].get<std::string>();
+    const auto& tools = r->chat_options.tools;
+    if (std::none_of(tools.begin(), tools.end(), [&](const ToolSpec& t) { return t.name == r->forced_tool; }))
+      return invalid("tool_choice", fmt::format("function '{}' is not among the request's tools", r->forced_tool));
   } else {
-    return invalid("tool_choice", "expected none, auto, required or a function");
+    return bad_choice();
   }
+  if (r->tool_required && r->chat_options.tools.empty()) return invalid("tool_choice", "a tool call is required but no tools are given");
+  return {};
+}
+
+// Chat: `logprobs` (bool) and `top_logprobs` (0-20); completions: `logprobs` (the number of
+// alternatives, 0-20).
+Status read_logprobs(const OrderedJson& j, bool chat, int* out) {
+  if (chat) {
+    bool on = false;
+    int64_t top = 0;
+    DSINFER_RETURN_IF_ERROR(read_bool(j, "logprobs", &on));
+    DSINFER_RETURN_IF_ERROR(read_int(j, "top_logprobs", &top));
+    if (top < 0 || top > 20) return invalid("top_logprobs", "must be in [0, 20]");
+    if (top > 0 && !on) return invalid("top_logprobs", "needs logprobs: true");
+    *out = on ? static_cast<int>(top) : -1;
+    return {};
+  }
+  int64_t n = -1;
+  DSINFER_RETURN_IF_ERROR(read_int(j, "logprobs", &n));
+  if (n < -1 || n > 20) return invalid("logprobs", "must be in [0, 20]");
+  *out = static_cast<int>(n);
   return {};
 }
 
@@ -151,13 +182,7 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
   DSINFER_RETURN_IF_ERROR(read_bool(j, "stream", &r.stream));
   if (j.contains("stream_options") && j["stream_options"].is_object())
     DSINFER_RETURN_IF_ERROR(read_bool(j["stream_options"], "include_usage", &r.include_usage));
-  bool logprobs = false;
-  DSINFER_RETURN_IF_ERROR(read_bool(j, "logprobs", &logprobs));
-  int64_t top_logprobs = 0;
-  DSINFER_RETURN_IF_ERROR(read_int(j, "top_logprobs", &top_logprobs));
-  if (top_logprobs < 0 || top_logprobs > 20) return invalid("top_logprobs", "must be in [0, 20]");
-  if (logprobs || top_logprobs > 0)
-    return error(ErrorKind::kUnsupported, "'logprobs': log probabilities are not returned yet");
+  DSINFER_RETURN_IF_ERROR(read_logprobs(j, chat, &r.logprobs));
   return r;
 }
 

@@ -1,7 +1,6 @@
 // OpenAI request bodies -> the engine's request (validation at the boundary): /v1/chat/completions
-// and /v1/completions. Errors are kInvalidArgument with a message naming the field (400),
-// kUnsupported for what is not served yet (logprobs, a forced tool choice: 400), or kNotFound for
-// a model this server does not serve (404). Only server/ knows JSON and HTTP.
+// and /v1/completions. Errors are kInvalidArgument with a message naming the field (400) or
+// kNotFound for a model this server does not serve (404). Only server/ knows JSON and HTTP.
 #pragma once
 
 #include <optional>
@@ -24,6 +23,11 @@ struct CompletionRequest {
   std::optional<int> max_tokens;  // none: until the context is full
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
+  int logprobs = -1;  // -1: none; else each token's log-probability with this many alternatives
+  // tool_choice "required" or a named function: the reply must open with a tool call (of
+  // `forced_tool`, when named).
+  bool tool_required = false;
+  std::string forced_tool;
 };
 
 /// `served_model` is the name /v1/models lists; a request naming another model is kNotFound.

@@ -1,6 +1,6 @@
 // The official `openai` npm client against `dsinfer serve` on the tiny model: chat (whole and
-// streamed), text completions, max_tokens, stop sequences, tools accepted, reasoning content, and
-// the client's error classes for 400 / 401 / 404. Run by tests/e2e/openai_client.sh.
+// streamed), text completions, max_tokens, stop sequences, tools accepted, a forced tool choice,
+// log-probabilities, reasoning content, and the client's error classes for 400 / 401 / 404. Run by tests/e2e/openai_client.sh.
 import OpenAI from "openai";
 import assert from "node:assert/strict";
 
@@ -53,6 +53,28 @@ async function main() {
     tools: [{ type: "function", function: { name: "add", parameters: { type: "object", properties: {} } } }],
   });
   assert.equal(typeof thought.choices[0].message.reasoning_content, "string");
+
+  // Log-probabilities: one entry per generated token, each with its alternatives.
+  const scored = await client.chat.completions.create({
+    model: "dsinfer", messages: user("Once upon a time"), max_tokens: 6, temperature: 0, logprobs: true,
+    top_logprobs: 2, ...noThinking,
+  });
+  const entries = scored.choices[0].logprobs.content;
+  assert.equal(entries.length, scored.usage.completion_tokens);
+  for (const e of entries) {
+    assert.equal(e.logprob <= 0, true);
+    assert.equal(e.top_logprobs.length, 2);
+  }
+
+  // A named tool choice: the reply opens that call (random weights rarely complete it well-formed).
+  const forced = await client.chat.completions.create({
+    model: "dsinfer", messages: user("Look it up"), max_tokens: 80, temperature: 0, ...noThinking,
+    tools: [{ type: "function", function: { name: "lookup", parameters: { type: "object", properties: {} } } }],
+    tool_choice: { type: "function", function: { name: "lookup" } },
+  });
+  const reply = forced.choices[0].message;
+  assert.equal(reply.tool_calls?.[0]?.function?.name === "lookup" ||
+               reply.content.includes('<｜DSML｜ invoke name="lookup">'), true);
 
   // Text completions.
   const text = await client.completions.create({ model: "dsinfer", prompt: "Once", max_tokens: 5, temperature: 0 });

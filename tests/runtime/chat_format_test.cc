@@ -172,6 +172,20 @@ TEST(ChatParse, MalformedDsmlStaysPlainContent) {
   }
 }
 
+TEST(ChatParse, ForcedToolCallOpeningsCompleteToCalls) {
+  const std::string rest = "<｜DSML｜ parameter name=\"x\" string=\"true\">hi</｜DSML｜ parameter>\n"
+                           "</｜DSML｜ invoke>\n</｜DSML｜ calls>";
+  ParsedCompletion p = parse_completion(forced_tool_call_opening("f") + rest, false);
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "f");
+  EXPECT_EQ(p.tool_calls[0].arguments, R"({"x": "hi"})");
+  EXPECT_EQ(p.content, "");
+  p = parse_completion("plan</think>" + forced_tool_call_opening("") + "<｜DSML｜ invoke name=\"g\">\n" + rest, true);
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "g");
+  EXPECT_EQ(p.reasoning_content, "plan");
+}
+
 TEST(ChatJson, MessagesAndToolsFromOpenAiShapes) {
   const OrderedJson j = OrderedJson::parse(R"([
     {"role": "system", "content": "s"},

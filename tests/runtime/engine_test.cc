@@ -11,11 +11,11 @@ namespace dsinfer {
 namespace {
 
 TEST(Scheduler, DecodesFirstThenPromptPiecesWithinTheBudget) {
-  Scheduler s({/*token_budget=*/8, /*max_running=*/2});
+  Scheduler s({/*token_budget=*/8, /*max_running=*/2}, nullptr);
   s.add(1, 5);
   s.add(2, 6);
   s.add(3, 2);
-  auto plan = s.schedule();  // 1's prompt (5), then 3 of 2's; 3 waits (max_running)
+  auto plan = s.schedule().chunks;  // 1's prompt (5), then 3 of 2's; 3 waits (max_running)
   ASSERT_EQ(plan.size(), 2u);
   EXPECT_EQ(plan[0].id, 1u);
   EXPECT_EQ(plan[0].count, 5);
@@ -23,7 +23,7 @@ TEST(Scheduler, DecodesFirstThenPromptPiecesWithinTheBudget) {
   EXPECT_EQ(plan[1].count, 3);
   EXPECT_EQ(s.num_waiting(), 1u);
   s.update(plan);
-  plan = s.schedule();  // 1 decodes; 2 finishes its prompt
+  plan = s.schedule().chunks;  // 1 decodes; 2 finishes its prompt
   ASSERT_EQ(plan.size(), 2u);
   EXPECT_TRUE(plan[0].decode);
   EXPECT_EQ(plan[0].start, 5);
@@ -32,11 +32,47 @@ TEST(Scheduler, DecodesFirstThenPromptPiecesWithinTheBudget) {
   EXPECT_EQ(plan[1].count, 3);
   s.update(plan);
   s.remove(1);  // 1 finished: 3 gets its place
-  plan = s.schedule();
+  plan = s.schedule().chunks;
   ASSERT_EQ(plan.size(), 2u);
   EXPECT_TRUE(plan[0].decode && plan[0].id == 2u);
   EXPECT_EQ(plan[1].id, 3u);
   EXPECT_EQ(s.num_running(), 2u);
+}
+
+TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOut) {
+  // Blocks of 4 positions, 1 fixed block per request, 6 blocks: two requests of 6 positions fill it.
+  CacheManager cache({/*block_tokens=*/4, /*block_bytes=*/1, /*fixed_blocks=*/1, /*num_blocks=*/6});
+  Scheduler s({64, 8}, &cache);
+  s.add(1, 6);
+  s.add(2, 6);
+  s.add(3, 2);
+  auto out = s.schedule();  // 1 and 2 take 3 blocks each; 3 finds none and waits
+  ASSERT_EQ(out.chunks.size(), 2u);
+  EXPECT_EQ(cache.num_free(), 0);
+  EXPECT_EQ(s.num_waiting(), 1u);
+  s.update(out.chunks);
+  for (int step = 0; step < 2; ++step) {  // positions 6 and 7 still fit the third blocks
+    out = s.schedule();
+    ASSERT_EQ(out.chunks.size(), 2u);
+    EXPECT_TRUE(out.preempted.empty());
+    s.update(out.chunks);
+  }
+  out = s.schedule();  // position 8 needs a fourth block: 2 (the newest) gives its blocks to 1
+  ASSERT_EQ(out.preempted, std::vector<uint64_t>{2});
+  ASSERT_EQ(out.chunks.size(), 1u);
+  EXPECT_EQ(out.chunks[0].id, 1u);
+  EXPECT_TRUE(out.chunks[0].decode);
+  EXPECT_EQ(s.num_preemptions(), 1);
+  EXPECT_EQ(s.num_waiting(), 2u);  // 2 first (to compute its 6 prompt positions again, then 3 more), then 3
+  s.update(out.chunks);
+  out = s.schedule();  // 2 comes back with what fits: 2 free blocks = 1 fixed + 4 positions
+  ASSERT_EQ(out.chunks.size(), 2u);
+  EXPECT_EQ(out.chunks[1].id, 2u);
+  EXPECT_EQ(out.chunks[1].start, 0);
+  EXPECT_EQ(out.chunks[1].count, 4);
+  EXPECT_EQ(out.chunks[1].prompt_tokens, 6);
+  s.remove(1);  // finishing frees its blocks
+  EXPECT_EQ(cache.num_free(), 4);
 }
 
 TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
@@ -57,8 +93,17 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
     ASSERT_TRUE(generate(model, tok, g, [&](std::string_view p) { alone[i] += p; }).ok());
     ASSERT_FALSE(alone[i].empty()) << i;  // the comparison below compares real text
   }
-  for (const int64_t budget : {int64_t{7}, int64_t{512}}) {  // 7: prompts split across steps
-    Engine engine(model, tok, {budget, 16});
+  // A cache budget of three requests' fixed caches and 20 positions (blocks of one position):
+  // three get in, outgrow it within a few steps, and the newest are preempted and recompute,
+  // unseen in their outputs.
+  const CacheSizes sizes = reference_cache_sizes(model.config());
+  auto probe = cache_layout(sizes, int64_t{1} << 30, 1, 24);
+  ASSERT_TRUE(probe.ok());
+  auto tight = cache_layout(sizes, (3 * probe->fixed_blocks + 20) * probe->block_bytes, 1, 24);
+  ASSERT_TRUE(tight.ok()) << tight.status().message();
+  for (const auto& [budget, cache] : {std::pair<int64_t, std::optional<CacheLayout>>{7, std::nullopt},
+                                      {512, std::nullopt}, {512, *tight}}) {  // 7: prompts split across steps
+    Engine engine(model, tok, {budget, 16}, cache);
     std::vector<std::string> batched(prompts.size());
     std::vector<FinishReason> finish(prompts.size(), FinishReason::kNone);
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -78,7 +123,73 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
       EXPECT_EQ(batched[i], alone[i]) << "budget " << budget << " prompt " << i;
       EXPECT_EQ(finish[i], FinishReason::kLength);
     }
+    const EngineStats st = engine.stats();
+    EXPECT_EQ(st.preemptions > 0, cache.has_value()) << st.preemptions;
+    EXPECT_EQ(st.cache_blocks_free, st.cache_blocks);  // every block back in the pool
   }
+}
+
+// Runs one request to its end; the outputs in order.
+std::vector<RequestOutput> run_alone(Model& model, const Tokenizer& tok, EngineRequest r) {
+  Engine engine(model, tok, {64, 4});
+  std::vector<RequestOutput> outs;
+  r.on_output = [&](const RequestOutput& o) { outs.push_back(o); };
+  EXPECT_TRUE(engine.submit(std::move(r)).ok());
+  for (int steps = 0; engine.step();) EXPECT_LT(++steps, 1000);
+  return outs;
+}
+
+std::string joined_text(const std::vector<RequestOutput>& outs) {
+  std::string text;
+  for (const RequestOutput& o : outs) text += o.text;
+  return text;
+}
+
+TEST(Engine, ReportsLogprobsOfEveryGeneratedToken) {
+  testing::TinyModel tiny(4);
+  ASSERT_TRUE(tiny.ok());
+  EngineRequest r;
+  r.prompt = tiny.tok->encode("Once upon a time");
+  r.sampling.temperature = 0;
+  r.max_tokens = 5;
+  r.logprobs = 3;
+  int tokens = 0;
+  for (const RequestOutput& o : run_alone(*tiny.model, *tiny.tok, r))
+    for (const SampledLogprobs& lp : o.logprobs) {
+      ++tokens;
+      ASSERT_EQ(lp.top.size(), 3u);
+      EXPECT_EQ(lp.chosen.token, lp.top[0].token);  // greedy without penalties: the likeliest token
+      EXPECT_EQ(lp.chosen.logprob, lp.top[0].logprob);
+      EXPECT_LE(lp.top[0].logprob, 0.0f);
+      EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
+      EXPECT_GE(lp.top[1].logprob, lp.top[2].logprob);
+    }
+  EXPECT_EQ(tokens, 5);
+  r.logprobs = -1;
+  for (const RequestOutput& o : run_alone(*tiny.model, *tiny.tok, r)) EXPECT_TRUE(o.logprobs.empty());
+}
+
+TEST(Engine, ForcedContinuationReplacesSampling) {
+  testing::TinyModel tiny(4);
+  ASSERT_TRUE(tiny.ok());
+  const Tokenizer& tok = *tiny.tok;
+  EngineRequest r;
+  r.prompt = tok.encode("Once upon a time");
+  r.sampling.temperature = 0;
+  r.max_tokens = 8;
+  r.logprobs = 0;
+  const std::vector<RequestOutput> free_run = run_alone(*tiny.model, tok, r);
+  ASSERT_FALSE(free_run.empty());
+  const int32_t first = free_run[0].logprobs.at(0).chosen.token;
+  const std::vector<int32_t> forced = tok.encode(" forced words");
+  // Right after the prompt: the output starts with the forced tokens.
+  r.forced = {-1, forced};
+  std::string text = joined_text(run_alone(*tiny.model, tok, r));
+  EXPECT_TRUE(text.starts_with(" forced words")) << text;
+  // After a trigger token: the free first token, then the forced ones.
+  r.forced = {first, forced};
+  text = joined_text(run_alone(*tiny.model, tok, r));
+  EXPECT_TRUE(text.starts_with(tok.decode(std::vector<int32_t>{first}) + " forced words")) << text;
 }
 
 TEST(Engine, RejectsBadRequestsAndCancels) {

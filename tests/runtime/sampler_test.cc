@@ -27,6 +27,24 @@ TEST(Sampler, GreedyPicksTheFirstMaximum) {
   EXPECT_EQ(s.sample(kLogits), 1);
 }
 
+TEST(Sampler, LogprobsAreTheLogSoftmaxOfTheRawLogits) {
+  double z = 0;
+  for (float l : kLogits) z += std::exp(l);
+  const SampledLogprobs lp = token_logprobs(kLogits, 2, 3);
+  EXPECT_EQ(lp.chosen.token, 2);
+  EXPECT_NEAR(lp.chosen.logprob, kLogits[2] - std::log(z), 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].token, 1);  // 2.0 twice: the lower id first
+  EXPECT_EQ(lp.top[1].token, 3);
+  EXPECT_EQ(lp.top[2].token, 0);
+  for (const TokenLogprob& t : lp.top) EXPECT_NEAR(t.logprob, kLogits[t.token] - std::log(z), 1e-6);
+  EXPECT_TRUE(token_logprobs(kLogits, 4, 0).top.empty());
+  EXPECT_EQ(token_logprobs(kLogits, 4, 99).top.size(), kLogits.size());
+  // Large logits do not overflow the normaliser.
+  const std::vector<float> big = {1000.0f, 1000.0f};
+  EXPECT_NEAR(token_logprobs(big, 0, 0).chosen.logprob, -std::log(2.0), 1e-6);
+}
+
 TEST(Sampler, TemperatureOneFollowsTheSoftmax) {
   SamplingParams p;
   const auto f = frequencies(p, kLogits, 40000);

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "io/json.h"
 #include "tiny_model_fixture.h"
 
@@ -19,11 +21,20 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(tiny_.ok());
-    engine_ = std::make_unique<Engine>(*tiny_.model, *tiny_.tok, SchedulerConfig{64, 16});
+    // A context of 640 positions and a cache budget of one such sequence in one-position blocks:
+    // about six short requests fit, not the sixteen that may run at once, so the 32 clients below
+    // get preempted and recompute.
+    constexpr int64_t kContext = 640;
+    const CacheSizes sizes = reference_cache_sizes(tiny_.model->config());
+    const CacheLayout probe = *cache_layout(sizes, 1 << 30, 1, kContext);
+    auto cache = cache_layout(sizes, (probe.fixed_blocks + kContext) * probe.block_bytes, 1, kContext);
+    ASSERT_TRUE(cache.ok()) << cache.status().message();
+    cache_blocks_ = cache->num_blocks;
+    engine_ = std::make_unique<Engine>(*tiny_.model, *tiny_.tok, SchedulerConfig{64, 16}, *cache);
     loop_ = std::make_unique<EngineLoop>(*engine_, 64);
     ServerConfig config;
     config.port = 0, config.api_key = "secret", config.max_body_bytes = 1 << 16;
-    config.context = tiny_.model->config().max_seq_len;
+    config.context = kContext;
     server_ = std::make_unique<HttpServer>(config, *loop_, *tiny_.tok);
     auto port = server_->bind();
     ASSERT_TRUE(port.ok());
@@ -58,6 +69,7 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   std::thread serving_;
   int port_ = 0;
+  int cache_blocks_ = 0;
 };
 
 constexpr const char* kChat = R"({"messages": [{"role": "user", "content": "Once upon a time"}], "max_tokens": 6,
@@ -104,6 +116,58 @@ TEST_F(HttpServerTest, RoutesKeysAndErrors) {
   EXPECT_NE(r->body.find("dsinfer_requests_total"), std::string::npos);
 }
 
+TEST_F(HttpServerTest, LogprobsAndAForcedToolCall) {
+  auto c = client();
+  Json request = Json::parse(kChat);
+  request["logprobs"] = true;
+  request["top_logprobs"] = 2;
+  auto r = c.Post("/v1/chat/completions", request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  Json j = Json::parse(r->body);
+  const Json& content = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u);  // one per generated token (finish "length": no end token)
+  for (const Json& t : content) {
+    EXPECT_LE(t["logprob"].get<double>(), 0.0);
+    ASSERT_EQ(t["top_logprobs"].size(), 2u);
+    EXPECT_EQ(t["token"], t["top_logprobs"][0]["token"]);  // greedy: the likeliest token
+    EXPECT_FALSE(t["bytes"].empty());
+  }
+  // Text completions: the legacy parallel arrays, offsets into the text.
+  r = c.Post("/v1/completions", R"({"prompt": "Once upon", "max_tokens": 4, "temperature": 0, "logprobs": 1})",
+             "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = Json::parse(r->body);
+  const Json& lp = j["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 4u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 4u);
+  ASSERT_EQ(lp["top_logprobs"][0].size(), 1u);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  for (int i = 1; i < 4; ++i) EXPECT_GT(lp["text_offset"][i], lp["text_offset"][i - 1]);  // byte offsets
+  // Without the field: null.
+  r = c.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(Json::parse(r->body)["choices"][0]["logprobs"].is_null());
+  // A named tool choice: the reply opens the call (random weights rarely finish it well-formed,
+  // so the call is either parsed or left as content that starts with its opening).
+  request = Json::parse(kChat);
+  request["max_tokens"] = 80;  // the tiny tokenizer spells the opening in many byte tokens
+  request["tools"] = Json::parse(R"([{"type": "function", "function": {"name": "lookup"}}])");
+  request["tool_choice"] = Json::parse(R"({"type": "function", "function": {"name": "lookup"}})");
+  r = c.Post("/v1/chat/completions", request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = Json::parse(r->body);
+  const Json& message = j["choices"][0]["message"];
+  if (message.contains("tool_calls"))
+    EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "lookup");
+  else
+    EXPECT_NE(message["content"].get<std::string>().find("<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"lookup\">"),
+              std::string::npos)
+        << message.dump();
+}
+
 TEST_F(HttpServerTest, StreamedChatEqualsTheWholeResponse) {
   auto c = client();
   auto whole = c.Post("/v1/chat/completions", kChat, "application/json");
@@ -140,19 +204,27 @@ TEST_F(HttpServerTest, StreamedChatEqualsTheWholeResponse) {
 }
 
 TEST_F(HttpServerTest, ThirtyTwoClientsAndADisconnect) {
+  Json request = Json::parse(kChat);
+  request["max_tokens"] = 16;
+  const std::string body = request.dump();
+  auto alone = client().Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(alone);
+  const std::string expected = Json::parse(alone->body)["choices"][0]["message"]["content"];
   std::atomic<int> ok{0};
   std::vector<std::thread> clients;
   for (int i = 0; i < 32; ++i)
     clients.emplace_back([&] {
       auto c = client();
-      auto r = c.Post("/v1/chat/completions", kChat, "application/json");
-      if (r && r->status == 200 && Json::parse(r->body)["usage"]["completion_tokens"] == 6)
+      auto r = c.Post("/v1/chat/completions", body, "application/json");
+      if (r && r->status == 200 && Json::parse(r->body)["usage"]["completion_tokens"] == 16 &&
+          Json::parse(r->body)["choices"][0]["message"]["content"] == expected)
         ++ok;
       else
         ADD_FAILURE() << (r ? std::to_string(r->status) + " " + r->body : "error " + httplib::to_string(r.error()));
     });
   for (auto& t : clients) t.join();
-  EXPECT_EQ(ok.load(), 32);
+  EXPECT_EQ(ok.load(), 32);  // each the same as alone, preempted or not
+  EXPECT_GT(loop_->stats().engine.preemptions, 0);
 
   // A streaming client that hangs up after its first event: the server cancels it and goes on.
   Json long_stream = Json::parse(kChat);
@@ -168,8 +240,11 @@ TEST_F(HttpServerTest, ThirtyTwoClientsAndADisconnect) {
   auto metrics = client().Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("dsinfer_time_to_first_token_seconds_count"), std::string::npos);
-  EXPECT_NE(metrics->body.find("dsinfer_time_per_output_token_seconds_bucket{le=\"+Inf\"} 34"), std::string::npos)
-      << metrics->body;  // the 32 clients, the cancelled stream and the one after it
+  EXPECT_NE(metrics->body.find("dsinfer_time_per_output_token_seconds_bucket{le=\"+Inf\"} 35"), std::string::npos)
+      << metrics->body;  // the first, the 32 clients, the cancelled stream and the one after it
+  EXPECT_NE(metrics->body.find(fmt::format("dsinfer_cache_blocks {}\n", cache_blocks_)), std::string::npos);
+  EXPECT_NE(metrics->body.find("dsinfer_cache_blocks_used 0\n"), std::string::npos);  // all given back
+  EXPECT_EQ(metrics->body.find("dsinfer_preemptions_total 0\n"), std::string::npos);
 }
 
 }  // namespace
