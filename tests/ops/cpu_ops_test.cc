@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -368,6 +369,29 @@ TEST(BlockDot, DenseRowsAndDots) {
     EXPECT_NEAR(dots.back(), scalar_dot, 1e-12 * std::fabs(scalar_dot) + 1e-300);
   }
   for (const double d : dots) EXPECT_EQ(d, dots.front());
+}
+
+// Weight scales in the accumulation's layout: every e8m0 byte (2^-127 and NaN included), a scale row
+// per weight row or one for the group, partial groups, block counts not a multiple of 4.
+TEST(BlockDot, BlockScalesOfEveryIsaAreTheE8m0Values) {
+  const int64_t blocks = 70;
+  std::vector<uint8_t> scales(cpu::kRowGroup * blocks);
+  for (size_t j = 0; j < scales.size(); ++j) scales[j] = static_cast<uint8_t>(j * 7);
+  for (const int rows : {16, 5})
+    for (const int64_t stride : {blocks, int64_t{0}}) {
+      for (const cpu::Isa isa : {cpu::Isa::kScalar, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+        if (isa > cpu::best_isa()) continue;
+        std::vector<float> ws(blocks * cpu::kRowGroup);
+        cpu::block_scales(isa, scales.data(), stride, rows, blocks, ws.data());
+        for (int l = 0; l < rows; ++l)
+          for (int64_t b = 0; b < blocks; ++b) {
+            const float want = e8m0_to_f32(scales[l * stride + b]);
+            const float got = ws[b * cpu::kRowGroup + l];
+            ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+                << "isa " << static_cast<int>(isa) << " row " << l << " block " << b << " stride " << stride;
+          }
+      }
+    }
 }
 
 TEST(BlockDot, EveryIsaEqualsScalar) {

@@ -235,6 +235,12 @@ void block_partials(const BlockActivations& x, const uint8_t* w, float* partials
   }
 }
 
+void block_scales(Isa isa, const uint8_t* scales, int64_t row_stride, int rows, int64_t blocks, float* ws) {
+  if (isa == Isa::kAvx512) return avx512::block_scales(scales, row_stride, rows, blocks, ws);
+  for (int l = 0; l < rows; ++l)
+    for (int64_t b = 0; b < blocks; ++b) ws[b * kRowGroup + l] = e8m0_to_f32(scales[l * row_stride + b]);
+}
+
 void accumulate_block_scales(Isa isa, const float* partials, const float* xs, const float* ws, int64_t n,
                              int64_t blocks, int rows, float* out) {
   if (isa == Isa::kAvx512) return avx512::accumulate_block_scales(partials, xs, ws, n, blocks, rows, out);

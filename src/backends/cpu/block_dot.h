@@ -40,6 +40,11 @@ void block_partials(const BlockActivations& x, const uint8_t* w, float* partials
 void accumulate_block_scales(Isa isa, const float* partials, const float* xs, const float* ws, int64_t n,
                              int64_t blocks, int rows, float* out);
 
+/// The weight scales of a row group in the layout accumulate_block_scales reads: ws[b * kRowGroup + l]
+/// = e8m0(row_l[b]) for rows l < rows, where row_l = scales + l * row_stride (fp4 experts: a scale
+/// per row and block) or row_l = scales for every l (row_stride 0: fp8, one scale per 32 x 32 tile).
+void block_scales(Isa isa, const uint8_t* scales, int64_t row_stride, int rows, int64_t blocks, float* ws);
+
 /// sum_j w[j] * x[j] in double (exact products). Lane j % 8 of every vector path sums the same
 /// terms in the same order, so the AVX2 and AVX-512 results are identical.
 double dot_f32_f64(Isa isa, const float* w, const double* x, int64_t k);

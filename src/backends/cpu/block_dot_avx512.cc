@@ -14,6 +14,7 @@
 #pragma GCC diagnostic pop
 
 #include "backends/cpu/block_dot.h"
+#include "core/float_formats.h"
 
 #define DSINFER_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 
@@ -158,6 +159,42 @@ DSINFER_AVX512 void accumulate_block_scales(const float* partials, const float* 
     }
     _mm512_mask_storeu_ps(out + i * kRowGroup, static_cast<__mmask16>((1u << rows) - 1), acc);
   }
+}
+
+// e8m0 bytes, one per 32-bit lane -> their fp32 values, as e8m0_to_f32 gives them.
+DSINFER_AVX512 inline __m512 e8m0x16_to_f32(__m512i e) {
+  __m512i bits = _mm512_slli_epi32(e, 23);
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0xFF)), _mm512_set1_epi32(0x7FC00000));
+  return _mm512_castsi512_ps(bits);
+}
+
+DSINFER_AVX512 void block_scales(const uint8_t* scales, int64_t row_stride, int rows, int64_t blocks, float* ws) {
+  static_assert(kRowGroup == 16, "one __m512 of rows");
+  int64_t b = 0;
+  if (row_stride == 0) {  // one scale row for the group: each block's scale in every lane
+    for (; b + 16 <= blocks; b += 16) {
+      const __m512 v = e8m0x16_to_f32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b))));
+      for (int j = 0; j < 16; ++j) _mm512_storeu_ps(ws + (b + j) * kRowGroup, _mm512_permutexvar_ps(_mm512_set1_epi32(j), v));
+    }
+    for (; b < blocks; ++b) _mm512_storeu_ps(ws + b * kRowGroup, _mm512_set1_ps(e8m0_to_f32(scales[b])));
+    return;
+  }
+  // A scale per row: one gather reads 4 consecutive block scales of each of the 16 rows. Lanes of
+  // missing rows get 1.0 (their partials are stale; a tiny scale could make them subnormal).
+  const __mmask16 live = static_cast<__mmask16>((1u << rows) - 1);
+  const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(static_cast<int32_t>(row_stride)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (; b + 4 <= blocks; b += 4) {
+    const __m512i four = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offsets, scales + b, 1);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i e = _mm512_and_si512(_mm512_srli_epi32(four, 8 * j), _mm512_set1_epi32(0xFF));
+      _mm512_storeu_ps(ws + (b + j) * kRowGroup, _mm512_mask_blend_ps(live, one, e8m0x16_to_f32(e)));
+    }
+  }
+  for (; b < blocks; ++b)
+    for (int l = 0; l < kRowGroup; ++l) ws[b * kRowGroup + l] = l < rows ? e8m0_to_f32(scales[l * row_stride + b]) : 1.0f;
 }
 
 }  // namespace dsinfer::cpu::avx512

@@ -22,5 +22,6 @@ void fp4_partials(const uint8_t* w, int64_t k, const int16_t* hi, const int16_t*
 double dot_f32_f64(const float* w, const double* x, int64_t k);
 void accumulate_block_scales(const float* partials, const float* xs, const float* ws, int64_t n, int64_t blocks,
                              int rows, float* out);
+void block_scales(const uint8_t* scales, int64_t row_stride, int rows, int64_t blocks, float* ws);
 
 }  // namespace dsinfer::cpu::avx512

@@ -2,7 +2,6 @@
 // Block-scaled formats: for each output and each 32-wide K block, the partial sum of code products
 // is exact (block_dot.h) and rounded once to fp32, then acc = acc + (partial * s_x) * s_w in fp32,
 // then one bf16 rounding.
-#include <array>
 #include <cmath>
 #include <vector>
 
@@ -51,11 +50,6 @@ void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
   const uint8_t* wcodes = w.weight.as<const uint8_t>();
   const uint8_t* scales = w.scale.as<const uint8_t>();
   const int64_t w_stride = w.weight.stride[0], s_stride = w.scale.stride[0];
-  static const std::array<float, 256> e8m0 = [] {
-    std::array<float, 256> t{};
-    for (int i = 0; i < 256; ++i) t[i] = e8m0_to_f32(static_cast<uint8_t>(i));
-    return t;
-  }();
   // Output rows in groups of kRowGroup: the reference's K-ordered fp32 scale accumulations of a
   // group run side by side as independent chains.
   constexpr int64_t kRows = cpu::kRowGroup;
@@ -67,12 +61,11 @@ void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
     for (int64_t g = gb; g < ge; ++g) {
       const int64_t r0 = g * kRows;
       const int rows = static_cast<int>(std::min(kRows, o - r0));
-      for (int l = 0; l < rows; ++l) {
-        cpu::block_partials(x, wcodes + (r0 + l) * w_stride, partials.data() + l, kRows);
-        // fp4 experts have one scale per row and block, fp8 weights one per 32 x 32 tile.
-        const uint8_t* sr = scales + (fp4 ? r0 + l : (r0 + l) / kBlock) * s_stride;
-        for (int64_t b = 0; b < blocks; ++b) ws[b * kRows + l] = e8m0[sr[b]];
-      }
+      for (int l = 0; l < rows; ++l) cpu::block_partials(x, wcodes + (r0 + l) * w_stride, partials.data() + l, kRows);
+      // fp4 experts have one scale per row and block, fp8 weights one per 32 x 32 tile (a group of
+      // kRows rows never straddles two tiles).
+      static_assert(kBlock % kRows == 0);
+      cpu::block_scales(x.isa, scales + (fp4 ? r0 : r0 / kBlock) * s_stride, fp4 ? s_stride : 0, rows, blocks, ws.data());
       cpu::accumulate_block_scales(x.isa, partials.data(), xs.data(), ws.data(), n, blocks, rows, acc.data());
       for (int64_t i = 0; i < n; ++i)
         for (int l = 0; l < rows; ++l) cpu::bf16_row_mut(a.out, i)[r0 + l] = f32_to_bf16(acc[i * kRows + l]);
