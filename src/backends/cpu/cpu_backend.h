@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "core/float_formats.h"
 #include "core/threading.h"
 #include "ops/backend.h"
 
@@ -47,6 +48,32 @@ inline uint16_t* bf16_row_mut(const TensorView& t, int64_t row) {
 }
 inline float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
+}
+
+/// out[r] = sum over j in order of double(w[r][j]) * x[j] for `rows` weight rows of `width`
+/// (fp32, or bf16 as uint16_t) `stride` apart: each sum is one fixed-order chain of double adds
+/// (the bits the GPU kernels match); eight rows run side by side so eight chains are in flight.
+template <typename W>
+void ordered_row_dots(const W* w, int64_t stride, int64_t rows, const float* x, int64_t width, double* out) {
+  constexpr int64_t kLanes = 8;
+  const auto value = [](W v) {
+    if constexpr (sizeof(W) == 2)
+      return double{bf16_to_f32(v)};
+    else
+      return double{v};
+  };
+  int64_t r0 = 0;
+  for (; r0 + kLanes <= rows; r0 += kLanes) {
+    double acc[kLanes] = {};
+    for (int64_t j = 0; j < width; ++j)
+      for (int64_t q = 0; q < kLanes; ++q) acc[q] += value(w[(r0 + q) * stride + j]) * x[j];
+    for (int64_t q = 0; q < kLanes; ++q) out[r0 + q] = acc[q];
+  }
+  for (; r0 < rows; ++r0) {
+    double acc = 0;
+    for (int64_t j = 0; j < width; ++j) acc += value(w[r0 * stride + j]) * x[j];
+    out[r0] = acc;
+  }
 }
 }  // namespace cpu
 

@@ -18,17 +18,15 @@ void CpuBackend::hc_mixes(const HcMixesArgs& a) {
   const float eps = static_cast<float>(a.hc_eps);
   pool_->parallel_for(n, 1, [&](int64_t tb, int64_t te) {
     std::vector<float> xf(width), m(mix), c(hc * hc);
+    std::vector<double> dots(mix);
     for (int64_t t = tb; t < te; ++t) {
       const uint16_t* x = a.x.as<const uint16_t>() + t * a.x.stride[0];
       double ss = 0;
       for (int64_t j = 0; j < width; ++j) xf[j] = bf16_to_f32(x[j]), ss += double{xf[j]} * xf[j];
       const float r =
           1.0f / std::sqrt(static_cast<float>(ss) / static_cast<float>(width) + static_cast<float>(a.norm_eps));
-      for (int64_t o = 0; o < mix; ++o) {
-        double dot = 0;
-        for (int64_t j = 0; j < width; ++j) dot += double{fn[o * width + j]} * xf[j];
-        m[o] = static_cast<float>(dot) * r;
-      }
+      cpu::ordered_row_dots(fn, width, mix, xf.data(), width, dots.data());
+      for (int64_t o = 0; o < mix; ++o) m[o] = static_cast<float>(dots[o]) * r;
       float* pre = a.pre.as<float>() + t * hc;
       float* post = a.post.as<float>() + t * hc;
       for (int64_t j = 0; j < hc; ++j) {

@@ -14,19 +14,17 @@ void CpuBackend::router(const RouterArgs& a) {
   const int64_t n = a.x.size(0), dim = a.x.size(1), experts = a.weight.size(0), k = a.indices.size(1);
   const bool w_f32 = a.weight.dtype == DType::kF32;
   pool_->parallel_for(n, 1, [&](int64_t tb, int64_t te) {
-    std::vector<float> s(experts), key(experts);
+    std::vector<float> s(experts), key(experts), xf(dim);
+    std::vector<double> dots(experts);
     std::vector<int32_t> order(experts);
     for (int64_t t = tb; t < te; ++t) {
       const uint16_t* x = cpu::bf16_row(a.x, t);
-      for (int64_t e = 0; e < experts; ++e) {
-        double dot = 0;
-        for (int64_t j = 0; j < dim; ++j) {
-          const float wv = w_f32 ? a.weight.as<const float>()[e * a.weight.stride[0] + j]
-                                 : bf16_to_f32(a.weight.as<const uint16_t>()[e * a.weight.stride[0] + j]);
-          dot += double{bf16_to_f32(x[j])} * wv;
-        }
-        s[e] = static_cast<float>(dot) / static_cast<float>(a.gate_temp);
-      }
+      for (int64_t j = 0; j < dim; ++j) xf[j] = bf16_to_f32(x[j]);
+      if (w_f32)
+        cpu::ordered_row_dots(a.weight.as<const float>(), a.weight.stride[0], experts, xf.data(), dim, dots.data());
+      else
+        cpu::ordered_row_dots(a.weight.as<const uint16_t>(), a.weight.stride[0], experts, xf.data(), dim, dots.data());
+      for (int64_t e = 0; e < experts; ++e) s[e] = static_cast<float>(dots[e]) / static_cast<float>(a.gate_temp);
       switch (a.score) {
         case RouterScore::kSqrtSoftplus:
           for (float& v : s) v = std::sqrt(v > 20.0f ? v : std::log1p(std::exp(v)));  // torch softplus
