@@ -17,29 +17,33 @@ void CpuBackend::sparse_attn(const SparseAttnArgs& a) {
   pool_->parallel_for(n * heads, 1, [&](int64_t wb, int64_t we) {
     std::vector<const uint16_t*> rows(kBlock);
     std::vector<float> s(kBlock), acc(d);
-    std::vector<double> part(d);
+    std::vector<double> part(d), dots(kBlock);
+    std::vector<float> qf(d);
+    std::vector<int64_t> live_j(kBlock);
     for (int64_t w = wb; w < we; ++w) {
       const int64_t t = w / heads, h = w % heads;
       const uint16_t* q = a.q.as<const uint16_t>() + t * a.q.stride[0] + h * a.q.stride[1];
       const int32_t* idx = a.idx.as<const int32_t>() + t * a.idx.stride[0];
+      for (int64_t c = 0; c < d; ++c) qf[c] = bf16_to_f32(q[c]);
       float m = -1e30f, l = 0.0f;
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t b0 = 0; b0 < k; b0 += kBlock) {
         const int64_t len = std::min(kBlock, k - b0);
         float bmax = m;
+        int64_t live = 0;  // the block's visible rows, compacted for the dot products
         for (int64_t j = 0; j < len; ++j) {
           const int32_t id = idx[b0 + j];
           DSINFER_DCHECK(id < n_win + n_cmp, "kv index {} out of range", id);
           rows[j] = id < 0       ? nullptr
                     : id < n_win ? cpu::bf16_row(a.window, id)
                                  : cpu::bf16_row(a.compressed, id - n_win);
-          if (!rows[j]) {
-            s[j] = -std::numeric_limits<float>::infinity();
-            continue;
-          }
-          double dot = 0;
-          for (int64_t c = 0; c < d; ++c) dot += double{bf16_to_f32(q[c])} * bf16_to_f32(rows[j][c]);
-          s[j] = static_cast<float>(dot) * a.scale;
+          s[j] = -std::numeric_limits<float>::infinity();
+          if (rows[j]) live_j[live++] = j;
+        }
+        cpu::ordered_dots([&](int64_t i) { return rows[live_j[i]]; }, live, qf.data(), d, dots.data());
+        for (int64_t i = 0; i < live; ++i) {
+          const int64_t j = live_j[i];
+          s[j] = static_cast<float>(dots[i]) * a.scale;
           bmax = std::fmax(bmax, s[j]);
         }
         const float alpha = std::exp(m - bmax);
@@ -66,6 +70,8 @@ void CpuBackend::sparse_attn(const SparseAttnArgs& a) {
 void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
   const int64_t n = a.q.size(0), heads = a.q.size(1), d = a.q.size(2), T = a.keys.ndim ? a.keys.size(0) : 0;
   pool_->parallel_for(n * T, 64, [&](int64_t b, int64_t e) {
+    std::vector<float> keyf(d);
+    std::vector<double> dots(heads);
     for (int64_t w = b; w < e; ++w) {
       const int64_t t = w / T, tau = w % T;
       float* out = a.out.as<float>() + t * a.out.stride[0] + tau;
@@ -75,12 +81,11 @@ void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
       }
       const uint16_t* key = cpu::bf16_row(a.keys, tau);
       const uint16_t* wt = cpu::bf16_row(a.weights, t);
+      for (int64_t c = 0; c < d; ++c) keyf[c] = bf16_to_f32(key[c]);
+      cpu::ordered_row_dots(a.q.as<const uint16_t>() + t * a.q.stride[0], a.q.stride[1], heads, keyf.data(), d, dots.data());
       double exact = 0;  // the reference sums the bf16 head terms in fp32; the bf16 result is order-free
       for (int64_t h = 0; h < heads; ++h) {
-        const uint16_t* q = a.q.as<const uint16_t>() + t * a.q.stride[0] + h * a.q.stride[1];
-        double dot = 0;
-        for (int64_t c = 0; c < d; ++c) dot += double{bf16_to_f32(q[c])} * bf16_to_f32(key[c]);
-        const float dv = std::fmax(round_to_bf16(static_cast<float>(dot)), 0.0f);  // bf16, then relu
+        const float dv = std::fmax(round_to_bf16(static_cast<float>(dots[h])), 0.0f);  // bf16, then relu
         exact += round_to_bf16(dv * bf16_to_f32(wt[h]));
       }
       *out = round_to_bf16(static_cast<float>(exact));

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <type_traits>
 
 #include "core/float_formats.h"
 #include "core/threading.h"
@@ -50,30 +51,40 @@ inline float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
 }
 
-/// out[r] = sum over j in order of double(w[r][j]) * x[j] for `rows` weight rows of `width`
-/// (fp32, or bf16 as uint16_t) `stride` apart: each sum is one fixed-order chain of double adds
-/// (the bits the GPU kernels match); eight rows run side by side so eight chains are in flight.
-template <typename W>
-void ordered_row_dots(const W* w, int64_t stride, int64_t rows, const float* x, int64_t width, double* out) {
-  constexpr int64_t kLanes = 8;
+/// out[r] = sum over j in order of double(row(r)[j]) * x[j] for `rows` rows of `width` values (fp32,
+/// or bf16 as uint16_t): each sum is one fixed-order chain of double adds (the bits the GPU kernels
+/// match); eight rows run side by side so that eight chains are in flight instead of one.
+template <typename RowFn>
+void ordered_dots(RowFn row, int64_t rows, const float* x, int64_t width, double* out) {
+  using W = std::remove_cv_t<std::remove_pointer_t<decltype(row(0))>>;
   const auto value = [](W v) {
     if constexpr (sizeof(W) == 2)
       return double{bf16_to_f32(v)};
     else
       return double{v};
   };
+  constexpr int64_t kLanes = 8;
   int64_t r0 = 0;
   for (; r0 + kLanes <= rows; r0 += kLanes) {
+    const W* w[kLanes];
+    for (int64_t q = 0; q < kLanes; ++q) w[q] = row(r0 + q);
     double acc[kLanes] = {};
     for (int64_t j = 0; j < width; ++j)
-      for (int64_t q = 0; q < kLanes; ++q) acc[q] += value(w[(r0 + q) * stride + j]) * x[j];
+      for (int64_t q = 0; q < kLanes; ++q) acc[q] += value(w[q][j]) * x[j];
     for (int64_t q = 0; q < kLanes; ++q) out[r0 + q] = acc[q];
   }
   for (; r0 < rows; ++r0) {
+    const W* w = row(r0);
     double acc = 0;
-    for (int64_t j = 0; j < width; ++j) acc += value(w[r0 * stride + j]) * x[j];
+    for (int64_t j = 0; j < width; ++j) acc += value(w[j]) * x[j];
     out[r0] = acc;
   }
+}
+
+/// ordered_dots over rows `stride` elements apart.
+template <typename W>
+void ordered_row_dots(const W* w, int64_t stride, int64_t rows, const float* x, int64_t width, double* out) {
+  ordered_dots([&](int64_t r) { return w + r * stride; }, rows, x, width, out);
 }
 }  // namespace cpu
 
