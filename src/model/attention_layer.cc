@@ -1,6 +1,7 @@
 // The attention sublayer (spec §5–§7): low-rank q, the window KV ring, the compressor and the
 // indexer of kv/index sources, sparse attention over window + selected compressed rows, grouped
-// output projection. Per chunk where the reference works per sequence; per token elsewhere.
+// output projection. Per chunk where the reference works per sequence; per token elsewhere. Tensors
+// live in the backend's memory; positions, slot indices and the selections are built on the host.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,35 +15,43 @@
 namespace dsinfer {
 namespace {
 
-// cos/sin rows of the given positions, for RopeArgs.
-struct RopeRows {
-  std::vector<float> cos, sin;
-  RopeRows(const RopeTable& t, const std::vector<int64_t>& positions) {
-    for (int64_t p : positions) {
-      cos.insert(cos.end(), t.cos_row(p), t.cos_row(p) + t.half);
-      sin.insert(sin.end(), t.sin_row(p), t.sin_row(p) + t.half);
-    }
-  }
-  TensorView cos_view(int64_t n, int half) const { return tv(cos.data(), DType::kF32, {n, half}); }
-  TensorView sin_view(int64_t n, int half) const { return tv(sin.data(), DType::kF32, {n, half}); }
-};
-
-void rope_rows(Backend& be, const RopeTable& t, uint16_t* x, int64_t n, int64_t heads, int64_t d,
-               const std::vector<int64_t>& positions, bool inverse) {
+// RoPE on x [n, heads, d] at the given positions: the table rows are copied to the backend.
+void rope_rows(Backend& be, const RopeTable& t, const TensorView& x, const std::vector<int64_t>& positions,
+               bool inverse) {
+  const int64_t n = x.size(0);
   if (n == 0) return;
-  const RopeRows r(t, positions);
-  be.rope({tv(x, DType::kBF16, {n, heads, d}), r.cos_view(n, t.half), r.sin_view(n, t.half), inverse});
+  std::vector<float> cos, sin;
+  for (int64_t p : positions) {
+    cos.insert(cos.end(), t.cos_row(p), t.cos_row(p) + t.half);
+    sin.insert(sin.end(), t.sin_row(p), t.sin_row(p) + t.half);
+  }
+  const DeviceArray<float> c(be, std::span<const float>(cos)), s(be, std::span<const float>(sin));
+  be.rope({x, c.view(DType::kF32, {n, t.half}), s.view(DType::kF32, {n, t.half}), inverse});
 }
 
 TensorView rows_of(const TensorView& t, int64_t begin, int64_t count) {
   TensorView v = t;
-  v.data = t.as<uint16_t>() + begin * t.stride[0];
+  v.data = t.as<uint8_t>() + dtype_bytes(t.dtype, begin * t.stride[0]);
   v.shape[0] = count;
   return v;
 }
 
-void grow(std::vector<uint16_t>& v, size_t size) {
-  if (v.size() < size) v.resize(size, 0);
+// Copies `count` rows of `width` elements, row src_row(i) of src to row dst_row(i) of dst, one copy
+// per run of rows consecutive in both (a ring's rows wrap once at most).
+template <typename T, typename DstRow, typename SrcRow>
+void copy_rows(Backend& be, T* dst, const T* src, int64_t width, int64_t count, DstRow dst_row, SrcRow src_row) {
+  for (int64_t i = 0; i < count;) {
+    int64_t run = 1;
+    while (i + run < count && dst_row(i + run) == dst_row(i) + run && src_row(i + run) == src_row(i) + run) ++run;
+    be.copy_on_device(dst + dst_row(i) * width, src + src_row(i) * width, run * width * sizeof(T));
+    i += run;
+  }
+}
+
+// Grows a cache to hold `rows` rows of `width` (never shrinks: a recomputed chunk rewrites rows).
+template <typename T>
+void grow(DeviceArray<T>& cache, int64_t rows, int64_t width) {
+  if (static_cast<int64_t>(cache.size()) < rows * width) cache.resize(rows * width);
 }
 
 }  // namespace
@@ -54,15 +63,16 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   const int64_t n = b.n, heads = c.n_heads, hd = c.head_dim, ql = c.q_lora_rank, win = c.window_size;
   const int r = c.compress_ratio(l);
 
-  std::vector<uint16_t> qr(n * ql), q(n * heads * hd), kv(n * hd), o(n * heads * hd);
-  const TensorView qrv = tv(qr.data(), DType::kBF16, {n, ql}), kvv = tv(kv.data(), DType::kBF16, {n, hd});
+  DeviceArray<uint16_t> qr = b.scratch<uint16_t>(n * ql), q = b.scratch<uint16_t>(n * heads * hd);
+  DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * hd), o = b.scratch<uint16_t>(n * heads * hd);
+  const TensorView qrv = qr.view(DType::kBF16, {n, ql}), kvv = kv.view(DType::kBF16, {n, hd});
   backend_.linear({x, &w.wq_a, qrv});
   backend_.rms_norm({qrv, w.q_norm, c.norm_eps, qrv});
-  backend_.linear({qrv, &w.wq_b, tv(q.data(), DType::kBF16, {n, heads * hd})});
-  rope_rows(backend_, rope, q.data(), n, heads, hd, b.pos, false);
+  backend_.linear({qrv, &w.wq_b, q.view(DType::kBF16, {n, heads * hd})});
+  rope_rows(backend_, rope, q.view(DType::kBF16, {n, heads, hd}), b.pos, false);
   backend_.linear({x, &w.wkv, kvv});
   backend_.rms_norm({kvv, w.kv_norm, c.norm_eps, kvv});
-  rope_rows(backend_, rope, kv.data(), n, 1, hd, b.pos, false);
+  rope_rows(backend_, rope, kv.view(DType::kBF16, {n, 1, hd}), b.pos, false);
   backend_.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
 
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
@@ -71,13 +81,14 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     const int64_t s = b.size(ci), row0 = b.offset[ci], start = ch.start_pos;
 
     // Window rows and each query's window slots, in the reference's order (spec §5.2).
-    std::vector<uint16_t> wrows;
+    DeviceArray<uint16_t> prefill_rows;  // a prefill's window: cached rows before the chunk, then its own
+    TensorView wrows;
     std::vector<int32_t> widx;
     int64_t width = 0;
     if (ch.decode) {
       const int64_t p = start;
-      std::memcpy(&cache.window[(p % win) * hd], &kv[row0 * hd], hd * 2);
-      wrows = cache.window;
+      backend_.copy_on_device(cache.window.data() + (p % win) * hd, kv.data() + row0 * hd, hd * 2);
+      wrows = cache.window.view(DType::kBF16, {win, hd});
       width = win;
       for (int64_t j = 0; j < win; ++j) {
         const int64_t slot = (p % win + 1 + j) % win;  // oldest first
@@ -85,27 +96,31 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
       }
     } else {
       width = std::min(ch.prompt_len, win);
-      const int64_t h0 = std::max<int64_t>(start - (win - 1), 0);
-      for (int64_t p = h0; p < start; ++p)
-        wrows.insert(wrows.end(), &cache.window[(p % win) * hd], &cache.window[(p % win) * hd] + hd);
-      wrows.insert(wrows.end(), &kv[row0 * hd], &kv[(row0 + s) * hd]);
+      const int64_t h0 = std::max<int64_t>(start - (win - 1), 0), cached = start - h0;
+      prefill_rows = b.scratch<uint16_t>((cached + s) * hd);
+      copy_rows(
+          backend_, prefill_rows.data(), cache.window.data(), hd, cached, [](int64_t i) { return i; },
+          [&](int64_t i) { return (h0 + i) % win; });
+      backend_.copy_on_device(prefill_rows.data() + cached * hd, kv.data() + row0 * hd, s * hd * 2);
+      wrows = prefill_rows.view(DType::kBF16, {cached + s, hd});
       for (int64_t i = 0; i < s; ++i) {
         const int64_t t = start + i, first = std::max<int64_t>(t - (win - 1), 0);
         for (int64_t j = 0; j < width; ++j) widx.push_back(first + j <= t ? static_cast<int32_t>(first + j - h0) : -1);
       }
-      for (int64_t i = std::max<int64_t>(0, s - win); i < s; ++i)  // the ring keeps the last window
-        std::memcpy(&cache.window[((start + i) % win) * hd], &kv[(row0 + i) * hd], hd * 2);
+      const int64_t kept = std::min(s, win);  // the ring keeps the last window
+      copy_rows(
+          backend_, cache.window.data(), kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % win; },
+          [&](int64_t i) { return row0 + s - kept + i; });
     }
-    const int64_t n_win_rows = static_cast<int64_t>(wrows.size()) / hd;
+    const int64_t n_win_rows = wrows.size(0);
 
     // Compressed rows and the selected positions (spec §6–§7).
-    const uint16_t* crows = nullptr;
-    int64_t n_crows = 0, k = 0;
+    TensorView crows;
+    int64_t k = 0;
     if (r > 0) {
       DSINFER_RETURN_IF_ERROR(compressed_kv(l, b, ci, x, qrv));
-      const LayerCache& src = ch.state->layers[c.kv_source_of(l)];
-      crows = src.compressed.data();
-      n_crows = static_cast<int64_t>(src.compressed.size()) / hd;
+      const DeviceArray<uint16_t>& src = ch.state->layers[c.kv_source_of(l)].compressed;
+      if (!src.empty()) crows = src.view(DType::kBF16, {static_cast<int64_t>(src.size()) / hd, hd});
       k = b.topk_k[ci];
     }
     std::vector<int32_t> idx(s * (width + k));
@@ -116,24 +131,24 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
         idx[i * (width + k) + width + j] = sel < 0 ? -1 : static_cast<int32_t>(n_win_rows + sel);
       }
     }
-    backend_.sparse_attn(
-        {tv(&q[row0 * heads * hd], DType::kBF16, {s, heads, hd}), tv(wrows.data(), DType::kBF16, {n_win_rows, hd}),
-         n_crows ? tv(crows, DType::kBF16, {n_crows, hd}) : TensorView{}, tv(idx.data(), DType::kI32, {s, width + k}),
-         w.attn_sink, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
-         tv(&o[row0 * heads * hd], DType::kBF16, {s, heads, hd})});
+    const DeviceArray<int32_t> didx = b.upload(idx);
+    backend_.sparse_attn({q.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd), wrows, crows,
+                          didx.view(DType::kI32, {s, width + k}), w.attn_sink,
+                          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
+                          o.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd)});
   }
-  rope_rows(backend_, rope, o.data(), n, heads, hd, b.pos, /*inverse=*/true);
+  rope_rows(backend_, rope, o.view(DType::kBF16, {n, heads, hd}), b.pos, /*inverse=*/true);
 
   // Grouped low-rank output: group g projects heads [g*h/G, (g+1)*h/G) with its own rows of wo_a.
   const int64_t groups = c.o_groups, olr = c.o_lora_rank, gw = heads * hd / groups;
-  std::vector<uint16_t> z(n * groups * olr);
+  DeviceArray<uint16_t> z = b.scratch<uint16_t>(n * groups * olr);
   for (int64_t g = 0; g < groups; ++g) {
-    TensorView og = tv(o.data(), DType::kBF16, {n, heads * hd}), zg = tv(z.data(), DType::kBF16, {n, groups * olr});
+    TensorView og = o.view(DType::kBF16, {n, heads * hd}), zg = z.view(DType::kBF16, {n, groups * olr});
     og.data = o.data() + g * gw, og.shape[1] = gw;
     zg.data = z.data() + g * olr, zg.shape[1] = olr;
     backend_.linear({og, &w.wo_a[g], zg});
   }
-  backend_.linear({tv(z.data(), DType::kBF16, {n, groups * olr}), &w.wo_b, out});
+  backend_.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
   comm_.all_reduce_sum(out);
   return {};
 }
@@ -149,36 +164,46 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
   const TensorView xc = rows_of(x, row0, s);
 
   // Compressor (kv sources): the pre-RoPE latents of the groups this chunk completes.
-  std::vector<uint16_t> latent;
+  DeviceArray<uint16_t> latent(backend_);
   std::vector<int64_t> group_pos;  // first token of each completed group
   if (c.is_kv_source(l)) {
     LayerCache& cache = st.layers[l];
     if (r == 1) {
-      latent.resize(s * hd);
-      const TensorView lv = tv(latent.data(), DType::kBF16, {s, hd});
+      latent = b.scratch<uint16_t>(s * hd);
+      const TensorView lv = latent.view(DType::kBF16, {s, hd});
       backend_.linear({xc, &w.comp_wkv, lv});
       backend_.rms_norm({lv, w.comp_norm, c.norm_eps, lv});
       for (int64_t i = 0; i < s; ++i) group_pos.push_back(start + i);
     } else {
-      std::vector<float> kvf(s * hd), score(s * hd), pairs, pair_scores;
-      backend_.linear({xc, &w.comp_wkv, tv(kvf.data(), DType::kF32, {s, hd})});
-      backend_.linear({xc, &w.comp_wgate, tv(score.data(), DType::kF32, {s, hd})});
-      for (int64_t i = 0; i < s; ++i) {  // state slot p % 2; a group completes at odd p
-        const int64_t p = start + i, slot = p % 2;
-        std::copy(&kvf[i * hd], &kvf[(i + 1) * hd], &cache.kv_state[slot * hd]);
-        std::copy(&score[i * hd], &score[(i + 1) * hd], &cache.score_state[slot * hd]);
-        if (slot == 1) {
-          pairs.insert(pairs.end(), cache.kv_state.begin(), cache.kv_state.end());
-          pair_scores.insert(pair_scores.end(), cache.score_state.begin(), cache.score_state.end());
-          group_pos.push_back(p - 1);
+      DeviceArray<float> kvf = b.scratch<float>(s * hd), score = b.scratch<float>(s * hd);
+      backend_.linear({xc, &w.comp_wkv, kvf.view(DType::kF32, {s, hd})});
+      backend_.linear({xc, &w.comp_wgate, score.view(DType::kF32, {s, hd})});
+      // State slot p % 2; a group completes at odd p with the pair (slot 0, slot 1). A group begun
+      // in an earlier call takes its first row from the state; the rest are consecutive rows.
+      for (int64_t p = start; p < start + s; ++p)
+        if (p % 2 == 1) group_pos.push_back(p - 1);
+      const int64_t g = static_cast<int64_t>(group_pos.size());
+      DeviceArray<float> pairs = b.scratch<float>(g * 2 * hd), pair_scores = b.scratch<float>(g * 2 * hd);
+      for (auto [dst, state, rows] :
+           {std::tuple{&pairs, &cache.kv_state, &kvf}, {&pair_scores, &cache.score_state, &score}}) {
+        int64_t first = 0, filled = 0;  // first chunk row of a whole pair; floats of `dst` written
+        if (g && start % 2 == 1) {
+          backend_.copy_on_device(dst->data(), state->data(), hd * 4);
+          backend_.copy_on_device(dst->data() + hd, rows->data(), hd * 4);
+          first = 1, filled = 2 * hd;
+        }
+        if (filled < g * 2 * hd)
+          backend_.copy_on_device(dst->data() + filled, rows->data() + first * hd, (g * 2 * hd - filled) * 4);
+        for (int64_t slot = 0; slot < 2; ++slot) {  // the last row of each parity becomes its slot
+          const int64_t last = start + s - 1 - ((start + s - 1 - slot) % 2 + 2) % 2;
+          if (last >= start)
+            backend_.copy_on_device(state->data() + slot * hd, rows->data() + (last - start) * hd, hd * 4);
         }
       }
-      const int64_t g = static_cast<int64_t>(group_pos.size());
-      latent.resize(g * hd);
+      latent = b.scratch<uint16_t>(g * hd);
       if (g) {
-        const TensorView lv = tv(latent.data(), DType::kBF16, {g, hd});
-        backend_.compress_pool(
-            {tv(pairs.data(), DType::kF32, {g, 2, hd}), tv(pair_scores.data(), DType::kF32, {g, 2, hd}), lv});
+        const TensorView lv = latent.view(DType::kBF16, {g, hd});
+        backend_.compress_pool({pairs.view(DType::kF32, {g, 2, hd}), pair_scores.view(DType::kF32, {g, 2, hd}), lv});
         backend_.rms_norm({lv, w.comp_norm, c.norm_eps, lv});
       }
     }
@@ -189,12 +214,12 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
 
   // Publish the rotated, fp4 fake-quantised latents into this layer's compressed cache (spec §6.2).
   if (groups) {
-    rope_rows(backend_, rope, latent.data(), groups, 1, hd, group_pos, false);
-    backend_.fake_quant({tv(latent.data(), DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
-    LayerCache& cache = st.layers[l];
+    rope_rows(backend_, rope, latent.view(DType::kBF16, {groups, 1, hd}), group_pos, false);
+    backend_.fake_quant({latent.view(DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
+    DeviceArray<uint16_t>& cache = st.layers[l].compressed;
     const int64_t j0 = group_pos.front() / r;
-    grow(cache.compressed, (j0 + groups) * hd);
-    std::copy(latent.begin(), latent.end(), cache.compressed.begin() + j0 * hd);
+    grow(cache, j0 + groups, hd);
+    backend_.copy_on_device(cache.data() + j0 * hd, latent.data(), groups * hd * 2);
   }
   // Config validation guarantees an index source of this ratio ran earlier in this call.
   DSINFER_CHECK(static_cast<int64_t>(b.topk[ci].size()) == s * b.topk_k[ci], "layer {}: no published top-k", l);
@@ -202,7 +227,7 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
 }
 
 Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const TensorView& qrc,
-                      std::vector<uint16_t>& latent, const std::vector<int64_t>& group_pos) {
+                      const DeviceArray<uint16_t>& latent, const std::vector<int64_t>& group_pos) {
   const ModelConfig& c = config_;
   const AttentionWeights& w = weights_.layers[l].attn;
   const RopeTable& rope = *rope_[l];
@@ -218,16 +243,16 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   // Index keys of a key owner, from the pre-RoPE latents (spec §7.1); the shared slot moves here.
   const int64_t groups = static_cast<int64_t>(group_pos.size());
   if (c.is_kv_source(l) && groups) {
-    std::vector<uint16_t> keys(groups * di);
-    const TensorView kv = tv(keys.data(), DType::kBF16, {groups, di});
-    backend_.linear({tv(latent.data(), DType::kBF16, {groups, c.head_dim}), &w.idx_wk, kv});
+    DeviceArray<uint16_t> keys = b.scratch<uint16_t>(groups * di);
+    const TensorView kv = keys.view(DType::kBF16, {groups, di});
+    backend_.linear({latent.view(DType::kBF16, {groups, c.head_dim}), &w.idx_wk, kv});
     backend_.rms_norm({kv, w.idx_k_norm, c.norm_eps, kv});
-    rope_rows(backend_, rope, keys.data(), groups, 1, di, group_pos, false);
+    rope_rows(backend_, rope, keys.view(DType::kBF16, {groups, 1, di}), group_pos, false);
     backend_.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
-    LayerCache& cache = st.layers[l];
+    DeviceArray<uint16_t>& cache = st.layers[l].index_keys;
     const int64_t j0 = group_pos.front() / r;
-    grow(cache.index_keys, (j0 + groups) * di);
-    std::copy(keys.begin(), keys.end(), cache.index_keys.begin() + j0 * di);
+    grow(cache, j0 + groups, di);
+    backend_.copy_on_device(cache.data() + j0 * di, keys.data(), groups * di * 2);
     st.index_key_owner = l;
   }
   const int64_t k = std::min<int64_t>(c.index_topk, T);
@@ -238,25 +263,28 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
     return {};
   }
 
-  std::vector<uint16_t> q(s * hi * di), wts(s * hi);
-  backend_.linear({qrc, &w.idx_wq_b, tv(q.data(), DType::kBF16, {s, hi * di})});
-  rope_rows(backend_, rope, q.data(), s, hi, di, positions, false);
-  backend_.fake_quant({tv(q.data(), DType::kBF16, {s, hi * di}), FakeQuant::kFp4E8M0Group32});
-  backend_.linear({xc, &w.idx_weights_proj, tv(wts.data(), DType::kBF16, {s, hi})});
+  DeviceArray<uint16_t> q = b.scratch<uint16_t>(s * hi * di), wts = b.scratch<uint16_t>(s * hi);
+  backend_.linear({qrc, &w.idx_wq_b, q.view(DType::kBF16, {s, hi * di})});
+  rope_rows(backend_, rope, q.view(DType::kBF16, {s, hi, di}), positions, false);
+  backend_.fake_quant({q.view(DType::kBF16, {s, hi * di}), FakeQuant::kFp4E8M0Group32});
+  backend_.linear({xc, &w.idx_weights_proj, wts.view(DType::kBF16, {s, hi})});
   const float wscale =
       static_cast<float>(std::pow(static_cast<double>(di), -0.5) * std::pow(static_cast<double>(hi), -0.5));
-  for (uint16_t& v : wts) v = f32_to_bf16(bf16_to_f32(v) * wscale);
+  std::vector<uint16_t> scaled = wts.download();
+  for (uint16_t& v : scaled) v = f32_to_bf16(bf16_to_f32(v) * wscale);
+  wts.upload(scaled);
 
   const int owner = st.index_key_owner;
   if (owner < 0 || static_cast<int64_t>(st.layers[owner].index_keys.size()) < T * di)
     return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
   std::vector<int32_t> visible(s);
   for (int64_t i = 0; i < s; ++i) visible[i] = static_cast<int32_t>(ch.decode ? T : (start + i + 1) / r);
-  std::vector<float> scores(s * T);
-  backend_.indexer_scores({tv(q.data(), DType::kBF16, {s, hi, di}),
-                           tv(st.layers[owner].index_keys.data(), DType::kBF16, {T, di}),
-                           tv(wts.data(), DType::kBF16, {s, hi}), tv(visible.data(), DType::kI32, {s}),
-                           tv(scores.data(), DType::kF32, {s, T})});
+  const DeviceArray<int32_t> dvisible = b.upload(visible);
+  DeviceArray<float> dscores = b.scratch<float>(s * T);
+  backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}), st.layers[owner].index_keys.view(DType::kBF16, {T, di}),
+                           wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
+                           dscores.view(DType::kF32, {s, T})});
+  std::vector<float> scores = dscores.download();
 
   if (c.is_candidate_source(l)) {
     std::vector<uint8_t>& cand = b.candidates[ci];

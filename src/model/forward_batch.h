@@ -1,5 +1,6 @@
 // Model::Batch: the flattened tokens of one forward call and the per-call slots the reference
-// hands between layers (published top-k and candidate masks, per chunk).
+// hands between layers (published top-k and candidate masks, per chunk). The residual stream lives
+// in the backend's memory; positions, ids and selections are host data.
 #pragma once
 
 #include <cstring>
@@ -7,22 +8,31 @@
 #include <vector>
 
 #include "model/model.h"
+#include "ops/device_array.h"
 
 namespace dsinfer {
 
-inline TensorView tv(const void* data, DType dtype, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(const_cast<void*>(data), dtype, shape);
-}
-
 struct Model::Batch {
+  explicit Batch(Backend& backend) : be(backend) {}
+  Backend& be;
+  /// Zeroed scratch in the backend's memory, or a copy of host data there.
+  template <typename T>
+  DeviceArray<T> scratch(int64_t count) const {
+    return DeviceArray<T>(be, static_cast<size_t>(count));
+  }
+  template <typename T>
+  DeviceArray<T> upload(const std::vector<T>& host) const {
+    return DeviceArray<T>(be, std::span<const T>(host));
+  }
+
   std::span<ForwardChunk> chunks;
   int64_t n = 0;                // tokens in the call
   std::vector<int64_t> offset;  // chunk c owns rows [offset[c], offset[c + 1])
   std::vector<int64_t> pos;     // [n] absolute positions
   std::vector<int32_t> ids;     // [n]
   std::vector<int64_t> hashes;  // [n, engram layers, columns]
-  std::vector<uint16_t> x;      // [n, hc, dim] the residual stream
-  std::vector<float> pre;       // [n, hc] the pending pre-mix
+  DeviceArray<uint16_t> x;      // [n, hc, dim] the residual stream
+  DeviceArray<float> pre;       // [n, hc] the pending pre-mix
   // Published by the most recent index source / candidate source in this call, per chunk.
   std::vector<std::vector<int32_t>> topk;  // [s, k] compressed positions or -1
   std::vector<int64_t> topk_k;
@@ -59,13 +69,31 @@ struct Model::Batch {
     return {};
   }
 
+  bool debugging(size_t c) const { return chunks[c].debug != nullptr; }
+  /// Records host data for --dump-debug.
   void record(size_t c, const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data) const {
     if (!chunks[c].debug) return;
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    DebugTensor t{dtype, std::move(shape), std::vector<uint8_t>(dtype_bytes(dtype, numel))};
+    DebugTensor t{dtype, std::move(shape), {}};
+    t.bytes.resize(debug_bytes(t));
     if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
     (*chunks[c].debug)[name] = std::move(t);
+  }
+  /// Records `array` from element `from` on.
+  template <typename T>
+  void record(size_t c, const std::string& name, DType dtype, std::vector<int64_t> shape, const DeviceArray<T>& array,
+              int64_t from) const {
+    if (!chunks[c].debug) return;
+    DebugTensor t{dtype, std::move(shape), {}};
+    t.bytes.resize(debug_bytes(t));
+    if (!t.bytes.empty()) be.copy_to_host(t.bytes.data(), array.data() + from, t.bytes.size());
+    (*chunks[c].debug)[name] = std::move(t);
+  }
+
+ private:
+  static size_t debug_bytes(const DebugTensor& t) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    return static_cast<size_t>(dtype_bytes(t.dtype, numel));
   }
 };
 

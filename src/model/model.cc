@@ -13,14 +13,18 @@
 
 namespace dsinfer {
 
-SequenceState make_sequence_state(const ModelConfig& c) {
+SequenceState make_sequence_state(const ModelConfig& c, Backend& backend) {
   SequenceState s;
   s.layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
-    s.layers[l].window.assign(static_cast<size_t>(c.window_size) * c.head_dim, 0);
+    LayerCache& lc = s.layers[l];
+    lc.window = DeviceArray<uint16_t>(backend, static_cast<size_t>(c.window_size) * c.head_dim);
+    lc.compressed = DeviceArray<uint16_t>(backend);
+    lc.index_keys = DeviceArray<uint16_t>(backend);
     if (c.is_kv_source(l) && c.compress_ratio(l) == 2) {
-      s.layers[l].kv_state.assign(2 * c.head_dim, 0.0f);
-      s.layers[l].score_state.assign(2 * c.head_dim, -std::numeric_limits<float>::infinity());
+      lc.kv_state = DeviceArray<float>(backend, 2 * c.head_dim);
+      const std::vector<float> empty(2 * c.head_dim, -std::numeric_limits<float>::infinity());
+      lc.score_state = DeviceArray<float>(backend, std::span<const float>(empty));
     }
   }
   return s;
@@ -37,6 +41,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
   if (options.prefault) ckpt.prefault(options.progress);
   std::unique_ptr<Model> m(new Model(std::move(config), std::move(ckpt), backend, comm));
   DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_));
+  place_weights(m->weights_, backend, options.upload_progress);
   const ModelConfig& c = m->config_;
   if (!c.engram_layer_ids.empty()) {
     DSINFER_ASSIGN_OR_RETURN(EngramTokenMap map, load_or_build_engram_token_map(dir));
@@ -58,7 +63,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
 
 Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
   const ModelConfig& c = config_;
-  Batch b;
+  Batch b(backend_);
   DSINFER_RETURN_IF_ERROR(b.init(c, chunks));
   if (logits.size() != chunks.size() * static_cast<size_t>(c.vocab_size))
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
@@ -76,14 +81,17 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
     }
   }
 
-  // Embedding, repeated into hc identical copies; the first pre-mix is one-hot on copy 0.
-  std::vector<uint16_t> h(n * dim);
-  backend_.embed({tv(b.ids.data(), DType::kI32, {n}), weights_.embed, 0, tv(h.data(), DType::kBF16, {n, dim})});
-  b.x.resize(n * hc * dim);
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t k = 0; k < hc; ++k) std::memcpy(&b.x[(t * hc + k) * dim], &h[t * dim], dim * 2);
-  b.pre.assign(n * hc, 0.0f);
-  for (int64_t t = 0; t < n; ++t) b.pre[t * hc] = 1.0f;
+  // Embedding into each of the hc copies; the first pre-mix is one-hot on copy 0.
+  const DeviceArray<int32_t> ids = b.upload(b.ids);
+  b.x = b.scratch<uint16_t>(n * hc * dim);
+  for (int64_t k = 0; k < hc; ++k) {
+    TensorView copy = b.x.view(DType::kBF16, {n, dim}, k * dim);
+    copy.stride[0] = hc * dim;
+    backend_.embed({ids.view(DType::kI32, {n}), weights_.embed, 0, copy});
+  }
+  std::vector<float> pre(n * hc, 0.0f);
+  for (int64_t t = 0; t < n; ++t) pre[t * hc] = 1.0f;
+  b.pre = b.upload(pre);
 
   for (int l = 0; l < c.n_layers; ++l) {
     if (weights_.layers[l].engram) engram(l, b);
@@ -92,18 +100,18 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
 
   // Final collapse with the last FFN's pre, norm, head on each chunk's last token.
   const int64_t nc = static_cast<int64_t>(chunks.size());
-  std::vector<uint16_t> last_x(nc * hc * dim), collapsed(nc * dim);
-  std::vector<float> last_pre(nc * hc);
+  DeviceArray<uint16_t> last_x = b.scratch<uint16_t>(nc * hc * dim), collapsed = b.scratch<uint16_t>(nc * dim);
+  DeviceArray<float> last_pre = b.scratch<float>(nc * hc), out = b.scratch<float>(nc * c.vocab_size);
   for (int64_t ci = 0; ci < nc; ++ci) {
     const int64_t t = b.offset[ci + 1] - 1;
-    std::memcpy(&last_x[ci * hc * dim], &b.x[t * hc * dim], hc * dim * 2);
-    std::memcpy(&last_pre[ci * hc], &b.pre[t * hc], hc * 4);
+    backend_.copy_on_device(last_x.data() + ci * hc * dim, b.x.data() + t * hc * dim, hc * dim * 2);
+    backend_.copy_on_device(last_pre.data() + ci * hc, b.pre.data() + t * hc, hc * 4);
   }
-  backend_.hc_pre({tv(last_x.data(), DType::kBF16, {nc, hc, dim}), tv(last_pre.data(), DType::kF32, {nc, hc}),
-                   tv(collapsed.data(), DType::kBF16, {nc, dim})});
-  const TensorView xc = tv(collapsed.data(), DType::kBF16, {nc, dim});
+  const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
+  backend_.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
   backend_.rms_norm({xc, weights_.norm, c.norm_eps, xc});
-  backend_.linear({xc, &weights_.head, tv(logits.data(), DType::kF32, {nc, c.vocab_size})});
+  backend_.linear({xc, &weights_.head, out.view(DType::kF32, {nc, c.vocab_size})});
+  backend_.copy_to_host(logits.data(), out.data(), logits.size() * sizeof(float));
   for (ForwardChunk& ch : chunks) ch.state->length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
   return {};
 }
@@ -112,37 +120,36 @@ Status Model::block(int l, Batch& b) {
   const ModelConfig& c = config_;
   const BlockWeights& w = weights_.layers[l];
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
-  const TensorView stream = tv(b.x.data(), DType::kBF16, {n, hc, dim});
-  std::vector<float> a_pre(n * hc), a_post(n * hc), a_comb(n * hc * hc);
-  std::vector<float> f_post(n * hc), f_comb(n * hc * hc), f_pre(n * hc);
-  std::vector<uint16_t> x(n * dim), y(n * dim);
-  const TensorView xv = tv(x.data(), DType::kBF16, {n, dim}), yv = tv(y.data(), DType::kBF16, {n, dim});
+  const TensorView stream = b.x.view(DType::kBF16, {n, hc, dim});
+  DeviceArray<float> a_pre = b.scratch<float>(n * hc), a_post = b.scratch<float>(n * hc);
+  DeviceArray<float> a_comb = b.scratch<float>(n * hc * hc), f_pre = b.scratch<float>(n * hc);
+  DeviceArray<float> f_post = b.scratch<float>(n * hc), f_comb = b.scratch<float>(n * hc * hc);
+  DeviceArray<uint16_t> x = b.scratch<uint16_t>(n * dim), y = b.scratch<uint16_t>(n * dim);
+  const TensorView xv = x.view(DType::kBF16, {n, dim}), yv = y.view(DType::kBF16, {n, dim});
 
   // Attention: mixes from the block input; collapse with the previous sublayer's pre.
   backend_.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-                     tv(a_pre.data(), DType::kF32, {n, hc}), tv(a_post.data(), DType::kF32, {n, hc}),
-                     tv(a_comb.data(), DType::kF32, {n, hc, hc})});
-  backend_.hc_pre({stream, tv(b.pre.data(), DType::kF32, {n, hc}), xv});
+                     a_pre.view(DType::kF32, {n, hc}), a_post.view(DType::kF32, {n, hc}),
+                     a_comb.view(DType::kF32, {n, hc, hc})});
+  backend_.hc_pre({stream, b.pre.view(DType::kF32, {n, hc}), xv});
   backend_.rms_norm({xv, w.attn_norm, c.norm_eps, xv});
   DSINFER_RETURN_IF_ERROR(attention(l, b, xv, yv));
-  backend_.hc_post(
-      {yv, stream, tv(a_post.data(), DType::kF32, {n, hc}), tv(a_comb.data(), DType::kF32, {n, hc, hc}), stream});
+  backend_.hc_post({yv, stream, a_post.view(DType::kF32, {n, hc}), a_comb.view(DType::kF32, {n, hc, hc}), stream});
 
   // FFN: mixes from the updated stream; collapse with this attention's pre.
   backend_.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-                     tv(f_pre.data(), DType::kF32, {n, hc}), tv(f_post.data(), DType::kF32, {n, hc}),
-                     tv(f_comb.data(), DType::kF32, {n, hc, hc})});
-  backend_.hc_pre({stream, tv(a_pre.data(), DType::kF32, {n, hc}), xv});
+                     f_pre.view(DType::kF32, {n, hc}), f_post.view(DType::kF32, {n, hc}),
+                     f_comb.view(DType::kF32, {n, hc, hc})});
+  backend_.hc_pre({stream, a_pre.view(DType::kF32, {n, hc}), xv});
   backend_.rms_norm({xv, w.ffn_norm, c.norm_eps, xv});
   moe(l, b, xv, yv);
-  backend_.hc_post(
-      {yv, stream, tv(f_post.data(), DType::kF32, {n, hc}), tv(f_comb.data(), DType::kF32, {n, hc, hc}), stream});
+  backend_.hc_post({yv, stream, f_post.view(DType::kF32, {n, hc}), f_comb.view(DType::kF32, {n, hc, hc}), stream});
   b.pre = std::move(f_pre);  // the delayed pre-mix: the next block's attention collapses with it
 
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
     const int64_t s = b.size(ci);
-    b.record(ci, fmt::format("layer{}.out", l), DType::kBF16, {s, hc, dim}, &b.x[b.offset[ci] * hc * dim]);
-    b.record(ci, fmt::format("layer{}.ffn_pre", l), DType::kF32, {s, hc}, &b.pre[b.offset[ci] * hc]);
+    b.record(ci, fmt::format("layer{}.out", l), DType::kBF16, {s, hc, dim}, b.x, b.offset[ci] * hc * dim);
+    b.record(ci, fmt::format("layer{}.ffn_pre", l), DType::kF32, {s, hc}, b.pre, b.offset[ci] * hc);
   }
   return {};
 }
@@ -152,7 +159,8 @@ void Model::engram(int l, Batch& b) {
   const EngramWeights& w = *weights_.layers[l].engram;
   const int e = c.engram_index(l), cols = hasher_->n_columns(), de = c.engram_head_dim;
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
-  // Look up the hashed rows (fp8 with an e8m0 scale per 32 values, exact in bf16).
+  // Look up the hashed rows on the host, where the table stays (fp8 with an e8m0 scale per 32
+  // values, exact in bf16): a step reads cols rows of it, the device needs only those.
   std::vector<uint16_t> rows(n * cols * de);
   const uint8_t* table = w.table.as<const uint8_t>();
   const uint8_t* scales = w.table_scale.as<const uint8_t>();
@@ -163,14 +171,14 @@ void Model::engram(int l, Batch& b) {
         rows[(t * cols + col) * de + d] = f32_to_bf16(e4m3_to_f32(table[row * w.table.stride[0] + d]) *
                                                       e8m0_to_f32(scales[row * w.table_scale.stride[0] + d / 32]));
     }
-  std::vector<uint16_t> kv(n * (hc + 1) * dim);
-  backend_.linear(
-      {tv(rows.data(), DType::kBF16, {n, cols * de}), &w.wkv, tv(kv.data(), DType::kBF16, {n, (hc + 1) * dim})});
-  backend_.engram_gate({tv(b.x.data(), DType::kBF16, {n, hc, dim}), tv(kv.data(), DType::kBF16, {n, (hc + 1) * dim}),
-                        tv(const_cast<float*>(w.wgt.data()), DType::kF32, {hc, dim}), TensorView{}, c.norm_eps});
+  const DeviceArray<uint16_t> looked_up = b.upload(rows);
+  DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * (hc + 1) * dim);
+  backend_.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});
+  backend_.engram_gate({b.x.view(DType::kBF16, {n, hc, dim}), kv.view(DType::kBF16, {n, (hc + 1) * dim}), w.wgt,
+                        TensorView{}, c.norm_eps});
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)
-    b.record(ci, fmt::format("layer{}.engram_out", l), DType::kBF16, {b.size(ci), hc, dim},
-             &b.x[b.offset[ci] * hc * dim]);
+    b.record(ci, fmt::format("layer{}.engram_out", l), DType::kBF16, {b.size(ci), hc, dim}, b.x,
+             b.offset[ci] * hc * dim);
 }
 
 }  // namespace dsinfer

@@ -19,6 +19,7 @@
 #include "model/weights.h"
 #include "ops/backend.h"
 #include "ops/communicator.h"
+#include "ops/device_array.h"
 
 namespace dsinfer {
 
@@ -49,8 +50,9 @@ struct ForwardChunk {
 };
 
 struct LoadOptions {
-  bool prefault = false;  // read every weight page at load (Checkpoint::prefault)
+  bool prefault = false;                                        // read every weight page at load (Checkpoint::prefault)
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes read by the prefault
+  std::function<void(uint64_t done, uint64_t total)> upload_progress;  // bytes copied to a GPU backend
 };
 
 class Model {
@@ -60,7 +62,7 @@ class Model {
                                              const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
-  SequenceState new_sequence() const { return make_sequence_state(config_); }
+  SequenceState new_sequence() const { return make_sequence_state(config_, backend_); }
 
   /// Runs the chunks and writes the fp32 logits of each chunk's last token: logits [chunks, V].
   Status forward(std::span<ForwardChunk> chunks, std::span<float> logits);
@@ -73,7 +75,7 @@ class Model {
   Status attention(int layer, Batch& b, const TensorView& x, const TensorView& out);
   Status compressed_kv(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr);
   Status indexer(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr,
-                 std::vector<uint16_t>& latent, const std::vector<int64_t>& group_pos);
+                 const DeviceArray<uint16_t>& latent, const std::vector<int64_t>& group_pos);
   void moe(int layer, Batch& b, const TensorView& x, const TensorView& out);
   void engram(int layer, Batch& b);
 

@@ -1,21 +1,23 @@
 // SequenceState: everything the model keeps for one sequence between forward calls (spec §14b.1):
 // each layer's window ring, the kv sources' compressed KV, index keys and ratio-2 partial group,
-// the Engram token history, and the reference's shared index-key slot.
+// the Engram token history, and the reference's shared index-key slot. The caches live in the
+// model backend's memory; the history and the bookkeeping on the host.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "io/model_config.h"
+#include "ops/device_array.h"
 
 namespace dsinfer {
 
 struct LayerCache {
-  std::vector<uint16_t> window;      // [win, hd] bf16 (fp8 fake-quantised), slot = position % win
-  std::vector<uint16_t> compressed;  // [groups, hd] bf16 (fp4 fake-quantised), kv sources
-  std::vector<uint16_t> index_keys;  // [groups, d_idx] bf16 (fp4 fake-quantised), kv sources
-  std::vector<float> kv_state;       // [2, hd] ratio-2 partial group, slot = position % 2
-  std::vector<float> score_state;    // [2, hd]
+  DeviceArray<uint16_t> window;      // [win, hd] bf16 (fp8 fake-quantised), slot = position % win
+  DeviceArray<uint16_t> compressed;  // [groups, hd] bf16 (fp4 fake-quantised), kv sources
+  DeviceArray<uint16_t> index_keys;  // [groups, d_idx] bf16 (fp4 fake-quantised), kv sources
+  DeviceArray<float> kv_state;       // [2, hd] ratio-2 partial group, slot = position % 2
+  DeviceArray<float> score_state;    // [2, hd]
 };
 
 struct SequenceState {
@@ -27,6 +29,6 @@ struct SequenceState {
   int64_t length = 0;  // positions [0, length) are cached
 };
 
-SequenceState make_sequence_state(const ModelConfig& c);
+SequenceState make_sequence_state(const ModelConfig& c, Backend& backend);
 
 }  // namespace dsinfer

@@ -26,7 +26,7 @@ class Binder {
       DSINFER_ASSIGN_OR_RETURN(Buffer b, Buffer::allocate_host(e.data_bytes));
       std::memcpy(b.data(), data, e.data_bytes);
       data = b.as<const uint8_t>();
-      w_.owned.push_back(std::move(b));
+      own(std::move(b));
     }
     TensorView v;
     v.data = const_cast<uint8_t*>(data);  // weights are read-only; views carry no constness
@@ -36,6 +36,8 @@ class Binder {
     for (int d = v.ndim - 1; d >= 0; --d) v.shape[d] = e.shape[d], v.stride[d] = st, st *= e.shape[d];
     return v;
   }
+
+  void own(Buffer b) { w_.owned.push_back(std::move(b)); }
 
   Result<LinearWeight> linear(const std::string& prefix, LinearFormat format) {
     LinearWeight lw;
@@ -139,8 +141,10 @@ Status bind_engram(Binder& b, const ModelConfig& c, int l, EngramWeights& e) {
   const auto value = [](const TensorView& t, int64_t i) {
     return t.dtype == DType::kF32 ? t.as<const float>()[i] : bf16_to_f32(t.as<const uint16_t>()[i]);
   };
-  e.wgt.resize(static_cast<size_t>(q.numel()));
-  for (int64_t i = 0; i < q.numel(); ++i) e.wgt[i] = value(q, i) * value(k, i);
+  DSINFER_ASSIGN_OR_RETURN(Buffer wgt, Buffer::allocate_host(q.numel() * sizeof(float)));
+  for (int64_t i = 0; i < q.numel(); ++i) wgt.as<float>()[i] = value(q, i) * value(k, i);
+  e.wgt = wgt.view(DType::kF32, {c.hc_mult, c.dim});
+  b.own(std::move(wgt));
   return {};
 }
 
@@ -172,6 +176,61 @@ Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfi
     }
   }
   return w;
+}
+
+namespace {
+
+// Every view the forward pass hands to the backend (the Engram tables are read on the host).
+template <typename F>
+void for_each_device_view(ModelWeights& w, F&& f) {
+  const auto linear = [&](LinearWeight& lw) {
+    f(lw.weight);
+    f(lw.scale);
+  };
+  const auto expert = [&](ExpertWeights& e) { linear(e.w1), linear(e.w2), linear(e.w3); };
+  f(w.embed), f(w.norm), linear(w.head);
+  for (BlockWeights& b : w.layers) {
+    for (TensorView* v : {&b.attn_norm, &b.ffn_norm, &b.hc_attn_fn, &b.hc_attn_base, &b.hc_attn_scale, &b.hc_ffn_fn,
+                          &b.hc_ffn_base, &b.hc_ffn_scale})
+      f(*v);
+    AttentionWeights& a = b.attn;
+    for (TensorView* v : {&a.attn_sink, &a.q_norm, &a.kv_norm, &a.comp_norm, &a.idx_k_norm}) f(*v);
+    for (LinearWeight* lw :
+         {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_b, &a.comp_wkv, &a.comp_wgate, &a.idx_wq_b, &a.idx_weights_proj, &a.idx_wk})
+      linear(*lw);
+    for (LinearWeight& g : a.wo_a) linear(g);
+    MoeWeights& m = b.ffn;
+    f(m.gate), f(m.bias), f(m.bias_vl);
+    for (ExpertWeights& e : m.experts) expert(e);
+    expert(m.shared);
+    if (b.engram) linear(b.engram->wkv), f(b.engram->wgt);
+  }
+}
+
+// Bytes from a view's first element to one past its last.
+uint64_t extent_bytes(const TensorView& v) {
+  int64_t last = 0;
+  for (int d = 0; d < v.ndim; ++d) last += (v.shape[d] - 1) * v.stride[d];
+  return static_cast<uint64_t>(dtype_bytes(v.dtype, last + 1));
+}
+
+}  // namespace
+
+void place_weights(ModelWeights& w, Backend& backend, const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (backend.device() == Device::kCpu) return;
+  uint64_t total = 0, done = 0;
+  for_each_device_view(w, [&](TensorView& v) {
+    if (v.data) total += extent_bytes(v);
+  });
+  for_each_device_view(w, [&](TensorView& v) {
+    if (!v.data) return;
+    const uint64_t bytes = extent_bytes(v);
+    DeviceArray<uint8_t> copy(backend, std::span<const uint8_t>(v.as<const uint8_t>(), bytes));
+    v.data = copy.data(), v.device = backend.device();
+    w.on_device.push_back(std::move(copy));
+    done += bytes;
+    if (progress) progress(done, total);
+  });
 }
 
 }  // namespace dsinfer

@@ -2,6 +2,7 @@
 // struct per module of the reference. Shapes are the release's (spec §12.2).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "core/status.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "ops/device_array.h"
 #include "ops/linear_weight.h"
 
 namespace dsinfer {
@@ -50,7 +52,7 @@ struct EngramWeights {
   TensorView table;        // [rows, d_e] e4m3
   TensorView table_scale;  // [rows, d_e / 32] e8m0
   LinearWeight wkv;        // [(hc + 1) * dim, cols * d_e] fp8
-  std::vector<float> wgt;  // [hc, dim]: q_weight * k_weight in fp32
+  TensorView wgt;          // [hc, dim] f32: q_weight * k_weight (computed at load)
 };
 
 struct BlockWeights {
@@ -63,14 +65,20 @@ struct BlockWeights {
 };
 
 struct ModelWeights {
-  TensorView embed;                  // [V, dim] bf16
-  TensorView norm;                   // [dim] bf16
-  LinearWeight head;                 // [V, dim] bf16 (f32 math)
-  std::vector<BlockWeights> layers;  // backbone layers
-  std::vector<Buffer> owned;         // copies of tensors the file stores misaligned
+  TensorView embed;                             // [V, dim] bf16
+  TensorView norm;                              // [dim] bf16
+  LinearWeight head;                            // [V, dim] bf16 (f32 math)
+  std::vector<BlockWeights> layers;             // backbone layers
+  std::vector<Buffer> owned;                    // copies of tensors the file stores misaligned, derived tensors
+  std::vector<DeviceArray<uint8_t>> on_device;  // the uploaded copies (a non-CPU backend)
 };
 
 /// Views every backbone tensor of `ckpt` (which must outlive the result and pass the manifest).
 Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& config);
+
+/// Copies every tensor but the Engram tables (looked up on the host) into `backend`'s memory and
+/// points the views there; nothing to do for a host backend. `progress` sees bytes copied.
+void place_weights(ModelWeights& w, Backend& backend,
+                   const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
 }  // namespace dsinfer

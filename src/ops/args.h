@@ -135,4 +135,20 @@ struct EngramGateArgs {
   double norm_eps;
 };
 
+/// out[i] = src[rows[i]]: the tokens routed to one expert.
+struct GatherRowsArgs {
+  TensorView src;   // [n, d] bf16
+  TensorView rows;  // [m] int32
+  TensorView out;   // [m, d] bf16
+};
+
+/// acc[rows[i]] += src[i] in fp32 (rows distinct: one expert's tokens); then, when `out` is given,
+/// out[rows[i]] = bf16(acc[rows[i]]).
+struct ScatterAddArgs {
+  TensorView src;   // [m, d] bf16
+  TensorView rows;  // [m] int32
+  TensorView acc;   // [n, d] f32
+  TensorView out;   // [n, d] bf16 or empty
+};
+
 }  // namespace dsinfer

@@ -1,6 +1,10 @@
-// Backend: one method per op the model uses. CpuBackend is the readable reference; CudaBackend
-// implements the same interface and is checked against it op by op.
+// Backend: one method per op the model uses, and the memory those ops run on. CpuBackend is the
+// readable reference; CudaBackend implements the same interface and is checked against it op by op.
+// The model keeps its activations and caches in the backend's memory (DeviceArray), so the same
+// forward pass runs on either; host code sees that memory only through the copies below.
 #pragma once
+
+#include <cstddef>
 
 #include "ops/args.h"
 
@@ -10,6 +14,15 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
+
+  // Memory of this backend's device (host memory for the CPU). Ops are queued in order; a copy
+  // into host memory returns once the data is there, i.e. after every op queued before it.
+  virtual void* allocate(size_t bytes) = 0;  // uninitialised; aborts when the device is full
+  virtual void deallocate(void* p) = 0;
+  virtual void zero(void* p, size_t bytes) = 0;
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
 
   virtual void embed(const EmbedArgs& a) = 0;
   virtual void rms_norm(const RmsNormArgs& a) = 0;
@@ -25,6 +38,8 @@ class Backend {
   virtual void router(const RouterArgs& a) = 0;
   virtual void compress_pool(const CompressPoolArgs& a) = 0;
   virtual void engram_gate(const EngramGateArgs& a) = 0;
+  virtual void gather_rows(const GatherRowsArgs& a) = 0;
+  virtual void scatter_add(const ScatterAddArgs& a) = 0;
 };
 
 }  // namespace dsinfer

@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
 #include "core/float_formats.h"
+#include "ops/device_array.h"
 #include "test_util.h"
 
 namespace dsinfer {
@@ -39,7 +40,8 @@ struct Mirror {
 };
 
 // bf16 outputs within 2 ulps, or 1e-2 of the outputs' RMS where sums cancel (the fp8 tensor cores).
-void expect_close_bf16(const std::vector<uint8_t>& got_bytes, const std::vector<uint8_t>& want_bytes, const char* what) {
+void expect_close_bf16(const std::vector<uint8_t>& got_bytes, const std::vector<uint8_t>& want_bytes,
+                       const char* what) {
   const auto* got = reinterpret_cast<const uint16_t*>(got_bytes.data());
   const auto* want = reinterpret_cast<const uint16_t*>(want_bytes.data());
   const size_t n = got_bytes.size() / 2;
@@ -72,7 +74,8 @@ TEST_F(CudaBackendTest, LinearInEveryFormat) {
     const int64_t w_bytes = fp4 ? o * k / 2 : fp8 ? o * k : o * k * 2;
     std::vector<uint8_t> w(w_bytes), s(fp4 ? o * (k / 32) : (o / 32) * (k / 32));
     if (fp8 || fp4) {
-      for (auto& b : w) b = fp4 ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));
+      for (auto& b : w)
+        b = fp4 ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));
       for (auto& b : s) b = static_cast<uint8_t>(116 + rng() % 8);
     } else {
       const std::vector<uint16_t> wb = testing::random_bf16(o * k, 2);
@@ -119,6 +122,43 @@ TEST_F(CudaBackendTest, FakeQuantOnStridedRows) {
     }
     EXPECT_EQ(m.fetch(), m.host) << static_cast<int>(kind);
   }
+}
+
+TEST_F(CudaBackendTest, GatherAndScatterAddRowsAsTheCpu) {
+  const int64_t n = 9, d = 4096, m = 4;
+  const std::vector<uint16_t> x = testing::random_bf16(n * d, 11);
+  const std::vector<uint16_t> src = testing::random_bf16(m * d, 12);
+  std::vector<float> acc(n * d);
+  for (int64_t j = 0; j < n * d; ++j) acc[j] = bf16_to_f32(x[j]) * 0.37f;
+  const std::vector<int32_t> rows = {7, 0, 3, 8};
+  Mirror mx(x.size() * 2, x.data()), msrc(src.size() * 2, src.data()), mrows(rows.size() * 4, rows.data());
+  Mirror mgather(m * d * 2), macc(acc.size() * 4, acc.data()), mout(n * d * 2);
+  for (const bool device : {false, true}) {
+    Backend& be = device ? static_cast<Backend&>(gpu) : cpu;
+    be.gather_rows({mx.view(device, DType::kBF16, {n, d}), mrows.view(device, DType::kI32, {m}),
+                    mgather.view(device, DType::kBF16, {m, d})});
+    be.scatter_add({msrc.view(device, DType::kBF16, {m, d}), mrows.view(device, DType::kI32, {m}),
+                    macc.view(device, DType::kF32, {n, d}), mout.view(device, DType::kBF16, {n, d})});
+  }
+  EXPECT_EQ(mgather.fetch(), mgather.host);
+  EXPECT_EQ(macc.fetch(), macc.host);
+  EXPECT_EQ(mout.fetch(), mout.host);
+}
+
+TEST_F(CudaBackendTest, DeviceArrayKeepsItsRowsWhenItGrows) {
+  std::vector<float> host(1000);
+  for (size_t j = 0; j < host.size(); ++j) host[j] = static_cast<float>(j) - 0.5f;
+  DeviceArray<float> a(gpu, std::span<const float>(host));
+  a.resize(5000);  // past the capacity: a new allocation, the old rows copied, the rest zero
+  std::vector<float> want = host;
+  want.resize(5000, 0.0f);
+  EXPECT_EQ(a.download(), want);
+  a.resize(10);
+  a.resize(20);  // inside the capacity: the regrown tail is zeroed again
+  want.resize(10);
+  want.resize(20, 0.0f);
+  EXPECT_EQ(a.download(), want);
+  EXPECT_EQ(a.download(5, 3), std::vector<float>(want.begin() + 5, want.begin() + 8));
 }
 
 }  // namespace

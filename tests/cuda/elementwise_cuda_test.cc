@@ -63,7 +63,8 @@ TEST_F(CudaRowOps, EmbedAndRmsNorm) {
   DeviceCopy<int32_t> dids(ids);
   DeviceCopy<uint16_t> dtable(table), dout(std::vector<uint16_t>(want.size(), 0xFFFF));
   cuda::EmbedParams e;
-  e.ids = dids.p, e.table = dtable.p, e.rows = rows, e.vocab_offset = offset, e.out = dout.p, e.n = n, e.dim = dim;
+  e.ids = dids.p, e.table = dtable.p, e.rows = rows, e.vocab_offset = offset, e.out = dout.p, e.out_stride = dim,
+  e.n = n, e.dim = dim;
   ASSERT_EQ(cuda::launch_embed(e), cudaSuccess);
   EXPECT_EQ(dout.get(), want);
 
@@ -183,7 +184,8 @@ TEST_F(CudaRowOps, CompressPoolAndEngramGate) {
   cpu.engram_gate({view(x.data(), DType::kBF16, {n, hc, dim}), view(kvs.data(), DType::kBF16, {n, (hc + 1) * dim}),
                    view(wgt.data(), DType::kF32, {hc, dim}), view(live.data(), DType::kU8, {n}), 1e-6});
   cuda::EngramGateParams e;
-  e.x = dx.p, e.x_stride = static_cast<int64_t>(hc) * dim, e.kv = dkvs.p, e.kv_stride = static_cast<int64_t>(hc + 1) * dim;
+  e.x = dx.p, e.x_stride = static_cast<int64_t>(hc) * dim, e.kv = dkvs.p,
+  e.kv_stride = static_cast<int64_t>(hc + 1) * dim;
   e.wgt = dwgt.p, e.live = dlive.p, e.norm_eps = 1e-6f, e.n = n, e.hc = hc, e.dim = dim;
   ASSERT_EQ(cuda::launch_engram_gate(e), cudaSuccess);
   expect_close_bf16(dx.get(), x, "engram_gate");
@@ -208,7 +210,8 @@ TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
   p.n = n, p.hc = hc, p.dim = dim;
   ASSERT_EQ(cuda::launch_hc_mixes(p), cudaSuccess);
   const auto close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
-    for (size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], want[j], 1e-5f * std::fabs(want[j]) + 1e-7f) << what << j;
+    for (size_t j = 0; j < got.size(); ++j)
+      EXPECT_NEAR(got[j], want[j], 1e-5f * std::fabs(want[j]) + 1e-7f) << what << j;
   };
   close(dpre.get(), pre, "pre");
   close(dpost.get(), post, "post");

@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/float_formats.h"
 #include "core/quant.h"
+#include "ops/device_array.h"
 #include "test_util.h"
 
 namespace dsinfer {
@@ -347,6 +348,38 @@ namespace {
 // bit, over every e4m3 / e2m1 code including subnormals and signed zeros.
 // The dense views: fp8 rows decoded to fp32 equal the scalar decode for every code; the double
 // dot products of the two vector paths are identical, and within rounding of the scalar one.
+TEST_F(CpuOps, GatherAndScatterAddRows) {
+  const int64_t n = 7, d = 33, m = 3;
+  const std::vector<uint16_t> x = testing::random_bf16(n * d, 31), src = testing::random_bf16(m * d, 32);
+  const std::vector<int32_t> rows = {5, 0, 6};
+  std::vector<uint16_t> gathered(m * d), out(n * d, 0xFFFF);
+  std::vector<float> acc(n * d, 0.25f);
+  be.gather_rows({view(x.data(), DType::kBF16, {n, d}), view(rows.data(), DType::kI32, {m}),
+                  view(gathered.data(), DType::kBF16, {m, d})});
+  be.scatter_add({view(src.data(), DType::kBF16, {m, d}), view(rows.data(), DType::kI32, {m}),
+                  view(acc.data(), DType::kF32, {n, d}), view(out.data(), DType::kBF16, {n, d})});
+  for (int64_t i = 0; i < n; ++i) {
+    const auto hit = std::find(rows.begin(), rows.end(), i);
+    for (int64_t j = 0; j < d; ++j) {
+      const float want = hit == rows.end() ? 0.25f : 0.25f + bf16_to_f32(src[(hit - rows.begin()) * d + j]);
+      EXPECT_EQ(acc[i * d + j], want);
+      EXPECT_EQ(out[i * d + j], hit == rows.end() ? 0xFFFF : f32_to_bf16(want));  // untouched rows stay
+    }
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < d; ++j) EXPECT_EQ(gathered[i * d + j], x[rows[i] * d + j]);
+}
+
+TEST_F(CpuOps, DeviceArrayResizeKeepsAndZeroes) {
+  const std::vector<int32_t> host = {1, 2, 3, 4, 5};
+  DeviceArray<int32_t> a(be, std::span<const int32_t>(host));
+  a.resize(12);
+  EXPECT_EQ(a.download(), (std::vector<int32_t>{1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0}));
+  a.resize(2);
+  a.resize(4);
+  EXPECT_EQ(a.download(), (std::vector<int32_t>{1, 2, 0, 0}));
+}
+
 TEST(BlockDot, DenseRowsAndDots) {
   const int64_t k = 2 * 256 + 40;
   std::mt19937 rng(5);
@@ -398,7 +431,8 @@ TEST(BlockDot, EveryIsaEqualsScalar) {
   const int64_t k = 512 + 64, n = 3, blocks = k / 32;  // 18 blocks: not a multiple of 8
   std::mt19937 rng(31);
   std::vector<uint8_t> w8(k + 64), w4(k / 2 + 64);  // rows start at different offsets
-  for (size_t j = 0; j < w8.size(); ++j) w8[j] = static_cast<uint8_t>(j % 256 == 0x7F || j % 256 == 0xFF ? 0x7E : j % 256);
+  for (size_t j = 0; j < w8.size(); ++j)
+    w8[j] = static_cast<uint8_t>(j % 256 == 0x7F || j % 256 == 0xFF ? 0x7E : j % 256);
   for (auto& b : w4) b = static_cast<uint8_t>(rng());
   std::vector<double> codes(n * k);
   for (auto& c : codes) c = e4m3_to_f32(static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80)));
@@ -414,11 +448,14 @@ TEST(BlockDot, EveryIsaEqualsScalar) {
         for (int64_t i = 0; i < n; ++i) std::copy_n(&codes[i * k], kk, &c[i * kk]);
         cpu::prepare_block_activations(isa, fp4, c.data(), n, kk, x);
         std::vector<float> partials(n * nb * cpu::kRowGroup), out(n * cpu::kRowGroup);
-        for (int l = 0; l < 5; ++l) cpu::block_partials(x, fp4 ? &w4[l * 8] : &w8[l * 16], &partials[l], cpu::kRowGroup);
-        for (int l = 5; l < cpu::kRowGroup; ++l) cpu::block_partials(x, fp4 ? w4.data() : w8.data(), &partials[l], cpu::kRowGroup);
+        for (int l = 0; l < 5; ++l)
+          cpu::block_partials(x, fp4 ? &w4[l * 8] : &w8[l * 16], &partials[l], cpu::kRowGroup);
+        for (int l = 5; l < cpu::kRowGroup; ++l)
+          cpu::block_partials(x, fp4 ? w4.data() : w8.data(), &partials[l], cpu::kRowGroup);
         cpu::accumulate_block_scales(isa, partials.data(), xs.data(), ws.data(), n, nb, 13, out.data());
         std::vector<float> kept;
-        for (int64_t i = 0; i < n; ++i) kept.insert(kept.end(), &out[i * cpu::kRowGroup], &out[i * cpu::kRowGroup + 13]);
+        for (int64_t i = 0; i < n; ++i)
+          kept.insert(kept.end(), &out[i * cpu::kRowGroup], &out[i * cpu::kRowGroup + 13]);
         return std::make_pair(partials, kept);
       };
       const auto want = run(cpu::Isa::kScalar);

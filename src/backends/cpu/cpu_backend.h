@@ -20,6 +20,13 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::kCpu; }
   ThreadPool& pool() { return *pool_; }
 
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void zero(void* p, size_t bytes) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+
   void embed(const EmbedArgs& a) override;
   void rms_norm(const RmsNormArgs& a) override;
   void linear(const LinearArgs& a) override;
@@ -34,6 +41,8 @@ class CpuBackend final : public Backend {
   void router(const RouterArgs& a) override;
   void compress_pool(const CompressPoolArgs& a) override;
   void engram_gate(const EngramGateArgs& a) override;
+  void gather_rows(const GatherRowsArgs& a) override;
+  void scatter_add(const ScatterAddArgs& a) override;
 
  private:
   std::unique_ptr<ThreadPool> pool_;

@@ -1,6 +1,7 @@
-// The MoE router (spec §8.1).
+// The MoE router (spec §8.1) and the row gather / scatter-add around each expert.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -65,6 +66,28 @@ void CpuBackend::router(const RouterArgs& a) {
       for (int64_t j = 0; j < k; ++j) w[j] = w[j] * static_cast<float>(a.route_scale);
     }
   });
+}
+
+void CpuBackend::gather_rows(const GatherRowsArgs& a) {
+  const int64_t m = a.rows.size(0), d = a.src.size(1);
+  DSINFER_CHECK(a.out.size(0) == m && a.out.size(1) == d, "gather_rows shapes");
+  for (int64_t i = 0; i < m; ++i)
+    std::memcpy(cpu::bf16_row_mut(a.out, i), cpu::bf16_row(a.src, a.rows.as<const int32_t>()[i]), d * 2);
+}
+
+void CpuBackend::scatter_add(const ScatterAddArgs& a) {
+  const int64_t m = a.rows.size(0), d = a.src.size(1);
+  DSINFER_CHECK(a.src.size(0) == m && a.acc.size(1) == d, "scatter_add shapes");
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t r = a.rows.as<const int32_t>()[i];
+    const uint16_t* src = cpu::bf16_row(a.src, i);
+    float* acc = a.acc.as<float>() + r * a.acc.stride[0];
+    for (int64_t j = 0; j < d; ++j) acc[j] += bf16_to_f32(src[j]);
+    if (a.out.data) {
+      uint16_t* out = cpu::bf16_row_mut(a.out, r);
+      for (int64_t j = 0; j < d; ++j) out[j] = f32_to_bf16(acc[j]);
+    }
+  }
 }
 
 }  // namespace dsinfer

@@ -1,6 +1,9 @@
 // CudaBackend: argument checks and the mapping of each op's views onto its kernel's parameters.
 #include "backends/cuda/cuda_backend.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
@@ -28,6 +31,50 @@ const uint16_t* bf16(const TensorView& t) {
 
 }  // namespace
 
+CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  check_launch(cudaGetDevice(&device), "device");
+  check_launch(cudaDeviceGetDefaultMemPool(&pool, device), "memory pool");
+  uint64_t keep_all = UINT64_MAX;
+  check_launch(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "memory pool");
+  if (const char* k = std::getenv("DSINFER_CUDA_LINEAR")) {
+    const std::string name = k;
+    linear_kernel_ = name == "fma"     ? cuda::LinearKernel::kFma
+                     : name == "mma"   ? cuda::LinearKernel::kMma
+                     : name == "wgmma" ? cuda::LinearKernel::kWgmma
+                                       : cuda::LinearKernel::kAuto;
+  }
+}
+
+void* CudaBackend::allocate(size_t bytes) {
+  void* p = nullptr;
+  check_launch(cudaMallocAsync(&p, bytes ? bytes : 1, stream_), "allocation");
+  return p;
+}
+
+void CudaBackend::deallocate(void* p) {
+  check_launch(cudaFreeAsync(p, stream_), "free");
+}
+
+void CudaBackend::zero(void* p, size_t bytes) {
+  check_launch(cudaMemsetAsync(p, 0, bytes, stream_), "memset");
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  // From pageable memory this returns once the source is staged, so the caller may free it.
+  check_launch(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  check_launch(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+  check_launch(cudaStreamSynchronize(stream_), "copy to host");
+}
+
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  check_launch(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
+}
+
 CudaBackend::~CudaBackend() {
   for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_}) cudaFree(s->data);
 }
@@ -44,10 +91,11 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes) {
 
 void CudaBackend::embed(const EmbedArgs& a) {
   check_device({&a.ids, &a.table, &a.out}, "embed");
-  DSINFER_CHECK(a.out.is_contiguous() && a.table.is_contiguous(), "embed: contiguous views only");
+  DSINFER_CHECK(a.table.is_contiguous() && a.out.stride[1] == 1, "embed: contiguous rows only");
   cuda::EmbedParams p;
   p.ids = a.ids.as<const int32_t>(), p.table = bf16(a.table), p.rows = a.table.size(0), p.vocab_offset = a.vocab_offset;
-  p.out = a.out.as<uint16_t>(), p.n = static_cast<int>(a.ids.size(0)), p.dim = static_cast<int>(a.table.size(1));
+  p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.ids.size(0));
+  p.dim = static_cast<int>(a.table.size(1));
   p.stream = stream_;
   check_launch(cuda::launch_embed(p), "embed");
 }
@@ -80,7 +128,9 @@ void CudaBackend::linear(const LinearArgs& a) {
     p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.out = static_cast<int>(w.out);
     p.fp4 = w.format == LinearFormat::kFp4, p.w_stride = w.weight.stride[0], p.s_stride = w.scale.stride[0];
     p.y_stride = a.out.stride[0], p.stream = stream_;
-    if (const size_t bytes = cuda::block_linear_workspace_bytes(p)) p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
+    if (linear_kernel_ != cuda::LinearKernel::kWgmma || n <= 8) p.kernel = linear_kernel_;
+    if (const size_t bytes = cuda::block_linear_workspace_bytes(p))
+      p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
     check_launch(cuda::launch_block_linear(p), "linear");
     return;
   }
@@ -130,8 +180,10 @@ void CudaBackend::hc_mixes(const HcMixesArgs& a) {
   check_device({&a.x, &a.fn, &a.scale, &a.base, &a.pre, &a.post, &a.comb}, "hc_mixes");
   cuda::HcMixesParams p;
   p.x = bf16(a.x), p.x_stride = a.x.stride[0], p.fn = a.fn.as<const float>(), p.scale = a.scale.as<const float>();
-  p.base = a.base.as<const float>(), p.norm_eps = static_cast<float>(a.norm_eps), p.hc_eps = static_cast<float>(a.hc_eps);
-  p.sinkhorn_iters = a.sinkhorn_iters, p.pre = a.pre.as<float>(), p.post = a.post.as<float>(), p.comb = a.comb.as<float>();
+  p.base = a.base.as<const float>(), p.norm_eps = static_cast<float>(a.norm_eps),
+  p.hc_eps = static_cast<float>(a.hc_eps);
+  p.sinkhorn_iters = a.sinkhorn_iters, p.pre = a.pre.as<float>(), p.post = a.post.as<float>(),
+  p.comb = a.comb.as<float>();
   p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1)), p.dim = static_cast<int>(a.x.size(2));
   p.stream = stream_;
   check_launch(cuda::launch_hc_mixes(p), "hc_mixes");
@@ -225,6 +277,26 @@ void CudaBackend::engram_gate(const EngramGateArgs& a) {
   p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1)), p.dim = static_cast<int>(a.x.size(2));
   p.stream = stream_;
   check_launch(cuda::launch_engram_gate(p), "engram_gate");
+}
+
+void CudaBackend::gather_rows(const GatherRowsArgs& a) {
+  check_device({&a.src, &a.rows, &a.out}, "gather_rows");
+  DSINFER_CHECK(a.src.stride[1] == 1 && a.out.stride[1] == 1, "gather_rows: contiguous rows only");
+  cuda::GatherRowsParams p;
+  p.src = bf16(a.src), p.src_stride = a.src.stride[0], p.rows = a.rows.as<const int32_t>();
+  p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0], p.m = static_cast<int>(a.rows.size(0));
+  p.d = static_cast<int>(a.src.size(1)), p.stream = stream_;
+  check_launch(cuda::launch_gather_rows(p), "gather_rows");
+}
+
+void CudaBackend::scatter_add(const ScatterAddArgs& a) {
+  check_device({&a.src, &a.rows, &a.acc, &a.out}, "scatter_add");
+  cuda::ScatterAddParams p;
+  p.src = bf16(a.src), p.src_stride = a.src.stride[0], p.rows = a.rows.as<const int32_t>();
+  p.acc = a.acc.as<float>(), p.acc_stride = a.acc.stride[0];
+  p.out = a.out.data ? a.out.as<uint16_t>() : nullptr, p.out_stride = a.out.data ? a.out.stride[0] : 0;
+  p.m = static_cast<int>(a.rows.size(0)), p.d = static_cast<int>(a.src.size(1)), p.stream = stream_;
+  check_launch(cuda::launch_scatter_add(p), "scatter_add");
 }
 
 }  // namespace dsinfer

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 
+#include "backends/cuda/kernels/linear/params.h"
 #include "ops/backend.h"
 
 namespace dsinfer {
@@ -15,13 +16,22 @@ namespace dsinfer {
 class CudaBackend final : public Backend {
  public:
   /// On the current device; `stream` may be null (the default stream).
-  explicit CudaBackend(cudaStream_t stream = nullptr) : stream_(stream) {}
+  explicit CudaBackend(cudaStream_t stream = nullptr);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   Device device() const override { return Device::kCuda; }
   cudaStream_t stream() const { return stream_; }
+
+  // Stream-ordered (cudaMallocAsync) from the device's pool, which keeps what is freed: after the
+  // first step a forward pass's temporaries come from the pool without a device allocation.
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void zero(void* p, size_t bytes) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
 
   void embed(const EmbedArgs& a) override;
   void rms_norm(const RmsNormArgs& a) override;
@@ -37,6 +47,8 @@ class CudaBackend final : public Backend {
   void router(const RouterArgs& a) override;
   void compress_pool(const CompressPoolArgs& a) override;
   void engram_gate(const EngramGateArgs& a) override;
+  void gather_rows(const GatherRowsArgs& a) override;
+  void scatter_add(const ScatterAddArgs& a) override;
 
  private:
   // A device buffer that only grows.
@@ -47,6 +59,9 @@ class CudaBackend final : public Backend {
   void* scratch(Scratch& s, size_t bytes);
 
   cudaStream_t stream_;
+  // DSINFER_CUDA_LINEAR=fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
+  // comparisons); unset or auto: the fastest measured for each shape.
+  cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
   Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_;
 };
 

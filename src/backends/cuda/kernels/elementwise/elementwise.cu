@@ -28,7 +28,27 @@ __global__ void embed_kernel(EmbedParams p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.dim, j = i % p.dim;
     const int64_t local = p.ids[t] - p.vocab_offset;
-    p.out[i] = local >= 0 && local < p.rows ? p.table[local * p.dim + j] : 0;
+    p.out[t * p.out_stride + j] = local >= 0 && local < p.rows ? p.table[local * p.dim + j] : 0;
+  }
+}
+
+__global__ void gather_rows_kernel(GatherRowsParams p) {
+  const int64_t total = static_cast<int64_t>(p.m) * p.d;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / p.d, j = i % p.d;
+    p.out[r * p.out_stride + j] = p.src[p.rows[r] * p.src_stride + j];
+  }
+}
+
+__global__ void scatter_add_kernel(ScatterAddParams p) {
+  const int64_t total = static_cast<int64_t>(p.m) * p.d;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / p.d, j = i % p.d, row = p.rows[r];
+    float& acc = p.acc[row * p.acc_stride + j];
+    acc = acc + bf16_bits_to_float(p.src[r * p.src_stride + j]);
+    if (p.out) p.out[row * p.out_stride + j] = float_to_bf16_bits(acc);
   }
 }
 
@@ -189,7 +209,8 @@ __global__ void hc_mixes_kernel(HcMixesParams p) {
   const float r = 1.0f / sqrtf(static_cast<float>(ss) / static_cast<float>(width) + p.norm_eps);
   for (int o = 0; o < mix; ++o) {
     double dot = 0;
-    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) dot += static_cast<double>(p.fn[o * width + j]) * bf16_bits_to_float(x[j]);
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+      dot += static_cast<double>(p.fn[o * width + j]) * bf16_bits_to_float(x[j]);
     dot = block_sum(dot, scratch);
     if (threadIdx.x == 0) m[o] = static_cast<float>(dot) * r;
   }
@@ -254,6 +275,20 @@ cudaError_t launch_embed(const EmbedParams& p) {
   if (p.n < 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   embed_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const GatherRowsParams& p) {
+  if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
+  if (p.m == 0) return cudaSuccess;
+  gather_rows_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_scatter_add(const ScatterAddParams& p) {
+  if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
+  if (p.m == 0) return cudaSuccess;
+  scatter_add_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -9,10 +9,11 @@
 namespace dsinfer::cuda {
 
 struct EmbedParams {
-  const int32_t* ids = nullptr;  // [n]
+  const int32_t* ids = nullptr;     // [n]
   const uint16_t* table = nullptr;  // [rows, dim] bf16: vocab rows [vocab_offset, vocab_offset + rows)
   int64_t rows = 0, vocab_offset = 0;
-  uint16_t* out = nullptr;  // [n, dim] (ids outside the rows give zero rows)
+  uint16_t* out = nullptr;  // [n, dim], row stride out_stride (ids outside the rows give zero rows)
+  int64_t out_stride = 0;
   int n = 0, dim = 0;
   cudaStream_t stream = nullptr;
 };
@@ -89,7 +90,7 @@ struct EngramGateParams {
   int64_t x_stride = 0;
   const uint16_t* kv = nullptr;  // [n, (hc + 1) * dim], row stride kv_stride: hc keys, then the value
   int64_t kv_stride = 0;
-  const float* wgt = nullptr;    // [hc, dim]
+  const float* wgt = nullptr;     // [hc, dim]
   const uint8_t* live = nullptr;  // [n] or null: 0 forces the gate to 0
   float norm_eps = 0;
   int n = 0, hc = 0, dim = 0;
@@ -110,6 +111,28 @@ struct HcMixesParams {
   float* post = nullptr;  // [n, hc]
   float* comb = nullptr;  // [n, hc, hc]
   int n = 0, hc = 0, dim = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct GatherRowsParams {
+  const uint16_t* src = nullptr;  // [*, d], row stride src_stride
+  int64_t src_stride = 0;
+  const int32_t* rows = nullptr;  // [m]
+  uint16_t* out = nullptr;        // [m, d], row stride out_stride
+  int64_t out_stride = 0;
+  int m = 0, d = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct ScatterAddParams {
+  const uint16_t* src = nullptr;  // [m, d], row stride src_stride
+  int64_t src_stride = 0;
+  const int32_t* rows = nullptr;  // [m], distinct
+  float* acc = nullptr;           // [*, d], row stride acc_stride
+  int64_t acc_stride = 0;
+  uint16_t* out = nullptr;  // [*, d] or null: bf16 of the updated acc rows
+  int64_t out_stride = 0;
+  int m = 0, d = 0;
   cudaStream_t stream = nullptr;
 };
 
