@@ -11,13 +11,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "io/atomic_file.h"
-#include "io/checkpoint.h"
-#include "io/safetensors_writer.h"
+#include "e2e/synthetic_model.h"
 #include "model/model.h"
-#include "model/tiny_model.h"
-#include "model/tiny_tokenizer.h"
-#include "model/weight_manifest.h"
 
 using namespace dsinfer;
 using Clock = std::chrono::steady_clock;
@@ -71,43 +66,6 @@ double stream_read_gbs(int threads) {
   return best;
 }
 
-ModelConfig synthetic_config(int layers, int vocab) {
-  ModelConfig c;
-  c.max_batch_size = 1;
-  c.max_seq_len = 4096;
-  c.vocab_size = vocab;
-  c.dim = 2048;
-  c.moe_inter_dim = 2048;
-  c.n_layers = layers;
-  c.n_mtp_layers = 0;
-  c.n_heads = 16;
-  c.head_dim = 512;
-  c.rope_head_dim = 64;
-  c.q_lora_rank = 512;
-  c.o_groups = 4;
-  c.o_lora_rank = 256;
-  c.n_routed_experts = 8;
-  c.n_activated_experts = 6;
-  c.route_scale = 1.5;
-  c.swiglu_limit = 10;
-  c.window_size = 128;
-  c.compress_ratios.assign(layers, 1);
-  c.compress_ratios[0] = c.compress_ratios[1] = 0;
-  for (int l = 2; l < layers / 2; ++l) c.compress_ratios[l] = 2;
-  c.kv_source_layers = {2, layers / 2};
-  c.index_source_layers = {2, layers / 2, layers / 2 + 2};
-  c.candidate_source_layer = layers / 2;
-  c.candidate_topk_blocks = 64;
-  c.candidate_block_size = 8;
-  c.index_n_heads = 8;
-  c.index_head_dim = 128;
-  c.index_topk = 128;
-  c.original_seq_len = 4096;
-  c.compress_rope_theta = 160000;
-  c.rope_factor = 16;
-  return c;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,32 +87,12 @@ int main(int argc, char** argv) {
   std::printf("machine: %d threads, memory copy %.1f GB/s (read + write counted), read-only %.1f GB/s\n", threads,
               copy_gbs, read_gbs);
 
-  // The tiny tokenizer gives the vocab; the config is otherwise synthetic (no Engram: it needs
-  // its own tables and is a host-side lookup either way).
-  const Json tok = make_tiny_tokenizer_json(kTinyTokenizerMerges);
-  auto vocab = TokenizerVocab::from_json(tok, "tokenizer");
-  const ModelConfig c = synthetic_config(layers, vocab->size());
-  if (Status s = c.validate(); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
-  if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
-    const auto t0 = Clock::now();
-    if (Status s = make_random_weights(c, 1).write_sharded(dir, uint64_t{1} << 30); !s.ok())
-      return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
-    (void)write_file_atomic(std::filesystem::path(dir) / "tokenizer.json", tok.dump());
-    (void)write_file_atomic(std::filesystem::path(dir) / "config.json", c.to_json().dump(1));
-    std::printf("wrote the synthetic checkpoint in %.1f s\n", seconds_since(t0));
-  }
-
-  // Bytes a batch-1 decode step reads: every tensor except the unselected routed experts and the
-  // embedding table (one row), plus the head.
-  const auto manifest = build_weight_manifest(c);
-  int64_t total = 0, active = 0;
-  for (const TensorSpec& t : manifest) {
-    total += t.bytes();
-    if (t.name == "embed.weight") continue;
-    active += t.part == Part::kRoutedExperts ? t.bytes() * c.n_activated_experts / c.n_routed_experts : t.bytes();
-  }
+  auto made = ensure_synthetic_checkpoint(dir, layers);
+  if (!made.ok()) return std::fprintf(stderr, "%s\n", made.status().to_string().c_str()), 1;
+  const ModelConfig& c = made->config;
+  const int64_t active = made->decode_read_bytes;
   std::printf("model: %d layers, dim %d, %d experts (top-%d): %.2f GB of weights, %.2f GB read per decode step\n",
-              layers, c.dim, c.n_routed_experts, c.n_activated_experts, total / 1e9, active / 1e9);
+              layers, c.dim, c.n_routed_experts, c.n_activated_experts, made->weight_bytes / 1e9, active / 1e9);
 
   CpuBackend backend(threads);
   LocalCommunicator comm;

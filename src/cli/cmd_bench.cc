@@ -14,9 +14,10 @@ namespace {
 
 struct BenchOptions {
   std::string model;
+  BackendFlags backend;
   std::vector<int> prompt_lengths = {128};
   std::vector<int> batch_sizes = {1};
-  int decode_steps = 16, threads = 0;
+  int decode_steps = 16;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -25,7 +26,7 @@ double since(Clock::time_point t) {
 }
 
 int run_bench(const BenchOptions& o) {
-  auto loaded = load_cpu_model(o.model, o.threads);
+  auto loaded = load_model(o.model, o.backend);
   if (!loaded.ok()) return report_error(loaded.status());
   Model& model = *loaded->model;
   const ModelConfig& c = model.config();
@@ -75,7 +76,7 @@ void register_bench(CLI::App& app, CommandResult& result) {
   cmd->add_option("--decode-steps", o->decode_steps, "Decode steps timed")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
+  add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_bench(*o); });
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 struct ChatCommandOptions {
   std::string model;
-  int threads = 0;
+  BackendFlags backend;
   SamplingFlags sampling;
   ChatFlags chat;
 };
@@ -30,7 +30,7 @@ int run_chat(const ChatCommandOptions& o) {
   if (!options.ok()) return report_error(options.status());
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
-  auto model = load_cpu_model(o.model, o.threads);
+  auto model = load_model(o.model, o.backend);
   if (!model.ok()) return report_error(model.status());
   const bool interactive = isatty(STDIN_FILENO) != 0;
   if (interactive) std::fputs("dsinfer chat: /reset starts over, /exit (or Ctrl-D) quits\n", stderr);
@@ -73,7 +73,8 @@ int run_chat(const ChatCommandOptions& o) {
     printer.finish();
     print_timings(*stats);
     ParsedCompletion reply = parse_completion(printer.text(), options->thinking);
-    ChatMessage assistant = make_message(ChatRole::kAssistant, std::move(reply.content), std::move(reply.reasoning_content));
+    ChatMessage assistant =
+        make_message(ChatRole::kAssistant, std::move(reply.content), std::move(reply.reasoning_content));
     assistant.tool_calls = std::move(reply.tool_calls);
     for (size_t i = 0; i < assistant.tool_calls.size(); ++i) assistant.tool_calls[i].id = "call_" + std::to_string(i);
     messages.push_back(std::move(assistant));
@@ -89,7 +90,7 @@ void register_chat(CLI::App& app, CommandResult& result) {
   cmd->add_option("--model", o->model, "Model folder")->required();
   add_sampling_flags(cmd, o->sampling);
   add_chat_flags(cmd, o->chat);
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
+  add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_chat(*o); });
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model, prompt, prompt_file;
-  int threads = 0;
+  BackendFlags backend;
   bool chat = false;
   SamplingFlags sampling;
   ChatFlags chat_flags;
@@ -41,7 +41,7 @@ int run_generate(GenerateOptions o) {
   }
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
-  auto model = load_cpu_model(o.model, o.threads);
+  auto model = load_model(o.model, o.backend);
   if (!model.ok()) return report_error(model.status());
   ReasoningPrinter printer(o.chat && chat->thinking);
   auto stats = generate(*model->model, *tok, make_request(*tok, tok->encode(text), o.sampling),
@@ -64,7 +64,7 @@ void register_generate(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--chat", o->chat, "Send the prompt as a user message in the chat encoding");
   add_sampling_flags(cmd, o->sampling);
   add_chat_flags(cmd, o->chat_flags);
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
+  add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result, p, pf] {
     if (!p->count() && !pf->count()) {
       result.exit_code = usage_error("generate needs --prompt or --prompt-file (see dsinfer generate --help)");

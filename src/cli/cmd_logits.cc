@@ -15,7 +15,7 @@ namespace {
 struct LogitsOptions {
   std::string model, prompts, out, force_tokens, replay, dump_debug;
   int steps = 0;
-  int threads = 0;
+  BackendFlags backend;
 };
 
 Result<std::vector<std::vector<int32_t>>> read_prompts(const std::string& path) {
@@ -42,7 +42,7 @@ Result<std::vector<std::vector<int32_t>>> read_prompts(const std::string& path) 
 int run_logits(const LogitsOptions& o) {
   auto prompts = read_prompts(o.prompts);
   if (!prompts.ok()) return report_error(prompts.status());
-  auto model = load_cpu_model(o.model, o.threads);
+  auto model = load_model(o.model, o.backend);
   if (!model.ok()) return report_error(model.status());
   std::optional<SafetensorsFile> forced, replay;
   GoldenRunOptions ro;
@@ -84,7 +84,7 @@ void register_logits(CLI::App& app, CommandResult& result) {
   cmd->add_option("--force-tokens", o->force_tokens, "golden.safetensors: forward k+1 takes its tokens[:, k]");
   cmd->add_option("--replay", o->replay, "golden_debug.safetensors: use its expert / top-k / candidate choices");
   cmd->add_option("--dump-debug", o->dump_debug, "Write internals under golden_debug's names to this file");
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
+  add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_logits(*o); });
 }
 

@@ -15,7 +15,8 @@ namespace {
 
 struct ServeOptions {
   std::string model, host = "127.0.0.1", api_key, name = "dsinfer";
-  int port = 8000, threads = 0, max_running = 32, max_pending = 256;
+  int port = 8000, max_running = 32, max_pending = 256;
+  BackendFlags backend;
   int64_t token_budget = 512, cache_block_tokens = 256;
   double cache_gib = 8;
 };
@@ -29,7 +30,7 @@ int run_serve(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
-  auto model = load_cpu_model(o.model, o.threads);
+  auto model = load_model(o.model, o.backend);
   if (!model.ok()) return report_error(model.status());
   const ModelConfig& mc = model->model->config();
   auto cache = cache_layout(reference_cache_sizes(mc), static_cast<int64_t>(o.cache_gib * 1073741824.0),
@@ -43,10 +44,10 @@ int run_serve(const ServeOptions& o) {
   server::HttpServer http(config, loop, *tok);
   auto port = http.bind();
   if (!port.ok()) return report_error(port.status());
-  std::fprintf(stderr, "dsinfer: cache %s: %d blocks of %lld positions (%s), %lld fixed per request\n",
-               human_bytes(o.cache_gib * 1073741824.0).c_str(), cache->num_blocks,
-               static_cast<long long>(cache->block_tokens), human_bytes(static_cast<double>(cache->block_bytes)).c_str(),
-               static_cast<long long>(cache->fixed_blocks));
+  std::fprintf(
+      stderr, "dsinfer: cache %s: %d blocks of %lld positions (%s), %lld fixed per request\n",
+      human_bytes(o.cache_gib * 1073741824.0).c_str(), cache->num_blocks, static_cast<long long>(cache->block_tokens),
+      human_bytes(static_cast<double>(cache->block_bytes)).c_str(), static_cast<long long>(cache->fixed_blocks));
   std::fprintf(stderr, "dsinfer: serving %s as '%s' on http://%s:%d (Ctrl-C stops)\n", o.model.c_str(), o.name.c_str(),
                o.host.c_str(), *port);
   std::thread serving([&] { http.serve(); });
@@ -73,13 +74,14 @@ void register_serve(CLI::App& app, CommandResult& result) {
   cmd->add_option("--max-pending", o->max_pending, "Requests accepted at once (more get 503)")->capture_default_str();
   cmd->add_option("--token-budget", o->token_budget, "Tokens per step (prefill pieces + decodes)")
       ->capture_default_str();
-  cmd->add_option("--cache-memory", o->cache_gib, "GiB for the requests' caches (running requests are preempted beyond)")
+  cmd->add_option("--cache-memory", o->cache_gib,
+                  "GiB for the requests' caches (running requests are preempted beyond)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
   cmd->add_option("--cache-block-tokens", o->cache_block_tokens, "Positions per cache block")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--threads", o->threads, "CPU threads (default: all)");
+  add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_serve(*o); });
 }
 

@@ -35,12 +35,19 @@ int report_error(const Status& status);
 /// A usage problem the flag parser cannot see (a missing one-of option): one line, exit code 2.
 int usage_error(std::string_view message);
 
-/// A model on the CPU backend; the backend and communicator live as long as the model.
-struct CpuModel {
-  std::unique_ptr<CpuBackend> backend;
+/// Where the model runs: `--device cpu` (default) or `cuda` (GPU 0), `--threads` for the CPU.
+struct BackendFlags {
+  std::string device = "cpu";
+  int threads = 0;
+};
+void add_backend_flags(CLI::App* cmd, BackendFlags& flags);
+
+/// A loaded model; the backend and communicator live as long as it.
+struct LoadedModel {
+  std::unique_ptr<Backend> backend;
   std::unique_ptr<LocalCommunicator> comm;
   std::unique_ptr<Model> model;
 };
-Result<CpuModel> load_cpu_model(const std::string& dir, int threads);
+Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags);
 
 }  // namespace dsinfer::cli

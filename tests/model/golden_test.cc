@@ -2,6 +2,8 @@
 // golden run's own selections replayed, every step's logits within the noise floor and the argmax
 // equal wherever the golden's top-1/top-2 margin is clear; layer-by-layer differences reported.
 // Without replay the greedy tokens are a smoke test: each mismatch must sit on a near-tie.
+// Built twice: on the CPU backend (golden_test) and, with DSINFER_GOLDEN_ON_CUDA, on the CUDA
+// backend (golden_cuda_test, the same tolerances; skipped without a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +11,10 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
+#ifdef DSINFER_GOLDEN_ON_CUDA
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/device.h"
+#endif
 #include "core/float_formats.h"
 #include "io/json.h"
 #include "runtime/golden_run.h"
@@ -20,9 +26,25 @@ namespace {
 constexpr double kMaxLogitError = 0.5;  // measured floor between faithful implementations: 0.19-0.37
 constexpr double kClearMargin = 0.75;   // about twice that floor
 
+#ifdef DSINFER_GOLDEN_ON_CUDA
+std::unique_ptr<Backend> make_backend() {
+  return std::make_unique<CudaBackend>();
+}
+bool backend_available() {
+  return cuda::device_count() > 0;
+}
+#else
+std::unique_ptr<Backend> make_backend() {
+  return std::make_unique<CpuBackend>(2);
+}
+bool backend_available() {
+  return true;
+}
+#endif
+
 struct Fixture {
   std::filesystem::path dir;
-  std::unique_ptr<CpuBackend> backend = std::make_unique<CpuBackend>(2);
+  std::unique_ptr<Backend> backend = make_backend();
   LocalCommunicator comm;
   std::unique_ptr<Model> model;
   std::optional<SafetensorsFile> golden, debug;
@@ -67,7 +89,12 @@ double max_abs_bf16_diff(const SafetensorsFile& golden, const SafetensorsFile& o
   return m;
 }
 
-class GoldenReplay : public ::testing::TestWithParam<const char*> {};
+class GoldenReplay : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!backend_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
 
 TEST_P(GoldenReplay, LogitsWithinTheNoiseFloor) {
   Fixture f(GetParam());

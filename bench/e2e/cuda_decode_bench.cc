@@ -1,0 +1,151 @@
+// Decode on the CUDA backend with the synthetic V4.1-shaped model (bench/e2e/synthetic_model.h):
+// ms per step at several batch sizes and contexts, the weight bytes a batch-1 step must read and
+// the bandwidth that implies, next to the device-to-device copy bandwidth measured in the same run.
+// The caches of a context are filled with random rows (as a prefill would leave them, without
+// running one), so long contexts cost no prefill time.
+//   cuda_decode_bench [--layers N] [--steps N] [--batch 1,8,32] [--context 128,4096] [--dir PATH]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "core/float_formats.h"
+#include "e2e/synthetic_model.h"
+#include "model/model.h"
+
+using namespace dsinfer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<int> int_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(std::stoi(item));
+  return v;
+}
+
+// Device-to-device copy of 1 GiB, read + write bytes counted (the convention of the kernel tables).
+double copy_tbs() {
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  float best = 1e30f;
+  for (int rep = 0; rep < 6; ++rep) {
+    cudaEventRecord(e0);
+    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (rep) best = std::min(best, ms);
+  }
+  cudaFree(a), cudaFree(b);
+  return 2.0 * bytes / (best * 1e-3) / 1e12;
+}
+
+// A sequence as a prefill of `context` positions would leave it: random window rows on every
+// layer, random compressed rows and index keys on the kv sources, the index-key slot on the last.
+// `pool` holds the random bf16 values (shared by every sequence: only the time is measured).
+SequenceState filled_sequence(const Model& model, const std::vector<uint16_t>& pool, int64_t context) {
+  const ModelConfig& c = model.config();
+  SequenceState s = model.new_sequence();
+  const auto rows = [&](int64_t n) { return std::span<const uint16_t>(pool.data(), static_cast<size_t>(n)); };
+  for (int l = 0; l < c.n_layers; ++l) {
+    s.layers[l].window.assign(rows(static_cast<int64_t>(c.window_size) * c.head_dim));
+    if (!c.is_kv_source(l)) continue;
+    const int64_t groups = context / c.compress_ratio(l);
+    s.layers[l].compressed.assign(rows(groups * c.head_dim));
+    s.layers[l].index_keys.assign(rows(groups * c.index_head_dim));
+    s.index_key_owner = l;
+  }
+  s.length = context;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int layers = 24, steps = 8;
+  std::vector<int> batches = {1, 8, 32}, contexts = {128, 4096};
+  std::string dir = (std::filesystem::temp_directory_path() / "dsinfer_cuda_decode_bench").string();
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--layers")
+      layers = std::stoi(argv[i + 1]);
+    else if (k == "--steps")
+      steps = std::stoi(argv[i + 1]);
+    else if (k == "--batch")
+      batches = int_list(argv[i + 1]);
+    else if (k == "--context")
+      contexts = int_list(argv[i + 1]);
+    else if (k == "--dir")
+      dir = argv[i + 1];
+  }
+  const int max_context = *std::max_element(contexts.begin(), contexts.end());
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  const double copy = copy_tbs();
+  std::printf("device: %s, %d SMs; device-to-device copy %.2f TB/s (read + write counted)\n", prop.name,
+              prop.multiProcessorCount, copy);
+
+  auto made = ensure_synthetic_checkpoint(dir, layers, max_context + steps + 8);
+  if (!made.ok()) return std::fprintf(stderr, "%s\n", made.status().to_string().c_str()), 1;
+  const ModelConfig& c = made->config;
+  const int64_t active = made->decode_read_bytes;
+  std::printf("model: %d layers, dim %d, %d experts (top-%d): %.2f GB of weights, %.2f GB read per batch-1 step\n",
+              layers, c.dim, c.n_routed_experts, c.n_activated_experts, made->weight_bytes / 1e9, active / 1e9);
+
+  CudaBackend backend;
+  LocalCommunicator comm;
+  const auto t0 = Clock::now();
+  auto model = Model::load(dir, backend, comm);
+  if (!model.ok()) return std::fprintf(stderr, "%s\n", model.status().to_string().c_str()), 1;
+  std::printf("loaded and copied to the GPU in %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
+
+  std::vector<uint16_t> pool(static_cast<size_t>(std::max(max_context, c.window_size)) * c.head_dim);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (uint16_t& x : pool) x = f32_to_bf16(normal(rng));
+
+  std::printf("| context | batch | ms/step mean | ms/step best | tokens/s | weight bytes / step time (batch 1) |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- |\n");
+  for (const int context : contexts)
+    for (const int batch : batches) {
+      std::vector<SequenceState> seqs;
+      for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
+      std::vector<ForwardChunk> chunks(batch);
+      std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
+      double sum = 0, best = 1e30;
+      for (int step = -1; step < steps; ++step) {  // step -1 warms the allocator's pool up
+        for (int b = 0; b < batch; ++b) {
+          chunks[b].state = &seqs[b];
+          chunks[b].start_pos = seqs[b].length;
+          chunks[b].decode = true;
+          chunks[b].tokens = {static_cast<int32_t>(3 + (step + b + 8) % 200)};
+        }
+        const auto s0 = Clock::now();
+        if (Status s = (*model)->forward(chunks, logits); !s.ok())
+          return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+        const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
+        if (step >= 0) sum += dt, best = std::min(best, dt);
+      }
+      const double mean = sum / steps;
+      if (batch == 1)
+        std::printf("| %d | %d | %.2f | %.2f | %.1f | %.0f GB/s = %.1f %% of copy |\n", context, batch, mean * 1e3,
+                    best * 1e3, batch / mean, active / mean / 1e9, 100.0 * active / mean / 1e12 / copy);
+      else
+        std::printf("| %d | %d | %.2f | %.2f | %.1f | |\n", context, batch, mean * 1e3, best * 1e3, batch / mean);
+    }
+  return 0;
+}

@@ -1,0 +1,90 @@
+// The decode benchmarks' synthetic model: V4.1-shaped (dim 2048, 16 heads x 512, 8 routed fp4
+// experts top-6, fp8 elsewhere, ratio-2 and ratio-1 kv sources, indexers, candidate blocks; no
+// Engram, whose lookup is a host-side table read either way) with random weights in the release
+// format, written once to a folder and reused.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "io/atomic_file.h"
+#include "io/model_config.h"
+#include "model/tiny_model.h"
+#include "model/tiny_tokenizer.h"
+#include "model/weight_manifest.h"
+
+namespace dsinfer {
+
+inline ModelConfig synthetic_config(int layers, int vocab) {
+  ModelConfig c;
+  c.max_batch_size = 1;
+  c.max_seq_len = 4096;
+  c.vocab_size = vocab;
+  c.dim = 2048;
+  c.moe_inter_dim = 2048;
+  c.n_layers = layers;
+  c.n_mtp_layers = 0;
+  c.n_heads = 16;
+  c.head_dim = 512;
+  c.rope_head_dim = 64;
+  c.q_lora_rank = 512;
+  c.o_groups = 4;
+  c.o_lora_rank = 256;
+  c.n_routed_experts = 8;
+  c.n_activated_experts = 6;
+  c.route_scale = 1.5;
+  c.swiglu_limit = 10;
+  c.window_size = 128;
+  c.compress_ratios.assign(layers, 1);
+  c.compress_ratios[0] = c.compress_ratios[1] = 0;
+  for (int l = 2; l < layers / 2; ++l) c.compress_ratios[l] = 2;
+  c.kv_source_layers = {2, layers / 2};
+  c.index_source_layers = {2, layers / 2, layers / 2 + 2};
+  c.candidate_source_layer = layers / 2;
+  c.candidate_topk_blocks = 64;
+  c.candidate_block_size = 8;
+  c.index_n_heads = 8;
+  c.index_head_dim = 128;
+  c.index_topk = 128;
+  c.original_seq_len = 4096;
+  c.compress_rope_theta = 160000;
+  c.rope_factor = 16;
+  return c;
+}
+
+struct SyntheticModel {
+  ModelConfig config;
+  int64_t weight_bytes = 0;
+  int64_t decode_read_bytes = 0;  // a batch-1 decode step: all but the unselected experts and the embedding
+};
+
+/// Writes the checkpoint into `dir` unless it is there, with up to `max_seq_len` positions.
+inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir, int layers, int max_seq_len = 4096) {
+  const Json tok = make_tiny_tokenizer_json(kTinyTokenizerMerges);
+  auto vocab = TokenizerVocab::from_json(tok, "tokenizer");
+  if (!vocab.ok()) return vocab.status();
+  SyntheticModel m;
+  m.config = synthetic_config(layers, vocab->size());
+  m.config.max_seq_len = max_seq_len;
+  DSINFER_RETURN_IF_ERROR(m.config.validate());
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
+    const auto t0 = std::chrono::steady_clock::now();
+    DSINFER_RETURN_IF_ERROR(make_random_weights(m.config, 1).write_sharded(dir, uint64_t{1} << 30));
+    DSINFER_RETURN_IF_ERROR(write_file_atomic(std::filesystem::path(dir) / "tokenizer.json", tok.dump()));
+    DSINFER_RETURN_IF_ERROR(write_file_atomic(std::filesystem::path(dir) / "config.json", m.config.to_json().dump(1)));
+    std::printf("wrote the synthetic checkpoint in %.1f s\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const ModelConfig& c = m.config;
+  for (const TensorSpec& t : build_weight_manifest(c)) {
+    m.weight_bytes += t.bytes();
+    if (t.name == "embed.weight") continue;
+    m.decode_read_bytes +=
+        t.part == Part::kRoutedExperts ? t.bytes() * c.n_activated_experts / c.n_routed_experts : t.bytes();
+  }
+  return m;
+}
+
+}  // namespace dsinfer

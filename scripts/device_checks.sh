@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs on the device machine (an H200) over a build made here by scripts/gpu_tests.sh; carry
+# build-cuda/tests, build-cuda/bench, build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs
+# under $OUT (or /tmp/dsinfer-device). Steps: the GPU tests (per-op and the golden fixtures), the CLI
+# and server on the GPU with the tiny model and a bench-serve run, the end-to-end decode benchmark.
+#   scripts/device_checks.sh [tests] [serve] [decode]     (default: all three)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp/dsinfer-device}"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/build-cuda/devlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export DSINFER_TEST_DATA="$PWD/tests/data"
+steps="${*:-tests serve decode}"
+dsinfer=build-cuda/src/cli/dsinfer
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
+
+if [[ $steps == *tests* ]]; then
+  build-cuda/tests/cuda_test 2>&1 | tail -n 40 | tee "$out/cuda_test.log"
+  # The golden fixtures with each block-scaled GEMM kernel (auto: the fastest for each shape).
+  for k in ${GOLDEN_KERNELS:-auto wgmma}; do
+    echo "golden on the GPU, linear kernel $k:"
+    DSINFER_CUDA_LINEAR=$k build-cuda/tests/golden_cuda_test 2>&1 | tee "$out/golden_cuda_$k.log" |
+      grep -E "replayed|by layer|FAILED  \]|PASSED" | head -n 20
+  done
+fi
+
+if [[ $steps == *serve* ]]; then
+  tiny=/tmp/dsinfer-tiny
+  $dsinfer make-tiny --out $tiny >/dev/null
+  $dsinfer generate --device cuda --model $tiny --prompt "The quick brown fox" --max-tokens 24 --temperature 0 \
+    >"$out/generate_cuda.txt" 2>&1
+  $dsinfer generate --device cpu --model $tiny --prompt "The quick brown fox" --max-tokens 24 --temperature 0 \
+    >"$out/generate_cpu.txt" 2>&1
+  echo "generate: cuda and cpu outputs $(cmp -s <(head -n 1 "$out/generate_cuda.txt") <(head -n 1 "$out/generate_cpu.txt") && echo equal || echo DIFFER)"
+  cat "$out/generate_cpu.txt" "$out/generate_cuda.txt"
+  # Logits of the tiny model on both backends (prefill + 8 decode steps, teacher-forced alike).
+  echo '{"prompts": [[1, 400, 401, 402, 403, 404, 405, 406], [1, 600, 17, 33]]}' >/tmp/prompts.json
+  for d in cpu cuda; do
+    $dsinfer logits --device $d --model $tiny --prompts /tmp/prompts.json --steps 8 --out /tmp/logits_$d.safetensors
+  done
+  python3 - <<'PY'
+import json, struct
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    e = h["logits"]
+    s, t = e["data_offsets"]
+    return e["shape"], struct.unpack("<%df" % ((t - s) // 4), b[8 + n + s:8 + n + t])
+shape, a = read("/tmp/logits_cpu.safetensors")
+_, g = read("/tmp/logits_cuda.safetensors")
+v = shape[2]
+for r in range(shape[0] * shape[1]):
+    x, y = a[r * v:(r + 1) * v], g[r * v:(r + 1) * v]
+    top = sorted(range(v), key=lambda i: -x[i])[:2]
+    print("forward %2d: max |d logit| %.4f, cpu top-1/2 margin %.4f, argmax %s" % (
+        r, max(abs(p - q) for p, q in zip(x, y)), x[top[0]] - x[top[1]],
+        "same" if max(range(v), key=lambda i: y[i]) == top[0] else "differs"))
+PY
+  $dsinfer serve --device cuda --model $tiny --port 8123 >"$out/serve.log" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do curl -sf localhost:8123/health >/dev/null && break; sleep 0.2; done
+  for c in 1 8 32; do
+    $dsinfer bench-serve --port 8123 --input-len 64 --output-len 32 --num-prompts 64 --concurrency $c 2>&1 |
+      tee "$out/bench_serve_c$c.txt"
+  done
+  kill $server; wait $server 2>/dev/null
+fi
+
+if [[ $steps == *decode* ]]; then
+  build-cuda/bench/cuda_decode_bench ${DECODE_ARGS:---layers 24 --steps 8 --batch 1,8,32,64 --context 128,4096,32768} 2>&1 |
+    tee "$out/cuda_decode_bench.txt"
+fi

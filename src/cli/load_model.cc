@@ -1,0 +1,60 @@
+// The model loading the commands share: the backend from --device, the weights with a progress bar.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "cli/progress_bar.h"
+#ifdef DSINFER_WITH_CUDA
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/device.h"
+#endif
+
+namespace dsinfer::cli {
+namespace {
+
+// Reading every weight page at load only pays when the weights stay in memory afterwards.
+bool fits_in_memory(const std::filesystem::path& dir) {
+  std::error_code ec;
+  uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".safetensors") bytes += e.file_size(ec);
+  const auto available =
+      static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return bytes < available / 10 * 8;
+}
+
+Result<std::unique_ptr<Backend>> make_backend(const BackendFlags& flags) {
+  if (flags.device == "cpu") return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(flags.threads));
+#ifdef DSINFER_WITH_CUDA
+  if (cuda::device_count() == 0)
+    return error(ErrorKind::kUnsupported, "--device cuda: no CUDA device is visible on this machine");
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>());
+#else
+  return error(ErrorKind::kUnsupported,
+               "--device cuda: this build has no CUDA backend (configure with -DDSINFER_CUDA=ON)");
+#endif
+}
+
+}  // namespace
+
+void add_backend_flags(CLI::App* cmd, BackendFlags& flags) {
+  cmd->add_option("--device", flags.device, "Where the model runs: cpu or cuda (GPU 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--threads", flags.threads, "CPU threads (default: all)");
+}
+
+Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags) {
+  LoadedModel m;
+  DSINFER_ASSIGN_OR_RETURN(m.backend, make_backend(flags));
+  m.comm = std::make_unique<LocalCommunicator>();
+  ProgressBar read_bar("loading weights"), upload_bar("copying weights to the GPU");
+  LoadOptions options;
+  options.prefault = fits_in_memory(dir);
+  options.progress = [&read_bar](uint64_t done, uint64_t total) { read_bar.update(done, total); };
+  options.upload_progress = [&upload_bar](uint64_t done, uint64_t total) { upload_bar.update(done, total); };
+  DSINFER_ASSIGN_OR_RETURN(m.model, Model::load(dir, *m.backend, *m.comm, options));
+  return m;
+}
+
+}  // namespace dsinfer::cli
