@@ -118,8 +118,10 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (uint16_t& x : pool) x = f32_to_bf16(normal(rng));
 
-  std::printf("| context | batch | ms/step mean | ms/step best | tokens/s | weight bytes / step time (batch 1) |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- |\n");
+  std::printf(
+      "| context | batch | ms/step mean | ms/step best | tokens/s | weight bytes / step time (batch 1) | per step: "
+      "kernels, allocations, uploads, downloads (host waiting) |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   for (const int context : contexts)
     for (const int batch : batches) {
       std::vector<SequenceState> seqs;
@@ -127,7 +129,9 @@ int main(int argc, char** argv) {
       std::vector<ForwardChunk> chunks(batch);
       std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
       double sum = 0, best = 1e30;
+      CudaBackend::Stats before;
       for (int step = -1; step < steps; ++step) {  // step -1 warms the allocator's pool up
+        if (step == 0) before = backend.stats();
         for (int b = 0; b < batch; ++b) {
           chunks[b].state = &seqs[b];
           chunks[b].start_pos = seqs[b].length;
@@ -141,11 +145,18 @@ int main(int argc, char** argv) {
         if (step >= 0) sum += dt, best = std::min(best, dt);
       }
       const double mean = sum / steps;
+      const CudaBackend::Stats& after = backend.stats();
+      char bandwidth[64] = "";
       if (batch == 1)
-        std::printf("| %d | %d | %.2f | %.2f | %.1f | %.0f GB/s = %.1f %% of copy |\n", context, batch, mean * 1e3,
-                    best * 1e3, batch / mean, active / mean / 1e9, 100.0 * active / mean / 1e12 / copy);
-      else
-        std::printf("| %d | %d | %.2f | %.2f | %.1f | |\n", context, batch, mean * 1e3, best * 1e3, batch / mean);
+        std::snprintf(bandwidth, sizeof bandwidth, "%.0f GB/s = %.1f %% of copy", active / mean / 1e9,
+                      100.0 * active / mean / 1e12 / copy);
+      std::printf("| %d | %d | %.2f | %.2f | %.1f | %s | %lld, %lld, %lld, %lld (%.1f ms) |\n", context, batch,
+                  mean * 1e3, best * 1e3, batch / mean, bandwidth,
+                  static_cast<long long>((after.ops - before.ops) / steps),
+                  static_cast<long long>((after.allocations - before.allocations) / steps),
+                  static_cast<long long>((after.uploads - before.uploads) / steps),
+                  static_cast<long long>((after.downloads - before.downloads) / steps),
+                  (after.download_wait_s - before.download_wait_s) / steps * 1e3);
     }
   return 0;
 }

@@ -15,9 +15,14 @@ namespace dsinfer {
 struct Model::Batch {
   explicit Batch(Backend& backend) : be(backend) {}
   Backend& be;
-  /// Zeroed scratch in the backend's memory, or a copy of host data there.
+  /// Scratch in the backend's memory for an op's output (uninitialised: the op writes all of
+  /// it), zeroed scratch for an accumulator, or a copy of host data there.
   template <typename T>
   DeviceArray<T> scratch(int64_t count) const {
+    return DeviceArray<T>::uninitialized(be, static_cast<size_t>(count));
+  }
+  template <typename T>
+  DeviceArray<T> zeros(int64_t count) const {
     return DeviceArray<T>(be, static_cast<size_t>(count));
   }
   template <typename T>

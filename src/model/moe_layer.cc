@@ -34,47 +34,63 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)
     b.record(ci, fmt::format("layer{}.gate_indices", l), DType::kI32, {b.size(ci), k}, &idx[b.offset[ci] * k]);
 
-  // Each routed expert on its tokens (gathered), added into y in ascending expert order.
-  DeviceArray<float> y = b.scratch<float>(n * dim);
+  // The routed experts' tokens gathered expert after expert (ascending id), every expert's
+  // w1/w3, SwiGLU and w2 as grouped calls, each expert's output added into y in ascending order.
   std::vector<int32_t> rows;
   std::vector<float> row_w;
+  std::vector<int64_t> first(w.experts.size() + 1, 0);  // expert e owns rows [first[e], first[e + 1])
   for (int64_t e = 0; e < static_cast<int64_t>(w.experts.size()); ++e) {
-    rows.clear(), row_w.clear();
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < k; ++j)
         if (idx[t * k + j] == e) rows.push_back(static_cast<int32_t>(t)), row_w.push_back(wts[t * k + j]);
-    if (rows.empty()) continue;
-    const int64_t m = static_cast<int64_t>(rows.size());
-    const DeviceArray<int32_t> drows = b.upload(rows);
-    const DeviceArray<float> drow_w = b.upload(row_w);
-    DeviceArray<uint16_t> xe = b.scratch<uint16_t>(m * dim), g = b.scratch<uint16_t>(m * ff);
-    DeviceArray<uint16_t> u = b.scratch<uint16_t>(m * ff), act = b.scratch<uint16_t>(m * ff);
-    DeviceArray<uint16_t> o = b.scratch<uint16_t>(m * dim);
-    backend_.gather_rows({x, drows.view(DType::kI32, {m}), xe.view(DType::kBF16, {m, dim})});
+    first[e + 1] = static_cast<int64_t>(rows.size());
+  }
+  const int64_t m = static_cast<int64_t>(rows.size());
+  DeviceArray<float> y = b.zeros<float>(n * dim);
+  const DeviceArray<int32_t> drows = b.upload(rows);
+  const DeviceArray<float> drow_w = b.upload(row_w);
+  DeviceArray<uint16_t> xe = b.scratch<uint16_t>(m * dim), g = b.scratch<uint16_t>(m * ff);
+  DeviceArray<uint16_t> u = b.scratch<uint16_t>(m * ff), act = b.scratch<uint16_t>(m * ff);
+  DeviceArray<uint16_t> o = b.scratch<uint16_t>(m * dim);
+  backend_.gather_rows({x, drows.view(DType::kI32, {m}), xe.view(DType::kBF16, {m, dim})});
+  std::vector<LinearArgs> up, down;
+  for (size_t e = 0; e < w.experts.size(); ++e) {
+    const int64_t r0 = first[e], me = first[e + 1] - first[e];
+    if (me == 0) continue;
     const ExpertWeights& ew = w.experts[e];
-    backend_.linear({xe.view(DType::kBF16, {m, dim}), &ew.w1, g.view(DType::kBF16, {m, ff})});
-    backend_.linear({xe.view(DType::kBF16, {m, dim}), &ew.w3, u.view(DType::kBF16, {m, ff})});
-    backend_.swiglu({g.view(DType::kBF16, {m, ff}), u.view(DType::kBF16, {m, ff}), drow_w.view(DType::kF32, {m}),
-                     static_cast<float>(c.swiglu_limit), act.view(DType::kBF16, {m, ff})});
-    backend_.linear({act.view(DType::kBF16, {m, ff}), &ew.w2, o.view(DType::kBF16, {m, dim})});
-    backend_.scatter_add(
-        {o.view(DType::kBF16, {m, dim}), drows.view(DType::kI32, {m}), y.view(DType::kF32, {n, dim}), {}});
+    const TensorView xin = xe.view(DType::kBF16, {me, dim}, r0 * dim);
+    up.push_back({xin, &ew.w1, g.view(DType::kBF16, {me, ff}, r0 * ff)});
+    up.push_back({xin, &ew.w3, u.view(DType::kBF16, {me, ff}, r0 * ff)});
+    down.push_back({act.view(DType::kBF16, {me, ff}, r0 * ff), &ew.w2, o.view(DType::kBF16, {me, dim}, r0 * dim)});
+  }
+  backend_.grouped_linear({up});
+  backend_.swiglu({g.view(DType::kBF16, {m, ff}), u.view(DType::kBF16, {m, ff}), drow_w.view(DType::kF32, {m}),
+                   static_cast<float>(c.swiglu_limit), act.view(DType::kBF16, {m, ff})});
+  backend_.grouped_linear({down});
+  for (size_t e = 0; e < w.experts.size(); ++e) {
+    const int64_t r0 = first[e], me = first[e + 1] - first[e];
+    if (me == 0) continue;
+    backend_.scatter_add({o.view(DType::kBF16, {me, dim}, r0 * dim),
+                          drows.view(DType::kI32, {me}, r0),
+                          y.view(DType::kF32, {n, dim}),
+                          {}});
   }
   comm_.all_reduce_sum(y.view(DType::kF32, {n, dim}));  // routed experts live on their ranks
 
   // The shared expert, added last; out = bf16(y + shared).
-  DeviceArray<uint16_t> g = b.scratch<uint16_t>(n * ff), u = b.scratch<uint16_t>(n * ff);
-  DeviceArray<uint16_t> act = b.scratch<uint16_t>(n * ff), o = b.scratch<uint16_t>(n * dim);
-  backend_.linear({x, &w.shared.w1, g.view(DType::kBF16, {n, ff})});
-  backend_.linear({x, &w.shared.w3, u.view(DType::kBF16, {n, ff})});
-  backend_.swiglu({g.view(DType::kBF16, {n, ff}), u.view(DType::kBF16, {n, ff}), TensorView{},
-                   static_cast<float>(c.swiglu_limit), act.view(DType::kBF16, {n, ff})});
-  backend_.linear({act.view(DType::kBF16, {n, ff}), &w.shared.w2, o.view(DType::kBF16, {n, dim})});
+  DeviceArray<uint16_t> sg = b.scratch<uint16_t>(n * ff), su = b.scratch<uint16_t>(n * ff);
+  DeviceArray<uint16_t> sact = b.scratch<uint16_t>(n * ff), so = b.scratch<uint16_t>(n * dim);
+  const LinearArgs shared_up[] = {{x, &w.shared.w1, sg.view(DType::kBF16, {n, ff})},
+                                  {x, &w.shared.w3, su.view(DType::kBF16, {n, ff})}};
+  backend_.grouped_linear({shared_up});
+  backend_.swiglu({sg.view(DType::kBF16, {n, ff}), su.view(DType::kBF16, {n, ff}), TensorView{},
+                   static_cast<float>(c.swiglu_limit), sact.view(DType::kBF16, {n, ff})});
+  backend_.linear({sact.view(DType::kBF16, {n, ff}), &w.shared.w2, so.view(DType::kBF16, {n, dim})});
   std::vector<int32_t> all(n);
   for (int64_t t = 0; t < n; ++t) all[t] = static_cast<int32_t>(t);
   const DeviceArray<int32_t> dall = b.upload(all);
   backend_.scatter_add(
-      {o.view(DType::kBF16, {n, dim}), dall.view(DType::kI32, {n}), y.view(DType::kF32, {n, dim}), out});
+      {so.view(DType::kBF16, {n, dim}), dall.view(DType::kI32, {n}), y.view(DType::kF32, {n, dim}), out});
 }
 
 }  // namespace dsinfer

@@ -2,9 +2,11 @@
 // and the release-format quantisation of each tensor.
 #include "model/tiny_model.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -233,27 +235,44 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed) 
   const std::vector<TensorSpec> manifest = build_weight_manifest(config);
   std::map<std::string, const TensorSpec*> by_name;
   for (const TensorSpec& t : manifest) by_name[t.name] = &t;
-  SafetensorsWriter w;
-  for (const TensorSpec& t : manifest) {
-    if (t.is_scale) continue;  // written with its weight
-    const DType dtype = t.dtypes.front();
-    const bool fp4 = dtype == DType::kI8 || dtype == DType::kU8;
-    const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
-    const int64_t cols = (t.shape.size() == 2 ? t.shape[1] : t.shape[0]) * (fp4 ? 2 : 1);
-    const std::vector<float> values = draw(t, rows, cols, config, seed);
-    if (dtype == DType::kBF16 || dtype == DType::kF32) {
-      w.add(t.name, dtype, t.shape, to_bytes(values, dtype));
-      continue;
+  // Every tensor draws from its own generator (seeded by its name), so tensors are made in parallel
+  // and the bytes do not depend on the thread count; they are added in manifest order.
+  struct Made {
+    std::vector<uint8_t> values, scales;
+  };
+  std::vector<Made> made(manifest.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i; (i = next++) < manifest.size();) {
+      const TensorSpec& t = manifest[i];
+      if (t.is_scale) continue;  // made with its weight
+      const DType dtype = t.dtypes.front();
+      const bool fp4 = dtype == DType::kI8 || dtype == DType::kU8;
+      const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
+      const int64_t cols = (t.shape.size() == 2 ? t.shape[1] : t.shape[0]) * (fp4 ? 2 : 1);
+      const std::vector<float> values = draw(t, rows, cols, config, seed);
+      if (dtype == DType::kBF16 || dtype == DType::kF32)
+        made[i].values = to_bytes(values, dtype);
+      else if (fp4)
+        quantize_fp4(values, rows, cols, &made[i].values, &made[i].scales);
+      else
+        quantize_fp8(values, rows, cols, /*per_row=*/t.part == Part::kEngramTable, &made[i].values, &made[i].scales);
     }
-    const std::string scale_name = t.name.substr(0, t.name.rfind('.')) + ".scale";
-    const TensorSpec* scale = by_name.at(scale_name);
-    std::vector<uint8_t> codes, scales;
-    if (fp4)
-      quantize_fp4(values, rows, cols, &codes, &scales);
-    else
-      quantize_fp8(values, rows, cols, /*per_row=*/t.part == Part::kEngramTable, &codes, &scales);
-    w.add(t.name, dtype, t.shape, std::move(codes));
-    w.add(scale->name, DType::kF8E8M0, scale->shape, std::move(scales));
+  };
+  std::vector<std::thread> threads;
+  for (unsigned k = 1; k < std::max(1u, std::thread::hardware_concurrency()); ++k) threads.emplace_back(work);
+  work();
+  for (std::thread& th : threads) th.join();
+
+  SafetensorsWriter w;
+  for (size_t i = 0; i < manifest.size(); ++i) {
+    const TensorSpec& t = manifest[i];
+    if (t.is_scale) continue;
+    const DType dtype = t.dtypes.front();
+    w.add(t.name, dtype, t.shape, std::move(made[i].values));
+    if (dtype == DType::kBF16 || dtype == DType::kF32) continue;
+    const TensorSpec* scale = by_name.at(t.name.substr(0, t.name.rfind('.')) + ".scale");
+    w.add(scale->name, DType::kF8E8M0, scale->shape, std::move(made[i].scales));
   }
   w.set_metadata("format", "pt");
   return w;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/quant.h"
 #include "core/tensor.h"
@@ -29,6 +30,12 @@ struct LinearArgs {
   TensorView x;  // [n, in] bf16 (or f32 for kBf16AsF32); may be a strided row view
   const LinearWeight* w;
   TensorView out;  // [n, out] bf16 (f32 for kBf16AsF32); may be a strided row view
+};
+
+/// Several linears at once (the routed experts of a step; w1 and w3 of one input): the same
+/// results as one `linear` call each, in one launch where the backend can.
+struct GroupedLinearArgs {
+  std::span<const LinearArgs> ops;
 };
 
 /// Interleaved RoPE on the last `rope_dim` dims of each head vector (spec §3.2).

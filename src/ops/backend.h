@@ -27,6 +27,9 @@ class Backend {
   virtual void embed(const EmbedArgs& a) = 0;
   virtual void rms_norm(const RmsNormArgs& a) = 0;
   virtual void linear(const LinearArgs& a) = 0;
+  virtual void grouped_linear(const GroupedLinearArgs& a) {
+    for (const LinearArgs& op : a.ops) linear(op);
+  }
   virtual void rope(const RopeArgs& a) = 0;
   virtual void fake_quant(const FakeQuantArgs& a) = 0;
   virtual void hc_mixes(const HcMixesArgs& a) = 0;

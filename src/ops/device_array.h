@@ -23,6 +23,13 @@ class DeviceArray {
   explicit DeviceArray(Backend& be, size_t n = 0) : be_(&be) { resize(n); }
   /// A copy of host data.
   DeviceArray(Backend& be, std::span<const T> host) : be_(&be) { assign(host); }
+  /// `n` elements left as the allocator gives them: for outputs an op writes in full.
+  static DeviceArray uninitialized(Backend& be, size_t n) {
+    DeviceArray a(be);
+    a.data_ = static_cast<T*>(be.allocate(n * sizeof(T)));
+    a.size_ = a.capacity_ = n;
+    return a;
+  }
   DeviceArray(DeviceArray&& o) noexcept { *this = std::move(o); }
   DeviceArray& operator=(DeviceArray&& o) noexcept {
     if (this != &o) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -59,9 +60,10 @@ class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    gpu_ = std::make_unique<CudaBackend>();  // needs a device: made after the skip
   }
   CpuBackend cpu{0};
-  CudaBackend gpu;
+  std::unique_ptr<CudaBackend> gpu_;
 };
 
 TEST_F(CudaBackendTest, LinearInEveryFormat) {
@@ -93,7 +95,7 @@ TEST_F(CudaBackendTest, LinearInEveryFormat) {
       for (const bool device : {false, true}) {
         const LinearWeight lw{f, o, k, mw.view(device, wt, {o, wcols}),
                               fp8 || fp4 ? ms.view(device, DType::kU8, {fp4 ? o : o / 32, k / 32}) : TensorView{}};
-        Backend& be = device ? static_cast<Backend&>(gpu) : cpu;
+        Backend& be = device ? static_cast<Backend&>(*gpu_) : cpu;
         be.linear({mx.view(device, f32 ? DType::kF32 : DType::kBF16, {n, k}), &lw,
                    my.view(device, f32 ? DType::kF32 : DType::kBF16, {n, o})});
       }
@@ -109,6 +111,49 @@ TEST_F(CudaBackendTest, LinearInEveryFormat) {
   }
 }
 
+// Grouped calls: three fp4 experts on back-to-back input rows, then two fp8 weights sharing one
+// input (the quantise-once paths), against one CPU linear each.
+TEST_F(CudaBackendTest, GroupedLinearAsOneLinearEach) {
+  std::mt19937 rng(5);
+  const int64_t o = 256, k = 512;
+  for (const LinearFormat f : {LinearFormat::kFp4, LinearFormat::kFp8}) {
+    const bool fp4 = f == LinearFormat::kFp4;
+    const int groups = fp4 ? 3 : 2;
+    for (const int64_t n : {1, 3}) {
+      std::vector<std::unique_ptr<Mirror>> ws, ss;
+      for (int g = 0; g < groups; ++g) {
+        std::vector<uint8_t> w(fp4 ? o * k / 2 : o * k), s(fp4 ? o * (k / 32) : (o / 32) * (k / 32));
+        for (auto& b : w)
+          b = fp4 ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));
+        for (auto& b : s) b = static_cast<uint8_t>(116 + rng() % 8);
+        ws.push_back(std::make_unique<Mirror>(w.size(), w.data()));
+        ss.push_back(std::make_unique<Mirror>(s.size(), s.data()));
+      }
+      const int64_t inputs = fp4 ? groups : 1;
+      const std::vector<uint16_t> xb = testing::random_bf16(inputs * n * k, 21 + n);
+      Mirror mx(xb.size() * 2, xb.data()), my(groups * n * o * 2);
+      for (const bool device : {false, true}) {
+        std::vector<LinearWeight> lws;
+        for (int g = 0; g < groups; ++g)
+          lws.push_back({f, o, k, ws[g]->view(device, DType::kU8, {o, fp4 ? k / 2 : k}),
+                         ss[g]->view(device, DType::kU8, {fp4 ? o : o / 32, k / 32})});
+        std::vector<LinearArgs> ops;
+        for (int g = 0; g < groups; ++g) {
+          TensorView x = mx.view(device, DType::kBF16, {n, k}), y = my.view(device, DType::kBF16, {n, o});
+          x.data = static_cast<uint16_t*>(x.data) + (fp4 ? g : 0) * n * k;
+          y.data = static_cast<uint16_t*>(y.data) + g * n * o;
+          ops.push_back({x, &lws[g], y});
+        }
+        if (device)
+          gpu_->grouped_linear({ops});
+        else
+          for (const LinearArgs& op : ops) cpu.linear(op);
+      }
+      expect_close_bf16(my.fetch(), my.host, "grouped linear");
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, FakeQuantOnStridedRows) {
   const int64_t rows = 6, d = 256;
   const std::vector<uint16_t> x = testing::random_bf16(rows * 2 * d, 9, 2.0f);  // every other row is used
@@ -117,7 +162,7 @@ TEST_F(CudaBackendTest, FakeQuantOnStridedRows) {
     for (const bool device : {false, true}) {
       TensorView v = m.view(device, DType::kBF16, {rows, d});
       v.stride[0] = 2 * d;
-      Backend& be = device ? static_cast<Backend&>(gpu) : cpu;
+      Backend& be = device ? static_cast<Backend&>(*gpu_) : cpu;
       be.fake_quant({v, kind});
     }
     EXPECT_EQ(m.fetch(), m.host) << static_cast<int>(kind);
@@ -134,7 +179,7 @@ TEST_F(CudaBackendTest, GatherAndScatterAddRowsAsTheCpu) {
   Mirror mx(x.size() * 2, x.data()), msrc(src.size() * 2, src.data()), mrows(rows.size() * 4, rows.data());
   Mirror mgather(m * d * 2), macc(acc.size() * 4, acc.data()), mout(n * d * 2);
   for (const bool device : {false, true}) {
-    Backend& be = device ? static_cast<Backend&>(gpu) : cpu;
+    Backend& be = device ? static_cast<Backend&>(*gpu_) : cpu;
     be.gather_rows({mx.view(device, DType::kBF16, {n, d}), mrows.view(device, DType::kI32, {m}),
                     mgather.view(device, DType::kBF16, {m, d})});
     be.scatter_add({msrc.view(device, DType::kBF16, {m, d}), mrows.view(device, DType::kI32, {m}),
@@ -148,7 +193,7 @@ TEST_F(CudaBackendTest, GatherAndScatterAddRowsAsTheCpu) {
 TEST_F(CudaBackendTest, DeviceArrayKeepsItsRowsWhenItGrows) {
   std::vector<float> host(1000);
   for (size_t j = 0; j < host.size(); ++j) host[j] = static_cast<float>(j) - 0.5f;
-  DeviceArray<float> a(gpu, std::span<const float>(host));
+  DeviceArray<float> a(*gpu_, std::span<const float>(host));
   a.resize(5000);  // past the capacity: a new allocation, the old rows copied, the rest zero
   std::vector<float> want = host;
   want.resize(5000, 0.0f);

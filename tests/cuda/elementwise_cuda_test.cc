@@ -203,11 +203,12 @@ TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
                 view(comb.data(), DType::kF32, {n, hc, hc})});
   DeviceCopy<uint16_t> dx(x);
   DeviceCopy<float> dfn(fn), dscale(scale), dbase(base), dpre(std::vector<float>(pre.size())),
-      dpost(std::vector<float>(post.size())), dcomb(std::vector<float>(comb.size()));
+      dpost(std::vector<float>(post.size())), dcomb(std::vector<float>(comb.size())),
+      dmix(std::vector<float>(static_cast<size_t>(n) * (2 + hc) * hc));
   cuda::HcMixesParams p;
   p.x = dx.p, p.x_stride = static_cast<int64_t>(hc) * dim, p.fn = dfn.p, p.scale = dscale.p, p.base = dbase.p;
   p.norm_eps = 1e-6f, p.hc_eps = 1e-6f, p.sinkhorn_iters = 20, p.pre = dpre.p, p.post = dpost.p, p.comb = dcomb.p;
-  p.n = n, p.hc = hc, p.dim = dim;
+  p.mix = dmix.p, p.n = n, p.hc = hc, p.dim = dim;
   ASSERT_EQ(cuda::launch_hc_mixes(p), cudaSuccess);
   const auto close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
     for (size_t j = 0; j < got.size(); ++j)

@@ -1,8 +1,12 @@
 // CudaBackend: argument checks and the mapping of each op's views onto its kernel's parameters.
 #include "backends/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
@@ -38,6 +42,9 @@ CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
   check_launch(cudaDeviceGetDefaultMemPool(&pool, device), "memory pool");
   uint64_t keep_all = UINT64_MAX;
   check_launch(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "memory pool");
+  staging_.half_bytes = size_t{16} << 20;
+  check_launch(cudaMallocHost(&staging_.host, 2 * staging_.half_bytes), "pinned staging");
+  for (cudaEvent_t& e : staging_.done) check_launch(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
   if (const char* k = std::getenv("DSINFER_CUDA_LINEAR")) {
     const std::string name = k;
     linear_kernel_ = name == "fma"     ? cuda::LinearKernel::kFma
@@ -48,6 +55,7 @@ CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
 }
 
 void* CudaBackend::allocate(size_t bytes) {
+  ++stats_.allocations;
   void* p = nullptr;
   check_launch(cudaMallocAsync(&p, bytes ? bytes : 1, stream_), "allocation");
   return p;
@@ -62,21 +70,46 @@ void CudaBackend::zero(void* p, size_t bytes) {
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
-  // From pageable memory this returns once the source is staged, so the caller may free it.
-  check_launch(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  ++stats_.uploads;
+  Staging& st = staging_;
+  if (bytes > st.half_bytes) {  // from pageable memory: returns once the source is staged
+    check_launch(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+    return;
+  }
+  if (st.used + bytes > st.half_bytes) {  // move to the other half once its copies are done
+    check_launch(cudaEventRecord(st.done[st.half], stream_), "copy to device");
+    st.half ^= 1, st.used = 0;
+    check_launch(cudaEventSynchronize(st.done[st.half]), "copy to device");
+  }
+  uint8_t* staged = st.host + st.half * st.half_bytes + st.used;
+  std::memcpy(staged, host_src, bytes);
+  check_launch(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  st.used += (bytes + 255) / 256 * 256;
 }
 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  ++stats_.downloads;
+  const auto t0 = std::chrono::steady_clock::now();
   check_launch(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
   check_launch(cudaStreamSynchronize(stream_), "copy to host");
+  stats_.download_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  ++stats_.device_copies;
   check_launch(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
 }
 
 CudaBackend::~CudaBackend() {
-  for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_}) cudaFree(s->data);
+  cudaStreamSynchronize(stream_);
+  cudaFreeHost(staging_.host);
+  for (cudaEvent_t e : staging_.done) cudaEventDestroy(e);
+  for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_, &hc_mix_}) cudaFree(s->data);
+}
+
+void CudaBackend::launched(cudaError_t e, const char* op) {
+  ++stats_.ops;
+  check_launch(e, op);
 }
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes) {
@@ -97,7 +130,7 @@ void CudaBackend::embed(const EmbedArgs& a) {
   p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.ids.size(0));
   p.dim = static_cast<int>(a.table.size(1));
   p.stream = stream_;
-  check_launch(cuda::launch_embed(p), "embed");
+  launched(cuda::launch_embed(p), "embed");
 }
 
 void CudaBackend::rms_norm(const RmsNormArgs& a) {
@@ -106,7 +139,7 @@ void CudaBackend::rms_norm(const RmsNormArgs& a) {
   p.x = bf16(a.x), p.x_stride = a.x.stride[0], p.weight = bf16(a.weight), p.out = a.out.as<uint16_t>();
   p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.x.size(0)), p.d = static_cast<int>(a.x.size(1));
   p.eps = static_cast<float>(a.eps), p.stream = stream_;
-  check_launch(cuda::launch_rms_norm(p), "rms_norm");
+  launched(cuda::launch_rms_norm(p), "rms_norm");
 }
 
 void CudaBackend::linear(const LinearArgs& a) {
@@ -121,7 +154,7 @@ void CudaBackend::linear(const LinearArgs& a) {
     q.values = static_cast<uint16_t*>(scratch(quant_values_, n * k * 2));
     q.codes = static_cast<uint8_t*>(scratch(quant_codes_, n * k));
     q.scales = static_cast<float*>(scratch(quant_scales_, n * (k / 32) * 4)), q.stream = stream_;
-    check_launch(cuda::launch_quantize_input(q), "linear (input quantisation)");
+    launched(cuda::launch_quantize_input(q), "linear (input quantisation)");
     cuda::BlockLinearParams p;
     p.op[0] = {q.values, q.scales, w.weight.as<const uint8_t>(), w.scale.as<const uint8_t>(), a.out.as<uint16_t>(),
                q.codes};
@@ -131,7 +164,7 @@ void CudaBackend::linear(const LinearArgs& a) {
     if (linear_kernel_ != cuda::LinearKernel::kWgmma || n <= 8) p.kernel = linear_kernel_;
     if (const size_t bytes = cuda::block_linear_workspace_bytes(p))
       p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
-    check_launch(cuda::launch_block_linear(p), "linear");
+    launched(cuda::launch_block_linear(p), "linear");
     return;
   }
   cuda::DenseLinearParams p;
@@ -141,7 +174,73 @@ void CudaBackend::linear(const LinearArgs& a) {
   p.w_scales = w.scale.as<const uint8_t>(), p.s_stride = w.scale.ndim ? w.scale.stride[0] : 0;
   p.y = a.out.data, p.y_f32 = a.out.dtype == DType::kF32, p.y_stride = a.out.stride[0];
   p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.out = static_cast<int>(w.out), p.stream = stream_;
-  check_launch(cuda::launch_dense_linear(p), "linear (dense)");
+  launched(cuda::launch_dense_linear(p), "linear (dense)");
+}
+
+void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
+  const std::span<const LinearArgs> ops = a.ops;
+  const auto groupable = [&] {
+    if (ops.size() < 2 || ops.size() > static_cast<size_t>(cuda::kMaxLinearGroups)) return false;
+    const LinearArgs& o0 = ops[0];
+    const LinearWeight& w0 = *o0.w;
+    if ((w0.format != LinearFormat::kFp8 && w0.format != LinearFormat::kFp4) || o0.x.size(0) == 0) return false;
+    for (const LinearArgs& op : ops) {
+      const LinearWeight& w = *op.w;
+      if (w.format != w0.format || w.in != w0.in || w.out != w0.out || w.weight.stride[0] != w0.weight.stride[0] ||
+          w.scale.stride[0] != w0.scale.stride[0] || op.x.size(0) != o0.x.size(0) || op.x.size(1) != w.in ||
+          op.out.size(0) != o0.x.size(0) || op.out.size(1) != w.out || op.out.stride[0] != o0.out.stride[0])
+        return false;
+    }
+    return true;
+  };
+  if (!groupable()) {
+    for (const LinearArgs& op : ops) linear(op);
+    return;
+  }
+  const LinearWeight& w0 = *ops[0].w;
+  const int64_t n = ops[0].x.size(0), k = w0.in;
+  // Each distinct input is quantised once, into its slot; inputs that lie back to back in memory
+  // (the experts' gathered rows) in one launch.
+  std::vector<const uint16_t*> inputs;
+  std::vector<int> slot(ops.size());
+  for (size_t g = 0; g < ops.size(); ++g) {
+    check_device({&ops[g].x, &ops[g].w->weight, &ops[g].w->scale, &ops[g].out}, "grouped_linear");
+    const uint16_t* x = bf16(ops[g].x);
+    const auto it = std::find(inputs.begin(), inputs.end(), x);
+    slot[g] = static_cast<int>(it - inputs.begin());
+    if (it == inputs.end()) inputs.push_back(x);
+  }
+  const size_t m = inputs.size();
+  auto* values = static_cast<uint16_t*>(scratch(quant_values_, m * n * k * 2));
+  auto* codes = static_cast<uint8_t*>(scratch(quant_codes_, m * n * k));
+  auto* scales = static_cast<float*>(scratch(quant_scales_, m * n * (k / 32) * 4));
+  for (size_t i = 0; i < m;) {
+    size_t run = 1;  // inputs i .. i + run - 1 are consecutive rows of one array
+    while (i + run < m && ops[0].x.stride[0] == k && inputs[i + run] == inputs[i] + run * n * k) ++run;
+    cuda::QuantizeInputParams q;
+    q.x = inputs[i], q.x_stride = ops[0].x.stride[0], q.n = static_cast<int>(run * n), q.k = static_cast<int>(k);
+    q.values = values + i * n * k, q.codes = codes + i * n * k, q.scales = scales + i * n * (k / 32);
+    q.stream = stream_;
+    launched(cuda::launch_quantize_input(q), "grouped_linear (input quantisation)");
+    i += run;
+  }
+  cuda::BlockLinearParams p;
+  for (size_t g = 0; g < ops.size(); ++g) {
+    const int64_t at = slot[g];
+    p.op[g] = {values + at * n * k,
+               scales + at * n * (k / 32),
+               ops[g].w->weight.as<const uint8_t>(),
+               ops[g].w->scale.as<const uint8_t>(),
+               ops[g].out.as<uint16_t>(),
+               codes + at * n * k};
+  }
+  p.groups = static_cast<int>(ops.size()), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
+  p.out = static_cast<int>(w0.out), p.fp4 = w0.format == LinearFormat::kFp4, p.w_stride = w0.weight.stride[0];
+  p.s_stride = w0.scale.stride[0], p.y_stride = ops[0].out.stride[0], p.stream = stream_;
+  if (linear_kernel_ != cuda::LinearKernel::kWgmma || n <= 8) p.kernel = linear_kernel_;
+  if (const size_t bytes = cuda::block_linear_workspace_bytes(p))
+    p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
+  launched(cuda::launch_block_linear(p), "grouped_linear");
 }
 
 void CudaBackend::rope(const RopeArgs& a) {
@@ -152,7 +251,7 @@ void CudaBackend::rope(const RopeArgs& a) {
   DSINFER_CHECK(a.sin.stride[0] == a.cos.stride[0], "rope: cos and sin tables of one layout");
   p.n = static_cast<int>(a.x.size(0)), p.heads = static_cast<int>(a.x.size(1)), p.d = static_cast<int>(a.x.size(2));
   p.half = static_cast<int>(a.cos.size(1)), p.inverse = a.inverse, p.stream = stream_;
-  check_launch(cuda::launch_rope(p), "rope");
+  launched(cuda::launch_rope(p), "rope");
 }
 
 void CudaBackend::fake_quant(const FakeQuantArgs& a) {
@@ -165,7 +264,7 @@ void CudaBackend::fake_quant(const FakeQuantArgs& a) {
       cuda::ActQuantParams p;
       p.x = p.fake = a.x.as<uint16_t>() + i * a.x.stride[0];
       p.n = contiguous ? n * d : d, p.stream = stream_;
-      check_launch(cuda::launch_act_quant(p), "fake_quant (fp8)");
+      launched(cuda::launch_act_quant(p), "fake_quant (fp8)");
     }
     return;
   }
@@ -173,7 +272,7 @@ void CudaBackend::fake_quant(const FakeQuantArgs& a) {
   p.x = a.x.as<uint16_t>(), p.stride = a.x.stride[0], p.n = static_cast<int>(n), p.d = static_cast<int>(d);
   p.group = a.kind == FakeQuant::kFp4E4M3Group16 ? 16 : 32, p.e4m3_scale = a.kind == FakeQuant::kFp4E4M3Group16;
   p.stream = stream_;
-  check_launch(cuda::launch_fp4_fake_quant(p), "fake_quant (fp4)");
+  launched(cuda::launch_fp4_fake_quant(p), "fake_quant (fp4)");
 }
 
 void CudaBackend::hc_mixes(const HcMixesArgs& a) {
@@ -185,8 +284,9 @@ void CudaBackend::hc_mixes(const HcMixesArgs& a) {
   p.sinkhorn_iters = a.sinkhorn_iters, p.pre = a.pre.as<float>(), p.post = a.post.as<float>(),
   p.comb = a.comb.as<float>();
   p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1)), p.dim = static_cast<int>(a.x.size(2));
+  p.mix = static_cast<float*>(scratch(hc_mix_, static_cast<size_t>(p.n) * (2 + p.hc) * p.hc * sizeof(float)));
   p.stream = stream_;
-  check_launch(cuda::launch_hc_mixes(p), "hc_mixes");
+  launched(cuda::launch_hc_mixes(p), "hc_mixes");
 }
 
 void CudaBackend::hc_pre(const HcPreArgs& a) {
@@ -195,7 +295,7 @@ void CudaBackend::hc_pre(const HcPreArgs& a) {
   p.x = bf16(a.x), p.x_stride = a.x.stride[0], p.pre = a.pre.as<const float>(), p.out = a.out.as<uint16_t>();
   p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1));
   p.dim = static_cast<int>(a.x.size(2)), p.stream = stream_;
-  check_launch(cuda::launch_hc_pre(p), "hc_pre");
+  launched(cuda::launch_hc_pre(p), "hc_pre");
 }
 
 void CudaBackend::hc_post(const HcPostArgs& a) {
@@ -205,7 +305,7 @@ void CudaBackend::hc_post(const HcPostArgs& a) {
   p.residual_stride = a.residual.stride[0], p.post = a.post.as<const float>(), p.comb = a.comb.as<const float>();
   p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.residual.size(0));
   p.hc = static_cast<int>(a.residual.size(1)), p.dim = static_cast<int>(a.residual.size(2)), p.stream = stream_;
-  check_launch(cuda::launch_hc_post(p), "hc_post");
+  launched(cuda::launch_hc_post(p), "hc_post");
 }
 
 void CudaBackend::sparse_attn(const SparseAttnArgs& a) {
@@ -219,7 +319,7 @@ void CudaBackend::sparse_attn(const SparseAttnArgs& a) {
   p.scale = a.scale, p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0];
   p.n = static_cast<int>(a.q.size(0)), p.heads = static_cast<int>(a.q.size(1)), p.d = static_cast<int>(a.q.size(2));
   p.k = static_cast<int>(a.idx.size(1)), p.stream = stream_;
-  check_launch(cuda::launch_sparse_attn(p), "sparse_attn");
+  launched(cuda::launch_sparse_attn(p), "sparse_attn");
 }
 
 void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
@@ -230,7 +330,7 @@ void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
   p.visible = a.visible.as<const int32_t>(), p.out = a.out.as<float>(), p.out_stride = a.out.stride[0];
   p.n = static_cast<int>(a.q.size(0)), p.heads = static_cast<int>(a.q.size(1)), p.d = static_cast<int>(a.q.size(2));
   p.T = a.keys.ndim ? static_cast<int>(a.keys.size(0)) : 0, p.stream = stream_;
-  check_launch(cuda::launch_indexer_scores(p), "indexer_scores");
+  launched(cuda::launch_indexer_scores(p), "indexer_scores");
 }
 
 void CudaBackend::swiglu(const SwigluArgs& a) {
@@ -240,7 +340,7 @@ void CudaBackend::swiglu(const SwigluArgs& a) {
   p.row_weight = a.row_weight.as<const float>(), p.limit = a.limit, p.out = a.out.as<uint16_t>();
   p.out_stride = a.out.stride[0], p.n = static_cast<int>(a.gate.size(0)), p.f = static_cast<int>(a.gate.size(1));
   p.stream = stream_;
-  check_launch(cuda::launch_swiglu(p), "swiglu");
+  launched(cuda::launch_swiglu(p), "swiglu");
 }
 
 void CudaBackend::router(const RouterArgs& a) {
@@ -256,7 +356,7 @@ void CudaBackend::router(const RouterArgs& a) {
   p.norm_topk_prob = a.norm_topk_prob, p.given_indices = a.given_indices, p.indices = a.indices.as<int32_t>();
   p.weights = a.weights.as<float>(), p.n = static_cast<int>(a.x.size(0)), p.dim = static_cast<int>(a.x.size(1));
   p.experts = static_cast<int>(a.weight.size(0)), p.k = static_cast<int>(a.indices.size(1)), p.stream = stream_;
-  check_launch(cuda::launch_router(p), "router");
+  launched(cuda::launch_router(p), "router");
 }
 
 void CudaBackend::compress_pool(const CompressPoolArgs& a) {
@@ -266,7 +366,7 @@ void CudaBackend::compress_pool(const CompressPoolArgs& a) {
   cuda::CompressPoolParams p;
   p.kv = a.kv.as<const float>(), p.score = a.score.as<const float>(), p.out = a.out.as<uint16_t>();
   p.groups = static_cast<int>(a.kv.size(0)), p.d = static_cast<int>(a.kv.size(2)), p.stream = stream_;
-  check_launch(cuda::launch_compress_pool(p), "compress_pool");
+  launched(cuda::launch_compress_pool(p), "compress_pool");
 }
 
 void CudaBackend::engram_gate(const EngramGateArgs& a) {
@@ -276,7 +376,7 @@ void CudaBackend::engram_gate(const EngramGateArgs& a) {
   p.wgt = a.wgt.as<const float>(), p.live = a.live.as<const uint8_t>(), p.norm_eps = static_cast<float>(a.norm_eps);
   p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1)), p.dim = static_cast<int>(a.x.size(2));
   p.stream = stream_;
-  check_launch(cuda::launch_engram_gate(p), "engram_gate");
+  launched(cuda::launch_engram_gate(p), "engram_gate");
 }
 
 void CudaBackend::gather_rows(const GatherRowsArgs& a) {
@@ -286,7 +386,7 @@ void CudaBackend::gather_rows(const GatherRowsArgs& a) {
   p.src = bf16(a.src), p.src_stride = a.src.stride[0], p.rows = a.rows.as<const int32_t>();
   p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0], p.m = static_cast<int>(a.rows.size(0));
   p.d = static_cast<int>(a.src.size(1)), p.stream = stream_;
-  check_launch(cuda::launch_gather_rows(p), "gather_rows");
+  launched(cuda::launch_gather_rows(p), "gather_rows");
 }
 
 void CudaBackend::scatter_add(const ScatterAddArgs& a) {
@@ -296,7 +396,7 @@ void CudaBackend::scatter_add(const ScatterAddArgs& a) {
   p.acc = a.acc.as<float>(), p.acc_stride = a.acc.stride[0];
   p.out = a.out.data ? a.out.as<uint16_t>() : nullptr, p.out_stride = a.out.data ? a.out.stride[0] : 0;
   p.m = static_cast<int>(a.rows.size(0)), p.d = static_cast<int>(a.src.size(1)), p.stream = stream_;
-  check_launch(cuda::launch_scatter_add(p), "scatter_add");
+  launched(cuda::launch_scatter_add(p), "scatter_add");
 }
 
 }  // namespace dsinfer

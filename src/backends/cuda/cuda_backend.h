@@ -15,7 +15,8 @@ namespace dsinfer {
 
 class CudaBackend final : public Backend {
  public:
-  /// On the current device; `stream` may be null (the default stream).
+  /// On the current device, which must exist (cuda::device_count() > 0); `stream` may be null (the
+  /// default stream).
   explicit CudaBackend(cudaStream_t stream = nullptr);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
@@ -33,9 +34,20 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
 
+  /// What the host did for the device since construction (for the benchmarks): API calls by
+  /// kind, and the time the host spent waiting for the device in copies to the host.
+  struct Stats {
+    int64_t ops = 0, allocations = 0, uploads = 0, downloads = 0, device_copies = 0;
+    double download_wait_s = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
   void embed(const EmbedArgs& a) override;
   void rms_norm(const RmsNormArgs& a) override;
   void linear(const LinearArgs& a) override;
+  /// One launch for block-scaled weights of one format and shape with equal row counts (each
+  /// distinct input quantised once); other calls go one by one.
+  void grouped_linear(const GroupedLinearArgs& a) override;
   void rope(const RopeArgs& a) override;
   void fake_quant(const FakeQuantArgs& a) override;
   void hc_mixes(const HcMixesArgs& a) override;
@@ -57,12 +69,24 @@ class CudaBackend final : public Backend {
     size_t bytes = 0;
   };
   void* scratch(Scratch& s, size_t bytes);
+  void launched(cudaError_t e, const char* op);  // counts a kernel launch, fails loudly on its error
+
+  // Uploads go through a pinned ring in two halves, so they are asynchronous (a copy from
+  // pageable memory may wait for the device); a half is reused once its copies have finished.
+  struct Staging {
+    uint8_t* host = nullptr;
+    size_t half_bytes = 0, used = 0;
+    int half = 0;
+    cudaEvent_t done[2] = {nullptr, nullptr};
+  };
 
   cudaStream_t stream_;
+  Staging staging_;
+  Stats stats_;
   // DSINFER_CUDA_LINEAR=fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
   // comparisons); unset or auto: the fastest measured for each shape.
   cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
-  Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_;
+  Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_;
 };
 
 }  // namespace dsinfer

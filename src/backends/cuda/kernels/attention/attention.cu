@@ -1,6 +1,6 @@
-// sm90_sparse_attn, sm90_indexer_scores: direct ports of the CPU backend's loops, one warp per
-// output row. Correctness first: every head re-reads the shared KV rows (from L2); a version that
-// reads each row once for all heads of a token comes with the decode-step work.
+// sm90_sparse_attn, sm90_indexer_scores: ports of the CPU backend's loops (the same sums in the
+// same order where the order shows in the bits). Every head re-reads the shared KV rows (from L2);
+// a version that reads each row once for all heads of a token is still to come.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -11,7 +11,8 @@
 namespace dsinfer::cuda {
 namespace {
 
-constexpr int kWarp = 32, kWarpsPerBlock = 4, kBlock = 64, kMaxPerLane = 32;
+constexpr int kWarp = 32, kWarpsPerBlock = 4, kBlock = 64;
+constexpr int kAttnWarps = 8, kAttnThreads = kAttnWarps * kWarp, kMaxPerThread = 4;  // d <= 1024
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 __device__ inline float bf16f(uint16_t b) {
@@ -25,60 +26,74 @@ __device__ inline double warp_sum(double v) {
   return v;
 }
 
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_sparse_attn(SparseAttnParams p) {
-  __shared__ float s_all[kWarpsPerBlock][kBlock];
-  __shared__ const uint16_t* rows_all[kWarpsPerBlock][kBlock];
+// Block per (token, head), kAttnWarps warps. Per 64-row block of the selection: each warp takes
+// every kAttnWarps-th row's q.k dot (lane-strided double sums and a warp tree, as the CPU-checked
+// order), thread 0 the running max and the probability sum in row order, then each thread owns
+// output dims (c = thread + kAttnThreads * i) and adds the rows into them in row order. Every
+// output element sees the same operations in the same order as the one-warp version before it.
+__global__ void __launch_bounds__(kAttnThreads) sm90_sparse_attn(SparseAttnParams p) {
+  __shared__ float s[kBlock], prob[kBlock];
+  __shared__ const uint16_t* rows[kBlock];
+  __shared__ float shared_m, shared_alpha, shared_l;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  if (w >= static_cast<int64_t>(p.n) * p.heads) return;  // whole warps leave together
-  const int64_t t = w / p.heads;
-  const int h = static_cast<int>(w % p.heads);
+  const int64_t t = blockIdx.x / p.heads;
+  const int h = static_cast<int>(blockIdx.x % p.heads);
   const uint16_t* q = p.q + t * p.q_stride + static_cast<int64_t>(h) * p.d;
   const int32_t* idx = p.idx + t * p.idx_stride;
-  float* s = s_all[warp];
-  const uint16_t** rows = rows_all[warp];
-  const int per_lane = p.d / kWarp;
-  float acc[kMaxPerLane] = {};
-  float m = -1e30f, l = 0.0f;
+  const int per_thread = (p.d + kAttnThreads - 1) / kAttnThreads;
+  float acc[kMaxPerThread] = {};
+  if (threadIdx.x == 0) shared_m = -1e30f, shared_l = 0.0f;
+  __syncthreads();
   for (int b0 = 0; b0 < p.k; b0 += kBlock) {
     const int len = min(kBlock, p.k - b0);
-    float bmax = m;
-    for (int j = 0; j < len; ++j) {
+    for (int j = warp; j < len; j += kAttnWarps) {
       const int32_t id = idx[b0 + j];
-      const uint16_t* row = id < 0 ? nullptr : id < p.n_win ? p.window + static_cast<int64_t>(id) * p.d
-                                                           : p.compressed + static_cast<int64_t>(id - p.n_win) * p.d;
+      const uint16_t* row = id < 0         ? nullptr
+                            : id < p.n_win ? p.window + static_cast<int64_t>(id) * p.d
+                                           : p.compressed + static_cast<int64_t>(id - p.n_win) * p.d;
       float sj = -INFINITY;
       if (row) {
         double dot = 0;
         for (int c = lane; c < p.d; c += kWarp) dot += static_cast<double>(bf16f(q[c])) * bf16f(row[c]);
         sj = static_cast<float>(warp_sum(dot)) * p.scale;
-        bmax = fmaxf(bmax, sj);
       }
       if (lane == 0) s[j] = sj, rows[j] = row;
     }
-    __syncwarp();
-    const float alpha = expf(m - bmax);
-    double psum = 0;
-    double part[kMaxPerLane] = {};
-    for (int j = 0; j < len; ++j) {
-      const uint16_t* row = rows[j];
-      if (!row) continue;
-      const float pj = expf(s[j] - bmax);
-      psum += pj;  // every lane in the same order as the CPU
-      const double pb = round_bf16(pj);
-      for (int i = 0; i < per_lane; ++i) part[i] += pb * bf16f(row[lane + i * kWarp]);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const float m = shared_m;
+      float bmax = m;
+      for (int j = 0; j < len; ++j)
+        if (rows[j]) bmax = fmaxf(bmax, s[j]);
+      double psum = 0;  // in row order, as the CPU
+      for (int j = 0; j < len; ++j) {
+        prob[j] = rows[j] ? expf(s[j] - bmax) : 0.0f;
+        if (rows[j]) psum += prob[j];
+      }
+      const float alpha = expf(m - bmax);
+      shared_alpha = alpha, shared_l = shared_l * alpha + static_cast<float>(psum), shared_m = bmax;
     }
-    l = l * alpha + static_cast<float>(psum);
-    for (int i = 0; i < per_lane; ++i) acc[i] = acc[i] * alpha + static_cast<float>(part[i]);
-    m = bmax;
-    __syncwarp();
+    __syncthreads();
+    const float alpha = shared_alpha;
+    for (int i = 0; i < per_thread; ++i) {
+      const int c = threadIdx.x + i * kAttnThreads;
+      if (c >= p.d) break;
+      double part = 0;
+      for (int j = 0; j < len; ++j)
+        if (rows[j]) part += static_cast<double>(round_bf16(prob[j])) * bf16f(rows[j][c]);
+      acc[i] = acc[i] * alpha + static_cast<float>(part);
+    }
+    __syncthreads();
   }
-  l = l + expf(p.sink[h] - m);
+  const float l = shared_l + expf(p.sink[h] - shared_m);
   uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h) * p.d;
-  for (int i = 0; i < per_lane; ++i) out[lane + i * kWarp] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[i] / l));
+  for (int i = 0; i < per_thread; ++i) {
+    const int c = threadIdx.x + i * kAttnThreads;
+    if (c < p.d) out[c] = __bfloat16_as_ushort(__float2bfloat16_rn(acc[i] / l));
+  }
 }
 
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_indexer_scores(IndexerScoresParams p) {
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_indexer_scores(IndexerScoresParams p) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   if (w >= static_cast<int64_t>(p.n) * p.T) return;
@@ -104,12 +119,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_indexer_scores(In
 }  // namespace
 
 cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
-  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % kWarp != 0 || p.d > kWarp * kMaxPerLane || p.k < 0)
+  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d > kAttnThreads * kMaxPerThread || p.k < 0)
     return cudaErrorInvalidValue;
-  const int64_t warps = static_cast<int64_t>(p.n) * p.heads;
-  if (warps == 0) return cudaSuccess;
-  sm90_sparse_attn<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp, 0,
-                     p.stream>>>(p);
+  const int64_t blocks = static_cast<int64_t>(p.n) * p.heads;
+  if (blocks == 0) return cudaSuccess;
+  sm90_sparse_attn<<<static_cast<unsigned>(blocks), kAttnThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -117,8 +131,8 @@ cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
   if (p.n < 0 || p.heads <= 0 || p.heads > kWarp || p.d <= 0 || p.T < 0) return cudaErrorInvalidValue;
   const int64_t warps = static_cast<int64_t>(p.n) * p.T;
   if (warps == 0) return cudaSuccess;
-  sm90_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp,
-                        0, p.stream>>>(p);
+  sm90_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp, 0,
+                        p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -192,60 +192,76 @@ __global__ void engram_gate_kernel(EngramGateParams p) {
     x[d] = float_to_bf16_bits(bf16_bits_to_float(x[d]) + gate * bf16_bits_to_float(value[d]));
 }
 
-__global__ void hc_mixes_kernel(HcMixesParams p) {
-  constexpr int kMaxHc = 8, kMaxMix = (2 + kMaxHc) * kMaxHc;
+// Block per (token, projection): the norm's and the projection's sums in double (each block
+// recomputes the norm: it is one more pass over the same row), so a token's 24 projections run
+// on 24 SMs instead of one after another on one.
+__global__ void hc_mix_dots_kernel(HcMixesParams p) {
   __shared__ double scratch[kThreads];
-  __shared__ float m[kMaxMix];
   const int64_t t = blockIdx.x;
-  const int hc = p.hc, mix = (2 + hc) * hc;
-  const int64_t width = static_cast<int64_t>(hc) * p.dim;
+  const int o = static_cast<int>(blockIdx.y), mix = (2 + p.hc) * p.hc;
+  const int64_t width = static_cast<int64_t>(p.hc) * p.dim;
   const uint16_t* x = p.x + t * p.x_stride;
-  double ss = 0;
+  double ss = 0, dot = 0;
   for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
     const double v = bf16_bits_to_float(x[j]);
     ss += v * v;
+    dot += static_cast<double>(p.fn[o * width + j]) * v;
   }
   ss = block_sum(ss, scratch);
+  dot = block_sum(dot, scratch);
   const float r = 1.0f / sqrtf(static_cast<float>(ss) / static_cast<float>(width) + p.norm_eps);
-  for (int o = 0; o < mix; ++o) {
-    double dot = 0;
-    for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
-      dot += static_cast<double>(p.fn[o * width + j]) * bf16_bits_to_float(x[j]);
-    dot = block_sum(dot, scratch);
-    if (threadIdx.x == 0) m[o] = static_cast<float>(dot) * r;
+  if (threadIdx.x == 0) p.mix[t * mix + o] = static_cast<float>(dot) * r;
+}
+
+// Block per token, a thread per matrix element: the gates and Sinkhorn in fp32. Every element
+// sees the CPU's operations in the CPU's order (each thread forms its own row or column sum in
+// index order), so the result is the sequential loop's, without its latency.
+__global__ void hc_sinkhorn_kernel(HcMixesParams p) {
+  constexpr int kMaxHc = 8;
+  __shared__ float c[kMaxHc * kMaxHc];
+  const int64_t t = blockIdx.x;
+  const int hc = p.hc, mix = (2 + hc) * hc, e = threadIdx.x, i = e / hc, j = e % hc;
+  const bool live = e < hc * hc;
+  const float* m = p.mix + t * mix;
+  const float eps = p.hc_eps;
+  if (e < hc) {
+    p.pre[t * hc + e] = 1.0f / (1.0f + expf(-(m[e] * p.scale[0] + p.base[e]))) + eps;
+    p.post[t * hc + e] = 2.0f * (1.0f / (1.0f + expf(-(m[hc + e] * p.scale[1] + p.base[hc + e]))));
+  }
+  if (live) c[e] = m[2 * hc + e] * p.scale[2] + p.base[2 * hc + e];
+  __syncthreads();
+  float v = 0;
+  if (live) {  // row softmax, + eps
+    float mx = c[i * hc];
+    for (int k = 1; k < hc; ++k) mx = fmaxf(mx, c[i * hc + k]);
+    v = expf(c[e] - mx);
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  const float eps = p.hc_eps;
-  float* pre = p.pre + t * hc;
-  float* post = p.post + t * hc;
-  for (int j = 0; j < hc; ++j) {
-    pre[j] = 1.0f / (1.0f + expf(-(m[j] * p.scale[0] + p.base[j]))) + eps;
-    post[j] = 2.0f * (1.0f / (1.0f + expf(-(m[hc + j] * p.scale[1] + p.base[hc + j]))));
-  }
-  float c[kMaxHc * kMaxHc];
-  for (int i = 0; i < hc * hc; ++i) c[i] = m[2 * hc + i] * p.scale[2] + p.base[2 * hc + i];
-  for (int i = 0; i < hc; ++i) {  // row softmax, + eps
-    float mx = c[i * hc];
-    for (int j = 1; j < hc; ++j) mx = fmaxf(mx, c[i * hc + j]);
-    float sum = 0;
-    for (int j = 0; j < hc; ++j) c[i * hc + j] = expf(c[i * hc + j] - mx), sum += c[i * hc + j];
-    for (int j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / sum + eps;
-  }
+  if (live) c[e] = v;
+  __syncthreads();
+  float sum = 0;
+  if (live)
+    for (int k = 0; k < hc; ++k) sum += c[i * hc + k];
+  __syncthreads();
+  if (live) c[e] = c[e] / sum + eps;
+  __syncthreads();
   for (int it = 0; it < p.sinkhorn_iters; ++it) {
-    if (it > 0)
-      for (int i = 0; i < hc; ++i) {  // rows
-        float sum = 0;
-        for (int j = 0; j < hc; ++j) sum += c[i * hc + j];
-        for (int j = 0; j < hc; ++j) c[i * hc + j] = c[i * hc + j] / (sum + eps);
-      }
-    for (int j = 0; j < hc; ++j) {  // columns
-      float sum = 0;
-      for (int i = 0; i < hc; ++i) sum += c[i * hc + j];
-      for (int i = 0; i < hc; ++i) c[i * hc + j] = c[i * hc + j] / (sum + eps);
+    if (it > 0) {  // rows
+      sum = 0;
+      if (live)
+        for (int k = 0; k < hc; ++k) sum += c[i * hc + k];
+      __syncthreads();
+      if (live) c[e] = c[e] / (sum + eps);
+      __syncthreads();
     }
+    sum = 0;  // columns
+    if (live)
+      for (int k = 0; k < hc; ++k) sum += c[k * hc + j];
+    __syncthreads();
+    if (live) c[e] = c[e] / (sum + eps);
+    __syncthreads();
   }
-  for (int i = 0; i < hc * hc; ++i) p.comb[t * hc * hc + i] = c[i];
+  if (live) p.comb[t * hc * hc + e] = c[e];
 }
 
 }  // namespace
@@ -265,9 +281,11 @@ cudaError_t launch_engram_gate(const EngramGateParams& p) {
 }
 
 cudaError_t launch_hc_mixes(const HcMixesParams& p) {
-  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0 || p.sinkhorn_iters < 1) return cudaErrorInvalidValue;
+  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0 || p.sinkhorn_iters < 1 || !p.mix) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  hc_mixes_kernel<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  hc_mix_dots_kernel<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc)), kThreads, 0,
+                       p.stream>>>(p);
+  hc_sinkhorn_kernel<<<static_cast<unsigned>(p.n), 64, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

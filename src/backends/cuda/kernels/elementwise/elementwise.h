@@ -24,8 +24,8 @@ cudaError_t launch_hc_post(const HcPostParams& p);
 cudaError_t launch_compress_pool(const CompressPoolParams& p);
 /// Block per (token, copy): the three sums in double, the gate in fp32 (expf).
 cudaError_t launch_engram_gate(const EngramGateParams& p);
-/// Block per token: the (2 + hc) * hc projections in double, then the gates and Sinkhorn in fp32
-/// on one thread, in the CPU's order. hc <= 8.
+/// A block per (token, projection) for the (2 + hc) * hc projections in double (into p.mix), then a
+/// block per token for the gates and Sinkhorn in fp32, in the CPU's order. hc <= 8.
 cudaError_t launch_hc_mixes(const HcMixesParams& p);
 
 }  // namespace dsinfer::cuda

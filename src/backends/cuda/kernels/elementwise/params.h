@@ -110,6 +110,7 @@ struct HcMixesParams {
   float* pre = nullptr;   // [n, hc]
   float* post = nullptr;  // [n, hc]
   float* comb = nullptr;  // [n, hc, hc]
+  float* mix = nullptr;   // [n, (2 + hc) * hc] device scratch: the normalised projections
   int n = 0, hc = 0, dim = 0;
   cudaStream_t stream = nullptr;
 };
