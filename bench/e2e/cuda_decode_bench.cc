@@ -57,7 +57,7 @@ double copy_tbs() {
 // A sequence as a prefill of `context` positions would leave it: random window rows on every
 // layer, random compressed rows and index keys on the kv sources, the index-key slot on the last.
 // `pool` holds the random bf16 values (shared by every sequence: only the time is measured).
-SequenceState filled_sequence(const Model& model, const std::vector<uint16_t>& pool, int64_t context) {
+SequenceState filled_sequence(Model& model, const std::vector<uint16_t>& pool, int64_t context) {
   const ModelConfig& c = model.config();
   SequenceState s = model.new_sequence();
   const auto rows = [&](int64_t n) { return std::span<const uint16_t>(pool.data(), static_cast<size_t>(n)); };
@@ -65,8 +65,9 @@ SequenceState filled_sequence(const Model& model, const std::vector<uint16_t>& p
     s.layers[l].window.assign(rows(static_cast<int64_t>(c.window_size) * c.head_dim));
     if (!c.is_kv_source(l)) continue;
     const int64_t groups = context / c.compress_ratio(l);
-    s.layers[l].compressed.assign(rows(groups * c.head_dim));
-    s.layers[l].index_keys.assign(rows(groups * c.index_head_dim));
+    if (Status st = model.write_compressed_cache(s, l, rows(groups * c.head_dim), rows(groups * c.index_head_dim));
+        !st.ok())
+      std::fprintf(stderr, "%s\n", st.to_string().c_str());
     s.index_key_owner = l;
   }
   s.length = context;

@@ -48,10 +48,13 @@ void copy_rows(Backend& be, T* dst, const T* src, int64_t width, int64_t count, 
   }
 }
 
-// Grows a cache to hold `rows` rows of `width` (never shrinks: a recomputed chunk rewrites rows).
-template <typename T>
-void grow(DeviceArray<T>& cache, int64_t rows, int64_t width) {
-  if (static_cast<int64_t>(cache.size()) < rows * width) cache.resize(rows * width);
+// Writes `count` rows of `width` (compressed positions first .. first + count - 1 of `layer`) into
+// the layer's pool through the sequence's block table.
+void publish_rows(Backend& be, const CacheStore& store, uint16_t* pool, const uint16_t* rows, int64_t width, int layer,
+                  std::span<const int32_t> blocks, int64_t first, int64_t count) {
+  copy_rows(
+      be, pool, rows, width, count, [&](int64_t i) { return store.row(layer, blocks, first + i); },
+      [](int64_t i) { return i; });
 }
 
 }  // namespace
@@ -119,16 +122,19 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     int64_t k = 0;
     if (r > 0) {
       DSINFER_RETURN_IF_ERROR(compressed_kv(l, b, ci, x, qrv));
-      const DeviceArray<uint16_t>& src = ch.state->layers[c.kv_source_of(l)].compressed;
-      if (!src.empty()) crows = src.view(DType::kBF16, {static_cast<int64_t>(src.size()) / hd, hd});
+      const DeviceArray<uint16_t>& pool = store_->compressed(c.kv_source_of(l));
+      crows = pool.view(DType::kBF16, {static_cast<int64_t>(pool.size()) / hd, hd});
       k = b.topk_k[ci];
     }
+    // Selected compressed positions become rows of the shared pool, through the block table.
     std::vector<int32_t> idx(s * (width + k));
+    const std::span<const int32_t> blocks = ch.state->blocks.blocks();
     for (int64_t i = 0; i < s; ++i) {
       std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
       for (int64_t j = 0; j < k; ++j) {
         const int32_t sel = b.topk[ci][i * k + j];
-        idx[i * (width + k) + width + j] = sel < 0 ? -1 : static_cast<int32_t>(n_win_rows + sel);
+        idx[i * (width + k) + width + j] =
+            sel < 0 ? -1 : static_cast<int32_t>(n_win_rows + store_->row(c.kv_source_of(l), blocks, sel));
       }
     }
     const DeviceArray<int32_t> didx = b.upload(idx);
@@ -216,10 +222,9 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
   if (groups) {
     rope_rows(backend_, rope, latent.view(DType::kBF16, {groups, 1, hd}), group_pos, false);
     backend_.fake_quant({latent.view(DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
-    DeviceArray<uint16_t>& cache = st.layers[l].compressed;
     const int64_t j0 = group_pos.front() / r;
-    grow(cache, j0 + groups, hd);
-    backend_.copy_on_device(cache.data() + j0 * hd, latent.data(), groups * hd * 2);
+    publish_rows(backend_, *store_, store_->compressed(l).data(), latent.data(), hd, l, st.blocks.blocks(), j0, groups);
+    st.layers[l].compressed_rows = std::max(st.layers[l].compressed_rows, j0 + groups);
   }
   // Config validation guarantees an index source of this ratio ran earlier in this call.
   DSINFER_CHECK(static_cast<int64_t>(b.topk[ci].size()) == s * b.topk_k[ci], "layer {}: no published top-k", l);
@@ -249,10 +254,9 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
     backend_.rms_norm({kv, w.idx_k_norm, c.norm_eps, kv});
     rope_rows(backend_, rope, keys.view(DType::kBF16, {groups, 1, di}), group_pos, false);
     backend_.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
-    DeviceArray<uint16_t>& cache = st.layers[l].index_keys;
     const int64_t j0 = group_pos.front() / r;
-    grow(cache, j0 + groups, di);
-    backend_.copy_on_device(cache.data() + j0 * di, keys.data(), groups * di * 2);
+    publish_rows(backend_, *store_, store_->index_keys(l).data(), keys.data(), di, l, st.blocks.blocks(), j0, groups);
+    st.layers[l].index_key_rows = std::max(st.layers[l].index_key_rows, j0 + groups);
     st.index_key_owner = l;
   }
   const int64_t k = std::min<int64_t>(c.index_topk, T);
@@ -275,13 +279,22 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   wts.upload(scaled);
 
   const int owner = st.index_key_owner;
-  if (owner < 0 || static_cast<int64_t>(st.layers[owner].index_keys.size()) < T * di)
+  if (owner < 0 || st.layers[owner].index_key_rows < T)
     return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
+  // The owner's keys of positions [0, T), gathered from the pool into one array.
+  std::vector<int32_t> key_rows(T);
+  for (int64_t tau = 0; tau < T; ++tau)
+    key_rows[tau] = static_cast<int32_t>(store_->row(owner, st.blocks.blocks(), tau));
+  const DeviceArray<int32_t> dkey_rows = b.upload(key_rows);
+  DeviceArray<uint16_t> owner_keys = b.scratch<uint16_t>(T * di);
+  const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
+  backend_.gather_rows({key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
+                        dkey_rows.view(DType::kI32, {T}), owner_keys.view(DType::kBF16, {T, di})});
   std::vector<int32_t> visible(s);
   for (int64_t i = 0; i < s; ++i) visible[i] = static_cast<int32_t>(ch.decode ? T : (start + i + 1) / r);
   const DeviceArray<int32_t> dvisible = b.upload(visible);
   DeviceArray<float> dscores = b.scratch<float>(s * T);
-  backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}), st.layers[owner].index_keys.view(DType::kBF16, {T, di}),
+  backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}), owner_keys.view(DType::kBF16, {T, di}),
                            wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
                            dscores.view(DType::kF32, {s, T})});
   std::vector<float> scores = dscores.download();

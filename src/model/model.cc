@@ -2,6 +2,7 @@
 // (Engram first where present), the final collapse, norm and head (spec §2, §4.3).
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -12,15 +13,20 @@
 #include "model/weight_manifest.h"
 
 namespace dsinfer {
+namespace {
 
-SequenceState make_sequence_state(const ModelConfig& c, Backend& backend) {
+// Blocks of the growing caches when no budget sets them (the server's --cache-block-tokens does).
+constexpr int64_t kDefaultBlockTokens = Model::kDefaultCacheBlockTokens;
+
+}  // namespace
+
+SequenceState make_sequence_state(const ModelConfig& c, Backend& backend, CacheStore& store) {
   SequenceState s;
+  s.blocks = BlockTable(&store);
   s.layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerCache& lc = s.layers[l];
     lc.window = DeviceArray<uint16_t>(backend, static_cast<size_t>(c.window_size) * c.head_dim);
-    lc.compressed = DeviceArray<uint16_t>(backend);
-    lc.index_keys = DeviceArray<uint16_t>(backend);
     if (c.is_kv_source(l) && c.compress_ratio(l) == 2) {
       lc.kv_state = DeviceArray<float>(backend, 2 * c.head_dim);
       const std::vector<float> empty(2 * c.head_dim, -std::numeric_limits<float>::infinity());
@@ -51,6 +57,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
                                dir.string(), map.compressed_vocab_size, c.engram_compressed_vocab_size));
     m->hasher_ = std::make_unique<EngramHasher>(c, std::move(map.map));
   }
+  m->store_ = std::make_unique<CacheStore>(m->config_, backend, kDefaultBlockTokens, 0);
   // Two tables serve every layer: window-only (theta 1e4) and compressed (YaRN) (spec §3.2).
   m->rope_tables_.resize(2);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -61,10 +68,45 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
   return m;
 }
 
+Status Model::reserve_cache(int64_t block_tokens, int max_blocks) {
+  if (store_->blocks_in_use() != 0)
+    return error(ErrorKind::kInvalidArgument, "the cache store cannot be replaced while sequences hold blocks");
+  if (block_tokens <= 0 || block_tokens % 2 != 0 || max_blocks < 0)
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("cache blocks must hold an even number of positions, not {}", block_tokens));
+  store_ = std::make_unique<CacheStore>(config_, backend_, block_tokens, max_blocks);
+  return {};
+}
+
+Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<const uint16_t> compressed,
+                                     std::span<const uint16_t> index_keys) {
+  const ModelConfig& c = config_;
+  if (!c.is_kv_source(layer)) return error(ErrorKind::kInvalidArgument, fmt::format("layer {} is no kv source", layer));
+  const int64_t groups = static_cast<int64_t>(compressed.size()) / c.head_dim;
+  if (static_cast<int64_t>(index_keys.size()) != groups * c.index_head_dim)
+    return error(ErrorKind::kInvalidArgument, "compressed rows and index keys of different counts");
+  DSINFER_RETURN_IF_ERROR(seq.blocks.cover(groups * c.compress_ratio(layer)));
+  const std::span<const int32_t> blocks = seq.blocks.blocks();
+  const int64_t per = store_->rows_per_block(layer);
+  for (int64_t g = 0; g < groups;) {  // one copy per block: its rows are consecutive in the pool
+    const int64_t row = store_->row(layer, blocks, g), run = std::min(per - g % per, groups - g);
+    backend_.copy_to_device(store_->compressed(layer).data() + row * c.head_dim, &compressed[g * c.head_dim],
+                            run * c.head_dim * 2);
+    backend_.copy_to_device(store_->index_keys(layer).data() + row * c.index_head_dim,
+                            &index_keys[g * c.index_head_dim], run * c.index_head_dim * 2);
+    g += run;
+  }
+  seq.layers[layer].compressed_rows = seq.layers[layer].index_key_rows = groups;
+  return {};
+}
+
 Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
   const ModelConfig& c = config_;
   Batch b(backend_);
   DSINFER_RETURN_IF_ERROR(b.init(c, chunks));
+  // Blocks for every position first: taking them may grow the store (and move its pools).
+  for (ForwardChunk& ch : chunks)
+    DSINFER_RETURN_IF_ERROR(ch.state->blocks.cover(ch.start_pos + static_cast<int64_t>(ch.tokens.size())));
   if (logits.size() != chunks.size() * static_cast<size_t>(c.vocab_size))
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;

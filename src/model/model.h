@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "model/cache_store.h"
 #include "model/engram_hash.h"
 #include "model/rope.h"
 #include "model/sequence_state.h"
@@ -62,7 +63,20 @@ class Model {
                                              const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
-  SequenceState new_sequence() const { return make_sequence_state(config_, backend_); }
+  SequenceState new_sequence() const { return make_sequence_state(config_, backend_, *store_); }
+
+  /// Replaces the store of the growing caches with one of at most `max_blocks` blocks (0: no
+  /// bound) of `block_tokens` positions (the server's memory budget); kInvalidArgument while a
+  /// sequence holds blocks.
+  Status reserve_cache(int64_t block_tokens, int max_blocks);
+  static constexpr int64_t kDefaultCacheBlockTokens = 64;
+  const CacheStore& cache_store() const { return *store_; }
+
+  /// Puts a kv source's compressed rows and index keys (bf16, groups x head_dim and groups x
+  /// index_head_dim) into `seq` as a prefill of groups * ratio positions would leave them, for
+  /// tests and benchmarks that need a long context without running one.
+  Status write_compressed_cache(SequenceState& seq, int layer, std::span<const uint16_t> compressed,
+                                std::span<const uint16_t> index_keys);
 
   /// Runs the chunks and writes the fp32 logits of each chunk's last token: logits [chunks, V].
   Status forward(std::span<ForwardChunk> chunks, std::span<float> logits);
@@ -87,6 +101,7 @@ class Model {
   std::unique_ptr<EngramHasher> hasher_;
   std::vector<const RopeTable*> rope_;  // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;
+  std::unique_ptr<CacheStore> store_;
 };
 
 }  // namespace dsinfer

@@ -1,27 +1,31 @@
 // SequenceState: everything the model keeps for one sequence between forward calls (spec §14b.1):
-// each layer's window ring, the kv sources' compressed KV, index keys and ratio-2 partial group,
-// the Engram token history, and the reference's shared index-key slot. The caches live in the
-// model backend's memory; the history and the bookkeeping on the host.
+// each layer's window ring and ratio-2 partial group, the blocks holding the kv sources' compressed
+// KV and index keys (in the model's CacheStore), the Engram token history, and the reference's
+// shared index-key slot. The caches live in the model backend's memory; the history and the
+// bookkeeping on the host.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "io/model_config.h"
+#include "model/cache_store.h"
 #include "ops/device_array.h"
 
 namespace dsinfer {
 
 struct LayerCache {
-  DeviceArray<uint16_t> window;      // [win, hd] bf16 (fp8 fake-quantised), slot = position % win
-  DeviceArray<uint16_t> compressed;  // [groups, hd] bf16 (fp4 fake-quantised), kv sources
-  DeviceArray<uint16_t> index_keys;  // [groups, d_idx] bf16 (fp4 fake-quantised), kv sources
-  DeviceArray<float> kv_state;       // [2, hd] ratio-2 partial group, slot = position % 2
-  DeviceArray<float> score_state;    // [2, hd]
+  DeviceArray<uint16_t> window;    // [win, hd] bf16 (fp8 fake-quantised), slot = position % win
+  DeviceArray<float> kv_state;     // [2, hd] ratio-2 partial group, slot = position % 2
+  DeviceArray<float> score_state;  // [2, hd]
+  // Kv sources: compressed positions whose rows are in the store (compressed KV bf16, fp4
+  // fake-quantised; index keys likewise).
+  int64_t compressed_rows = 0, index_key_rows = 0;
 };
 
 struct SequenceState {
   std::vector<LayerCache> layers;
+  BlockTable blocks;                    // positions [j * block_tokens, ...) of the growing caches live in block j
   std::vector<int64_t> engram_history;  // compressed token ids by position
   // The layer whose index keys the reference's shared slot points at: moved only when a key owner
   // produced keys, so ratio-2 owners read layer 20's keys at even decode positions (spec §6.4).
@@ -29,6 +33,6 @@ struct SequenceState {
   int64_t length = 0;  // positions [0, length) are cached
 };
 
-SequenceState make_sequence_state(const ModelConfig& c, Backend& backend);
+SequenceState make_sequence_state(const ModelConfig& c, Backend& backend, CacheStore& store);
 
 }  // namespace dsinfer

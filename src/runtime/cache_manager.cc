@@ -12,11 +12,14 @@ namespace dsinfer {
 
 Result<CacheLayout> cache_layout(const CacheSizes& sizes, int64_t budget_bytes, int64_t block_tokens,
                                  int64_t max_positions) {
-  if (block_tokens < 1) return error(ErrorKind::kInvalidArgument, "cache block size must be >= 1 token");
+  if (block_tokens < 2 || block_tokens % 2 != 0)  // a block holds whole groups of every compress ratio
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("cache blocks must hold an even number of positions (2 or more), not {}", block_tokens));
   CacheLayout l;
   l.block_tokens = block_tokens;
   l.block_bytes = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(sizes.per_token() * block_tokens)));
-  l.fixed_blocks = (sizes.window_per_sequence + sizes.compressor_state_per_sequence + l.block_bytes - 1) / l.block_bytes;
+  l.fixed_blocks =
+      (sizes.window_per_sequence + sizes.compressor_state_per_sequence + l.block_bytes - 1) / l.block_bytes;
   const int64_t blocks = budget_bytes / l.block_bytes;
   const int64_t one_sequence = l.fixed_blocks + (max_positions + block_tokens - 1) / block_tokens;
   if (blocks < one_sequence)

@@ -3,8 +3,8 @@
 // (every layer's window ring, the compressor's partial groups) plus one block per `block_tokens`
 // positions of the caches that grow with it (compressed KV, index keys, the Engram history). The
 // scheduler asks for blocks before it runs a chunk and preempts requests when the pool is short.
-// On the CPU backend the blocks are an account, not storage: each sequence's caches grow with it
-// (SequenceState) and the blocks count their bytes, so the budget bounds the memory they take.
+// The growing caches are stored in the model's CacheStore in blocks of the same size, bounded by
+// the same count (the Engine sets it); the fixed caches are each sequence's own, counted here.
 #pragma once
 
 #include <cstdint>

@@ -20,8 +20,12 @@ struct Engine::Live {
   std::deque<int32_t> forced;  // tokens to emit before sampling again
   bool force_armed = false;    // waiting for req.forced.after_token
   Live(EngineRequest r, const Model& model, const Tokenizer& tok, uint64_t id)
-      : req(std::move(r)), tokens(req.prompt), state(model.new_sequence()), sampler(req.sampling, 0x5EED ^ id, req.prompt),
-        detok(tok), stops(req.stop_strings) {
+      : req(std::move(r)),
+        tokens(req.prompt),
+        state(model.new_sequence()),
+        sampler(req.sampling, 0x5EED ^ id, req.prompt),
+        detok(tok),
+        stops(req.stop_strings) {
     if (req.forced.after_token < 0)
       forced.assign(req.forced.tokens.begin(), req.forced.tokens.end());
     else
@@ -41,7 +45,14 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config,
     : model_(model),
       tokenizer_(tokenizer),
       cache_(cache ? std::make_unique<CacheManager>(*cache) : nullptr),
-      scheduler_(config, cache_.get()) {}
+      scheduler_(config, cache_.get()) {
+  // The model's store of the growing caches in the account's blocks, bounded by the same budget
+  // (the fixed per-sequence caches take some of the account's blocks, so the store never runs
+  // short of what the account grants); without an account, unbounded.
+  const Status s = cache_ ? model_.reserve_cache(cache->block_tokens, cache->num_blocks)
+                          : model_.reserve_cache(Model::kDefaultCacheBlockTokens, 0);
+  DSINFER_CHECK(s.ok(), "Engine: {}", s.message());
+}
 
 Engine::~Engine() = default;
 

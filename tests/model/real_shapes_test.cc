@@ -71,7 +71,7 @@ class RealShapes : public ::testing::Test {
   SequenceState filled_state(int64_t P) const {
     const ModelConfig& c = model_->config();
     SequenceState seq = model_->new_sequence();
-    const auto fill = [](DeviceArray<uint16_t>& cache, size_t n, uint64_t seed, FakeQuant kind) {
+    const auto values = [](size_t n, uint64_t seed, FakeQuant kind) {
       std::vector<uint16_t> v = testing::random_bf16(n, seed);
       for (auto& x : v) x = f32_to_bf16(std::fmax(std::fmin(bf16_to_f32(x), 4.0f), -4.0f));
       if (kind == FakeQuant::kFp8Group32)
@@ -80,11 +80,13 @@ class RealShapes : public ::testing::Test {
         fp4_act_quant_inplace(v, 16, Fp4ScaleKind::kE4M3);
       else
         fp4_act_quant_inplace(v, 32, Fp4ScaleKind::kE8M0);
-      cache.assign(v);
+      return v;
     };
-    fill(seq.layers[0].compressed, P * c.head_dim, 1, FakeQuant::kFp4E4M3Group16);
-    fill(seq.layers[0].index_keys, P * c.index_head_dim, 2, FakeQuant::kFp4E8M0Group32);
-    for (int l : {0, 1}) fill(seq.layers[l].window, c.window_size * c.head_dim, 3 + l, FakeQuant::kFp8Group32);
+    EXPECT_TRUE(model_
+                    ->write_compressed_cache(seq, 0, values(P * c.head_dim, 1, FakeQuant::kFp4E4M3Group16),
+                                             values(P * c.index_head_dim, 2, FakeQuant::kFp4E8M0Group32))
+                    .ok());
+    for (int l : {0, 1}) seq.layers[l].window.assign(values(c.window_size * c.head_dim, 3 + l, FakeQuant::kFp8Group32));
     seq.length = P;
     seq.index_key_owner = 0;
     return seq;

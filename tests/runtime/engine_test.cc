@@ -80,10 +80,22 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
   ASSERT_TRUE(tiny.ok());
   Model& model = *tiny.model;
   const Tokenizer& tok = *tiny.tok;
-  const std::vector<std::string> prompts = {"Once upon a time", "The quick brown fox", "Hello", "A", "What is 2 + 2?",
-                                            "Rivers run to the sea and", "x y z", "Tell me a story about a cat",
-                                            "Numbers: 1 2 3", "Why?", "The end", "Reasoning step by step: first",
-                                            "Sun", "Moon and stars", "Code: int main()", "Last one"};
+  const std::vector<std::string> prompts = {"Once upon a time",
+                                            "The quick brown fox",
+                                            "Hello",
+                                            "A",
+                                            "What is 2 + 2?",
+                                            "Rivers run to the sea and",
+                                            "x y z",
+                                            "Tell me a story about a cat",
+                                            "Numbers: 1 2 3",
+                                            "Why?",
+                                            "The end",
+                                            "Reasoning step by step: first",
+                                            "Sun",
+                                            "Moon and stars",
+                                            "Code: int main()",
+                                            "Last one"};
   std::vector<std::string> alone(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateRequest g;
@@ -93,16 +105,17 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
     ASSERT_TRUE(generate(model, tok, g, [&](std::string_view p) { alone[i] += p; }).ok());
     ASSERT_FALSE(alone[i].empty()) << i;  // the comparison below compares real text
   }
-  // A cache budget of three requests' fixed caches and 20 positions (blocks of one position):
+  // A cache budget of three requests' fixed caches and 20 positions (blocks of two positions):
   // three get in, outgrow it within a few steps, and the newest are preempted and recompute,
   // unseen in their outputs.
   const CacheSizes sizes = reference_cache_sizes(model.config());
-  auto probe = cache_layout(sizes, int64_t{1} << 30, 1, 24);
+  auto probe = cache_layout(sizes, int64_t{1} << 30, 2, 24);
   ASSERT_TRUE(probe.ok());
-  auto tight = cache_layout(sizes, (3 * probe->fixed_blocks + 20) * probe->block_bytes, 1, 24);
+  auto tight = cache_layout(sizes, (3 * probe->fixed_blocks + 10) * probe->block_bytes, 2, 24);
   ASSERT_TRUE(tight.ok()) << tight.status().message();
   for (const auto& [budget, cache] : {std::pair<int64_t, std::optional<CacheLayout>>{7, std::nullopt},
-                                      {512, std::nullopt}, {512, *tight}}) {  // 7: prompts split across steps
+                                      {512, std::nullopt},
+                                      {512, *tight}}) {  // 7: prompts split across steps
     Engine engine(model, tok, {budget, 16}, cache);
     std::vector<std::string> batched(prompts.size());
     std::vector<FinishReason> finish(prompts.size(), FinishReason::kNone);
@@ -126,6 +139,7 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
     const EngineStats st = engine.stats();
     EXPECT_EQ(st.preemptions > 0, cache.has_value()) << st.preemptions;
     EXPECT_EQ(st.cache_blocks_free, st.cache_blocks);  // every block back in the pool
+    EXPECT_EQ(model.cache_store().blocks_in_use(), 0);   // and every block of the cache storage
   }
 }
 

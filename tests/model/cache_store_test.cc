@@ -1,0 +1,69 @@
+// CacheStore and BlockTable: blocks taken and given back, the pools growing without losing rows,
+// the bound of a budgeted store, and a forward pass that runs out of blocks failing cleanly.
+#include <gtest/gtest.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "model/cache_store.h"
+#include "model/tiny_model.h"
+#include "model/tiny_tokenizer.h"
+
+namespace dsinfer {
+namespace {
+
+ModelConfig config() {
+  auto vocab = TokenizerVocab::from_json(make_tiny_tokenizer_json(kTinyTokenizerMerges), "tokenizer");
+  EXPECT_TRUE(vocab.ok());
+  ModelConfig c = tiny_model_config(*vocab);
+  EXPECT_TRUE(c.validate().ok());
+  return c;
+}
+
+TEST(CacheStore, BlocksComeBackWhenTheTableGoes) {
+  const ModelConfig c = config();
+  CpuBackend be(1);
+  CacheStore store(c, be, 8, 0);
+  {
+    BlockTable a(&store), b(&store);
+    ASSERT_TRUE(a.cover(20).ok());  // 3 blocks of 8 positions
+    ASSERT_TRUE(b.cover(1).ok());
+    EXPECT_EQ(a.blocks().size(), 3u);
+    EXPECT_EQ(store.blocks_in_use(), 4);
+    BlockTable moved = std::move(a);
+    EXPECT_EQ(store.blocks_in_use(), 4);  // a move hands the blocks over
+  }
+  EXPECT_EQ(store.blocks_in_use(), 0);
+}
+
+TEST(CacheStore, GrowingKeepsTheRowsAndABoundedStoreSaysWhenItIsFull) {
+  const ModelConfig c = config();
+  CpuBackend be(1);
+  const int layer = c.kv_source_layers.front();
+  CacheStore store(c, be, 4, 8);
+  BlockTable t(&store);
+  ASSERT_TRUE(t.cover(4).ok());
+  const int64_t row = store.row(layer, t.blocks(), 0);
+  store.compressed(layer).data()[row * c.head_dim] = 0x3F80;  // 1.0 in bf16
+  ASSERT_TRUE(t.cover(32).ok());                              // all 8 blocks: the pools grew (doubling) under the first
+  EXPECT_EQ(store.compressed(layer).data()[store.row(layer, t.blocks(), 0) * c.head_dim], 0x3F80);
+  const Status full = t.cover(33);
+  EXPECT_EQ(full.kind(), ErrorKind::kResourceExhausted);
+  EXPECT_NE(full.message().find("8 blocks of 4 positions"), std::string::npos) << full.message();
+}
+
+TEST(CacheStore, RowsOfARatioTwoLayerFollowTheBlockTable) {
+  const ModelConfig c = config();
+  CpuBackend be(1);
+  CacheStore store(c, be, 8, 0);
+  int layer = -1;
+  for (int l : c.kv_source_layers)
+    if (c.compress_ratio(l) == 2) layer = l;
+  ASSERT_GE(layer, 0);
+  BlockTable other(&store), t(&store);
+  ASSERT_TRUE(other.cover(8).ok());  // takes a block first, so t's blocks are not 0, 1
+  ASSERT_TRUE(t.cover(16).ok());
+  EXPECT_EQ(store.rows_per_block(layer), 4);
+  for (int64_t g = 0; g < 8; ++g) EXPECT_EQ(store.row(layer, t.blocks(), g), t.blocks()[g / 4] * 4 + g % 4);
+}
+
+}  // namespace
+}  // namespace dsinfer
