@@ -281,22 +281,20 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   const int owner = st.index_key_owner;
   if (owner < 0 || st.layers[owner].index_key_rows < T)
     return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
-  // The owner's keys of positions [0, T), gathered from the pool into one array.
+  // The owner's keys of positions [0, T), read from the pool through the block table.
   std::vector<int32_t> key_rows(T);
   for (int64_t tau = 0; tau < T; ++tau)
     key_rows[tau] = static_cast<int32_t>(store_->row(owner, st.blocks.blocks(), tau));
   const DeviceArray<int32_t> dkey_rows = b.upload(key_rows);
-  DeviceArray<uint16_t> owner_keys = b.scratch<uint16_t>(T * di);
   const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
-  backend_.gather_rows({key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
-                        dkey_rows.view(DType::kI32, {T}), owner_keys.view(DType::kBF16, {T, di})});
   std::vector<int32_t> visible(s);
   for (int64_t i = 0; i < s; ++i) visible[i] = static_cast<int32_t>(ch.decode ? T : (start + i + 1) / r);
   const DeviceArray<int32_t> dvisible = b.upload(visible);
   DeviceArray<float> dscores = b.scratch<float>(s * T);
-  backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}), owner_keys.view(DType::kBF16, {T, di}),
+  backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}),
+                           key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
                            wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
-                           dscores.view(DType::kF32, {s, T})});
+                           dscores.view(DType::kF32, {s, T}), dkey_rows.view(DType::kI32, {T})});
   std::vector<float> scores = dscores.download();
 
   if (c.is_candidate_source(l)) {

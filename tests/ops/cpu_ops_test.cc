@@ -244,7 +244,7 @@ TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
   std::vector<float> out(n * T);
   be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}), view(keys.data(), DType::kBF16, {T, d}),
                      view(w.data(), DType::kBF16, {n, h}), view(visible.data(), DType::kI32, {n}),
-                     view(out.data(), DType::kF32, {n, T})});
+                     view(out.data(), DType::kF32, {n, T}), {}});
   for (int64_t t = 0; t < n; ++t)
     for (int64_t tau = 0; tau < T; ++tau) {
       if (tau >= visible[t]) {
@@ -260,6 +260,19 @@ TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
       }
       EXPECT_LE(ulps(f32_to_bf16(out[t * T + tau]), f32_to_bf16(sum)), 1) << t << " " << tau;
     }
+
+  // The same keys as rows of a larger pool, read through a row map (paged storage): same bits.
+  std::vector<uint16_t> pool(2 * T * d, 0x7FC0);  // NaN rows where no key is
+  std::vector<int32_t> rows(T);
+  for (int64_t tau = 0; tau < T; ++tau) {
+    rows[tau] = static_cast<int32_t>(2 * T - 1 - 2 * tau);
+    std::copy(&keys[tau * d], &keys[(tau + 1) * d], &pool[rows[tau] * d]);
+  }
+  std::vector<float> paged(n * T);
+  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}), view(pool.data(), DType::kBF16, {2 * T, d}),
+                     view(w.data(), DType::kBF16, {n, h}), view(visible.data(), DType::kI32, {n}),
+                     view(paged.data(), DType::kF32, {n, T}), view(rows.data(), DType::kI32, {T})});
+  EXPECT_EQ(paged, out);
 }
 
 TEST_F(CpuOps, RouterSqrtSoftplusTopkAndWeights) {

@@ -323,13 +323,15 @@ void CudaBackend::sparse_attn(const SparseAttnArgs& a) {
 }
 
 void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
-  check_device({&a.q, &a.keys, &a.weights, &a.visible, &a.out}, "indexer_scores");
+  check_device({&a.q, &a.keys, &a.weights, &a.visible, &a.out, &a.key_rows}, "indexer_scores");
   DSINFER_CHECK(a.q.stride[1] == a.q.size(2), "indexer_scores: heads contiguous");
   cuda::IndexerScoresParams p;
   p.q = bf16(a.q), p.q_stride = a.q.stride[0], p.keys = bf16(a.keys), p.weights = bf16(a.weights);
   p.visible = a.visible.as<const int32_t>(), p.out = a.out.as<float>(), p.out_stride = a.out.stride[0];
   p.n = static_cast<int>(a.q.size(0)), p.heads = static_cast<int>(a.q.size(1)), p.d = static_cast<int>(a.q.size(2));
-  p.T = a.keys.ndim ? static_cast<int>(a.keys.size(0)) : 0, p.stream = stream_;
+  p.key_rows = a.key_rows.data ? a.key_rows.as<const int32_t>() : nullptr;
+  p.T = p.key_rows ? static_cast<int>(a.key_rows.size(0)) : a.keys.ndim ? static_cast<int>(a.keys.size(0)) : 0;
+  p.stream = stream_;
   launched(cuda::launch_indexer_scores(p), "indexer_scores");
 }
 

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_indexer_scores(Ind
     if (lane == 0) *out = -INFINITY;
     return;
   }
-  const uint16_t* key = p.keys + tau * p.d;
+  const uint16_t* key = p.keys + (p.key_rows ? p.key_rows[tau] : tau) * static_cast<int64_t>(p.d);
   double term = 0;  // lane = head
   if (lane < p.heads) {
     const uint16_t* q = p.q + t * p.q_stride + static_cast<int64_t>(lane) * p.d;

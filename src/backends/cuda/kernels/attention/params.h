@@ -29,10 +29,11 @@ struct SparseAttnParams {
 struct IndexerScoresParams {
   const uint16_t* q = nullptr;  // [n, heads, d], token stride q_stride
   int64_t q_stride = 0;
-  const uint16_t* keys = nullptr;  // [T, d]
+  const uint16_t* keys = nullptr;     // [T, d], or a pool of rows read through key_rows
+  const int32_t* key_rows = nullptr;  // [T] or null: key tau is row key_rows[tau] of keys
   const uint16_t* weights = nullptr;  // [n, heads]
   const int32_t* visible = nullptr;   // [n]
-  float* out = nullptr;  // [n, T], row stride out_stride
+  float* out = nullptr;               // [n, T], row stride out_stride
   int64_t out_stride = 0;
   int n = 0, heads = 0, d = 0, T = 0;
   cudaStream_t stream = nullptr;
