@@ -149,22 +149,7 @@ void CudaBackend::linear(const LinearArgs& a) {
   DSINFER_CHECK(a.x.size(1) == k && a.out.size(1) == w.out && a.out.size(0) == n, "linear shapes");
   if (n == 0) return;
   if (w.format == LinearFormat::kFp8 || w.format == LinearFormat::kFp4) {
-    cuda::QuantizeInputParams q;
-    q.x = bf16(a.x), q.x_stride = a.x.stride[0], q.n = static_cast<int>(n), q.k = static_cast<int>(k);
-    q.values = static_cast<uint16_t*>(scratch(quant_values_, n * k * 2));
-    q.codes = static_cast<uint8_t*>(scratch(quant_codes_, n * k));
-    q.scales = static_cast<float*>(scratch(quant_scales_, n * (k / 32) * 4)), q.stream = stream_;
-    launched(cuda::launch_quantize_input(q), "linear (input quantisation)");
-    cuda::BlockLinearParams p;
-    p.op[0] = {q.values, q.scales, w.weight.as<const uint8_t>(), w.scale.as<const uint8_t>(), a.out.as<uint16_t>(),
-               q.codes};
-    p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.out = static_cast<int>(w.out);
-    p.fp4 = w.format == LinearFormat::kFp4, p.w_stride = w.weight.stride[0], p.s_stride = w.scale.stride[0];
-    p.y_stride = a.out.stride[0], p.stream = stream_;
-    if (linear_kernel_ != cuda::LinearKernel::kWgmma || n <= 8) p.kernel = linear_kernel_;
-    if (const size_t bytes = cuda::block_linear_workspace_bytes(p))
-      p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
-    launched(cuda::launch_block_linear(p), "linear");
+    block_linear({&a, 1});
     return;
   }
   cuda::DenseLinearParams p;
@@ -188,7 +173,8 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
       const LinearWeight& w = *op.w;
       if (w.format != w0.format || w.in != w0.in || w.out != w0.out || w.weight.stride[0] != w0.weight.stride[0] ||
           w.scale.stride[0] != w0.scale.stride[0] || op.x.size(0) != o0.x.size(0) || op.x.size(1) != w.in ||
-          op.out.size(0) != o0.x.size(0) || op.out.size(1) != w.out || op.out.stride[0] != o0.out.stride[0])
+          op.out.size(0) != o0.x.size(0) || op.out.size(1) != w.out || op.out.stride[0] != o0.out.stride[0] ||
+          op.x.stride[0] != o0.x.stride[0])
         return false;
     }
     return true;
@@ -197,6 +183,10 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
     for (const LinearArgs& op : ops) linear(op);
     return;
   }
+  block_linear(ops);
+}
+
+void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
   const LinearWeight& w0 = *ops[0].w;
   const int64_t n = ops[0].x.size(0), k = w0.in;
   // Each distinct input is quantised once, into its slot; inputs that lie back to back in memory
@@ -204,7 +194,7 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
   std::vector<const uint16_t*> inputs;
   std::vector<int> slot(ops.size());
   for (size_t g = 0; g < ops.size(); ++g) {
-    check_device({&ops[g].x, &ops[g].w->weight, &ops[g].w->scale, &ops[g].out}, "grouped_linear");
+    check_device({&ops[g].x, &ops[g].w->weight, &ops[g].w->scale, &ops[g].out}, "linear");
     const uint16_t* x = bf16(ops[g].x);
     const auto it = std::find(inputs.begin(), inputs.end(), x);
     slot[g] = static_cast<int>(it - inputs.begin());
@@ -221,7 +211,7 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
     q.x = inputs[i], q.x_stride = ops[0].x.stride[0], q.n = static_cast<int>(run * n), q.k = static_cast<int>(k);
     q.values = values + i * n * k, q.codes = codes + i * n * k, q.scales = scales + i * n * (k / 32);
     q.stream = stream_;
-    launched(cuda::launch_quantize_input(q), "grouped_linear (input quantisation)");
+    launched(cuda::launch_quantize_input(q), "linear (input quantisation)");
     i += run;
   }
   cuda::BlockLinearParams p;
@@ -238,9 +228,9 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
   p.out = static_cast<int>(w0.out), p.fp4 = w0.format == LinearFormat::kFp4, p.w_stride = w0.weight.stride[0];
   p.s_stride = w0.scale.stride[0], p.y_stride = ops[0].out.stride[0], p.stream = stream_;
   if (linear_kernel_ != cuda::LinearKernel::kWgmma || n <= 8) p.kernel = linear_kernel_;
-  if (const size_t bytes = cuda::block_linear_workspace_bytes(p))
+  if (const size_t bytes = p.kernel == cuda::LinearKernel::kWgmma ? cuda::block_linear_workspace_bytes(p) : 0)
     p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
-  launched(cuda::launch_block_linear(p), "grouped_linear");
+  launched(cuda::launch_block_linear(p), "linear");
 }
 
 void CudaBackend::rope(const RopeArgs& a) {

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <span>
 
 #include "backends/cuda/kernels/linear/params.h"
 #include "ops/backend.h"
@@ -69,6 +70,9 @@ class CudaBackend final : public Backend {
     size_t bytes = 0;
   };
   void* scratch(Scratch& s, size_t bytes);
+  // Block-scaled weights of one format and shape with equal row counts, in one launch after the
+  // input quantisation (each distinct input once).
+  void block_linear(std::span<const LinearArgs> ops);
   void launched(cudaError_t e, const char* op);  // counts a kernel launch, fails loudly on its error
 
   // Uploads go through a pinned ring in two halves, so they are asynchronous (a copy from

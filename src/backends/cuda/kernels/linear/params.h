@@ -31,8 +31,8 @@ struct LinearOperands {
 inline constexpr int kMaxLinearGroups = 16;
 
 enum class LinearKernel {
-  kAuto,   // the fastest measured (docs/perf-notes.md): kFma for fp8 at n = 1, else kWgmma up to
-           // n = 8 (given a workspace), kMma above
+  kAuto,   // the exact kernels, the faster for the batch: kFma at n = 1, kMma above (kWgmma rounds
+           // inside a block's sum: docs/perf-notes.md)
   kFma,    // CUDA cores: one warp per output row, fp32 FMAs
   kMma,    // tensor cores through mma.sync e4m3 (lowered to f16 HMMA on sm_90), any n
   kWgmma,  // Hopper's fp8 tensor cores (wgmma), n <= 8, needs `workspace`
