@@ -133,6 +133,8 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
       std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
       for (int64_t j = 0; j < k; ++j) {
         const int32_t sel = b.topk[ci][i * k + j];
+        DSINFER_DCHECK(sel < ch.state->layers[c.kv_source_of(l)].compressed_rows,
+                       "layer {}: selected compressed position {} was never written", l, sel);
         idx[i * (width + k) + width + j] =
             sel < 0 ? -1 : static_cast<int32_t>(n_win_rows + store_->row(c.kv_source_of(l), blocks, sel));
       }

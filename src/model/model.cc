@@ -83,8 +83,9 @@ Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<co
   const ModelConfig& c = config_;
   if (!c.is_kv_source(layer)) return error(ErrorKind::kInvalidArgument, fmt::format("layer {} is no kv source", layer));
   const int64_t groups = static_cast<int64_t>(compressed.size()) / c.head_dim;
-  if (static_cast<int64_t>(index_keys.size()) != groups * c.index_head_dim)
-    return error(ErrorKind::kInvalidArgument, "compressed rows and index keys of different counts");
+  if (static_cast<int64_t>(compressed.size()) != groups * c.head_dim ||
+      static_cast<int64_t>(index_keys.size()) != groups * c.index_head_dim)
+    return error(ErrorKind::kInvalidArgument, "compressed rows and index keys must be whole rows of one count");
   DSINFER_RETURN_IF_ERROR(seq.blocks.cover(groups * c.compress_ratio(layer)));
   const std::span<const int32_t> blocks = seq.blocks.blocks();
   const int64_t per = store_->rows_per_block(layer);

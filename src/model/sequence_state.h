@@ -18,8 +18,8 @@ struct LayerCache {
   DeviceArray<uint16_t> window;    // [win, hd] bf16 (fp8 fake-quantised), slot = position % win
   DeviceArray<float> kv_state;     // [2, hd] ratio-2 partial group, slot = position % 2
   DeviceArray<float> score_state;  // [2, hd]
-  // Kv sources: compressed positions whose rows are in the store (compressed KV bf16, fp4
-  // fake-quantised; index keys likewise).
+  // Kv sources: how many compressed positions have rows in the store (compressed KV bf16, fp4
+  // fake-quantised; index keys likewise); reads stay below them.
   int64_t compressed_rows = 0, index_key_rows = 0;
 };
 
