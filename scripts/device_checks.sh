@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the device machine (an H200) over a build made here by scripts/gpu_tests.sh; carry
-# build-cuda/tests, build-cuda/bench, build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs
-# under $OUT (or /tmp/dsinfer-device). Steps: the GPU tests (per-op and the golden fixtures), the CLI
-# and server on the GPU with the tiny model and a bench-serve run, the end-to-end decode benchmark.
+# build-cuda/tests/cuda_test, build-cuda/tests/golden_cuda_test, build-cuda/bench/cuda_decode_bench,
+# build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs under $OUT (or /tmp/dsinfer-device).
+# Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
+# model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
 #   scripts/device_checks.sh [tests] [serve] [decode]     (default: all three)
+# GOLDEN_KERNELS (default "auto wgmma") picks the GEMM kernels the goldens run with; DECODE_ARGS
+# replaces the decode benchmark's arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/dsinfer-device}"
@@ -16,7 +19,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 if [[ $steps == *tests* ]]; then
   build-cuda/tests/cuda_test 2>&1 | tail -n 40 | tee "$out/cuda_test.log"
-  # The golden fixtures with each block-scaled GEMM kernel (auto: the fastest for each shape).
+  # The golden fixtures with each block-scaled GEMM kernel (auto: the exact ones; wgmma for
+  # comparison: it takes v41-tiny-b past the tolerance, docs/perf-notes.md).
   for k in ${GOLDEN_KERNELS:-auto wgmma}; do
     echo "golden on the GPU, linear kernel $k:"
     DSINFER_CUDA_LINEAR=$k build-cuda/tests/golden_cuda_test 2>&1 | tee "$out/golden_cuda_$k.log" |
