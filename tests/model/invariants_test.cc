@@ -46,6 +46,30 @@ class Invariants : public ::testing::Test {
   std::vector<std::vector<int32_t>> prompts_;
 };
 
+// Paged storage: sequences at different places in a small store give the same bits as alone, a
+// forward the store cannot hold fails with a clear error and leaves the sequence as it was, and it
+// runs once another sequence gives its blocks back.
+TEST_F(Invariants, PagedStoreRunsOutCleanlyAndResultsDoNotDependOnBlocks) {
+  const auto& a = prompts_[0];
+  const int64_t n = static_cast<int64_t>(a.size());
+  SequenceState alone = model_->new_sequence();
+  const std::vector<float> want = run({prefill(alone, a, 0, n, n)});
+  alone = SequenceState();  // its blocks back, so the store can be replaced
+
+  const int64_t blocks_per_prompt = (n + 1) / 2;                                    // blocks of two positions
+  ASSERT_TRUE(model_->reserve_cache(2, static_cast<int>(blocks_per_prompt)).ok());  // one prompt exactly
+  SequenceState first = model_->new_sequence(), second = model_->new_sequence();
+  ASSERT_TRUE(first.blocks.cover(2).ok());  // second's blocks do not start at block 0
+  std::vector<ForwardChunk> chunks = {prefill(second, a, 0, n, n)};
+  std::vector<float> logits(vocab());
+  const Status full = model_->forward(chunks, logits);
+  EXPECT_EQ(full.kind(), ErrorKind::kResourceExhausted) << full.to_string();
+  EXPECT_EQ(second.length, 0);
+  first = SequenceState();
+  EXPECT_EQ(run({prefill(second, a, 0, n, n)}), want);
+  EXPECT_EQ(second.length, n);
+}
+
 TEST_F(Invariants, BatchEqualsEachSequenceAlone) {
   const auto& a = prompts_[0];
   const auto& b = prompts_[1];
