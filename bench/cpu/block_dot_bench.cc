@@ -13,7 +13,7 @@ namespace {
 
 using dsinfer::cpu::Isa;
 
-constexpr int64_t kK = 2048;             // V4.1-Flash dim: the K of most decode GEMMs
+constexpr int64_t kK = 2048;  // V4.1-Flash dim: the K of most decode GEMMs
 
 void BM_BlockPartials(benchmark::State& state) {
   const auto isa = static_cast<Isa>(state.range(0));

@@ -20,13 +20,13 @@
 
 namespace {
 
-#define CHECK_CUDA(call)                                                                       \
-  do {                                                                                         \
-    const cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                                   \
+#define CHECK_CUDA(call)                                                                          \
+  do {                                                                                            \
+    const cudaError_t e_ = (call);                                                                \
+    if (e_ != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 // Median over `reps` runs of `region` (timed with events on `stream`, after 3 warm-up runs), in
@@ -54,7 +54,13 @@ double median_ms(cudaStream_t stream, const std::function<void()>& region, int r
 
 // Median microseconds per launch of `inner` back-to-back launches on the default stream.
 double time_us(const std::function<void()>& fn, int inner = 20, int reps = 15) {
-  return median_ms(nullptr, [&] { for (int i = 0; i < inner; ++i) fn(); }, reps) * 1e3 / inner;
+  return median_ms(
+             nullptr,
+             [&] {
+               for (int i = 0; i < inner; ++i) fn();
+             },
+             reps) *
+         1e3 / inner;
 }
 
 // Captures `inner` calls of fn on a stream into a graph and times its replays (as a decode step
@@ -68,7 +74,8 @@ double graph_time_us(const std::function<void(cudaStream_t)>& fn, int inner = 20
   CHECK_CUDA(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
   CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  const double ms = median_ms(s, [&] { CHECK_CUDA(cudaGraphLaunch(exec, s)); }, reps);
+  const double ms = median_ms(
+      s, [&] { CHECK_CUDA(cudaGraphLaunch(exec, s)); }, reps);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
@@ -220,13 +227,11 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   std::printf("ceilings: d2d copy %.0f GB/s (read + write), cuBLAS bf16 %.0f TFLOP/s, cuBLASLt fp8 %.0f TFLOP/s\n",
               copy, bf16, fp8);
-  const Shape shapes[] = {{"shared w1 (fp8)", 2304, 5120, false, 1},
-                          {"shared w1+w3 (fp8, x2)", 2304, 5120, false, 2},
-                          {"shared w2 (fp8)", 5120, 2304, false, 1},
-                          {"q_lora -> heads wq_b (fp8)", 32768, 1280, false, 1},
-                          {"expert w1 (fp4)", 2304, 5120, true, 1},
-                          {"6 experts w1+w3 (fp4, x12)", 2304, 5120, true, 12},
-                          {"6 experts w2 (fp4, x6)", 5120, 2304, true, 6}};
+  const Shape shapes[] = {
+      {"shared w1 (fp8)", 2304, 5120, false, 1},      {"shared w1+w3 (fp8, x2)", 2304, 5120, false, 2},
+      {"shared w2 (fp8)", 5120, 2304, false, 1},      {"q_lora -> heads wq_b (fp8)", 32768, 1280, false, 1},
+      {"expert w1 (fp4)", 2304, 5120, true, 1},       {"6 experts w1+w3 (fp4, x12)", 2304, 5120, true, 12},
+      {"6 experts w2 (fp4, x6)", 5120, 2304, true, 6}};
   {
     unsigned* sink;
     CHECK_CUDA(cudaMalloc(&sink, 4));
@@ -248,8 +253,8 @@ int main(int argc, char** argv) {
     cudaFree(sink);
   }
   std::printf("per call, from CUDA-graph replays of 20 calls over rotating weight copies (L2 misses)\n");
-  std::printf("%-28s %5s %6s %5s %-16s %8s %8s %8s %7s\n", "kernel", "out", "k", "n", "variant", "us", "GB/s",
-              "% copy", "TFLOP/s");
+  std::printf("%-28s %5s %6s %5s %-16s %8s %8s %8s %7s\n", "kernel", "out", "k", "n", "variant", "us", "GB/s", "% copy",
+              "TFLOP/s");
   for (const Shape& s : shapes) {
     if (batches.empty()) break;
     const size_t w_bytes = s.fp4 ? static_cast<size_t>(s.out) * s.k / 2 : static_cast<size_t>(s.out) * s.k;
@@ -306,8 +311,8 @@ int main(int argc, char** argv) {
       };
       auto report = [&](const char* variant, double us) {
         const double gbs = s.groups * (w_bytes + s_bytes) / us / 1e3;
-        std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", s.name, s.out, s.k, n, variant, us,
-                    gbs, 100 * gbs / copy, 2.0 * s.groups * n * s.out * s.k / us / 1e6);
+        std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", s.name, s.out, s.k, n, variant, us, gbs,
+                    100 * gbs / copy, 2.0 * s.groups * n * s.out * s.k / us / 1e6);
       };
       if (n <= 8)  // the CUDA-core kernel's best variants, linear kernel alone
         for (const int in_flight : {2, 4}) {

@@ -19,10 +19,14 @@ int main(int argc, char** argv) {
   int passes = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--tokenizer") tokenizer = argv[i + 1];
-    else if (k == "--cases") cases = argv[i + 1];
-    else if (k == "--mb") mb = std::stod(argv[i + 1]);
-    else if (k == "--passes") passes = std::stoi(argv[i + 1]);
+    if (k == "--tokenizer")
+      tokenizer = argv[i + 1];
+    else if (k == "--cases")
+      cases = argv[i + 1];
+    else if (k == "--mb")
+      mb = std::stod(argv[i + 1]);
+    else if (k == "--passes")
+      passes = std::stoi(argv[i + 1]);
   }
   auto tok = dsinfer::Tokenizer::load(tokenizer);
   if (!tok.ok()) {
@@ -54,9 +58,10 @@ int main(int argc, char** argv) {
     for (const std::string& d : docs) tokens += tok->encode(d).size();
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::printf("encode: %.1f MB of mixed text (%zu documents of %.0f KB), 1 thread: %.2f MB/s, %.2f M tokens/s "
-              "(%.2f bytes/token), best of %d passes\n",
-              bytes / 1e6, docs.size(), corpus.size() / 1e3, bytes / 1e6 / best, tokens / 1e6 / best,
-              static_cast<double>(bytes) / tokens, passes);
+  std::printf(
+      "encode: %.1f MB of mixed text (%zu documents of %.0f KB), 1 thread: %.2f MB/s, %.2f M tokens/s "
+      "(%.2f bytes/token), best of %d passes\n",
+      bytes / 1e6, docs.size(), corpus.size() / 1e3, bytes / 1e6 / best, tokens / 1e6 / best,
+      static_cast<double>(bytes) / tokens, passes);
   return 0;
 }

@@ -42,7 +42,7 @@ class ReasoningPrinter {
  public:
   explicit ReasoningPrinter(bool thinking);
   void push(std::string_view piece);
-  void finish();  // prints what was held back and the tool calls, and ends the line
+  void finish();                                     // prints what was held back and the tool calls, and ends the line
   const std::string& text() const { return text_; }  // everything received
 
  private:

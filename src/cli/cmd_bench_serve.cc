@@ -36,8 +36,8 @@ struct Sample {
 };
 
 std::string random_prompt(int words, std::mt19937_64& rng) {
-  static const char* kWords[] = {"the", "river", "stone", "light", "quiet", "number", "seven", "over", "under",
-                                 "garden", "music", "window", "cloud", "paper", "story", "north", "bright", "cold"};
+  static const char* kWords[] = {"the",    "river", "stone",  "light", "quiet", "number", "seven", "over",   "under",
+                                 "garden", "music", "window", "cloud", "paper", "story",  "north", "bright", "cold"};
   std::string s;
   for (int i = 0; i < words; ++i) {
     if (i) s += ' ';
@@ -49,8 +49,8 @@ std::string random_prompt(int words, std::mt19937_64& rng) {
 Sample run_one(const BenchServeOptions& o, const std::string& prompt) {
   httplib::Client c(o.host, o.port);
   c.set_read_timeout(600);
-  Json body = {{"model", o.model}, {"prompt", prompt}, {"max_tokens", o.output_len}, {"temperature", 0},
-               {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  Json body = {{"model", o.model}, {"prompt", prompt}, {"max_tokens", o.output_len},
+               {"temperature", 0}, {"stream", true},   {"stream_options", {{"include_usage", true}}}};
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
@@ -95,8 +95,11 @@ void print_stat(const char* name, std::vector<double> v) {
   double mean = 0;
   for (double x : v) mean += x;
   mean /= static_cast<double>(v.size());
-  const auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))]; };
-  std::printf("%-14s mean %9.2f ms   median %9.2f ms   p99 %9.2f ms\n", name, 1e3 * mean, 1e3 * at(0.5), 1e3 * at(0.99));
+  const auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+  };
+  std::printf("%-14s mean %9.2f ms   median %9.2f ms   p99 %9.2f ms\n", name, 1e3 * mean, 1e3 * at(0.5),
+              1e3 * at(0.99));
 }
 
 int run_bench_serve(const BenchServeOptions& o) {

@@ -41,8 +41,8 @@ class ThreadPool {
   // A decode step issues ~1000 short parallel regions: both sides spin briefly before sleeping, so
   // a region costs microseconds, not a futex wake-up each.
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};        // chunks not finished
-  std::atomic<uint64_t> ticket_{0};    // generation << 32 | next unclaimed chunk
+  std::atomic<int> pending_{0};      // chunks not finished
+  std::atomic<uint64_t> ticket_{0};  // generation << 32 | next unclaimed chunk
   bool stop_ = false;
 };
 

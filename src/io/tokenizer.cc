@@ -124,7 +124,8 @@ Result<Tokenizer> Tokenizer::from_json(const Json& j, std::string_view what) {
     const auto& [a, b] = t.vocab_.merges()[r];
     const auto ia = t.vocab_.id_of(a), ib = t.vocab_.id_of(b), merged = t.vocab_.id_of(a + b);
     if (!ia || !ib || !merged)
-      return error(ErrorKind::kCorruptFile, fmt::format("{}: merge '{} {}' names a token not in the vocab", what, a, b));
+      return error(ErrorKind::kCorruptFile,
+                   fmt::format("{}: merge '{} {}' names a token not in the vocab", what, a, b));
     const uint64_t key = pair_key(*ia, *ib);
     for (size_t slot = mix64(key) & (slots - 1);; slot = (slot + 1) & (slots - 1)) {
       if (t.merges_[slot].key == key) break;  // a repeated merge: the first (best) rank wins

@@ -42,7 +42,7 @@ class Tokenizer {
   void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
 
   TokenizerVocab vocab_;
-  std::unique_ptr<Regexes> regexes_;                       // the pre-tokenizer's Split patterns, in order
+  std::unique_ptr<Regexes> regexes_;  // the pre-tokenizer's Split patterns, in order
   // The merges as an open-addressing table keyed by (left id << 32 | right id): BPE looks up every
   // adjacent pair, so this lookup is the tokenizer's inner loop.
   struct Merge {

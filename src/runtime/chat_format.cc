@@ -112,7 +112,8 @@ std::vector<Turn> merge_tool_results(std::span<const ChatMessage> messages) {
     std::stable_sort(results.begin(), results.end(),
                      [&](const ChatMessage* a, const ChatMessage* b) { return call_order(a) < call_order(b); });
     std::string text;
-    for (const ChatMessage* r : results) text += (text.empty() ? "" : "\n\n") + fmt::format("<tool_result>{}</tool_result>", r->content);
+    for (const ChatMessage* r : results)
+      text += (text.empty() ? "" : "\n\n") + fmt::format("<tool_result>{}</tool_result>", r->content);
     if (!turns.empty() && (turns.back().role == ChatRole::kUser || turns.back().role == ChatRole::kDeveloper))
       turns.back().text += "\n\n" + text;
     else
@@ -244,8 +245,9 @@ Result<std::string> render_chat_prompt(std::span<const ChatMessage> messages, co
 
   std::string out(tok::kBos);
   if (options.thinking)
-    out += fmt::format("{}Reasoning Effort: {} (range 1-100, the higher the value, the more thorough the reasoning)\n\n",
-                       tok::kSystem, options.reasoning_effort);
+    out +=
+        fmt::format("{}Reasoning Effort: {} (range 1-100, the higher the value, the more thorough the reasoning)\n\n",
+                    tok::kSystem, options.reasoning_effort);
   for (size_t i = 0; i < turns.size(); ++i) {
     const Turn& t = turns[i];
     switch (t.role) {
@@ -308,12 +310,18 @@ Result<std::vector<ChatMessage>> chat_messages_from_json(const OrderedJson& mess
       return error(ErrorKind::kInvalidArgument, fmt::format("messages[{}]: expected an object with a string role", i));
     const std::string role = m["role"].get<std::string>();
     ChatMessage msg;
-    if (role == "system") msg.role = ChatRole::kSystem;
-    else if (role == "user") msg.role = ChatRole::kUser;
-    else if (role == "developer") msg.role = ChatRole::kDeveloper;
-    else if (role == "assistant") msg.role = ChatRole::kAssistant;
-    else if (role == "tool") msg.role = ChatRole::kTool;
-    else if (role == "latest_reminder") msg.role = ChatRole::kLatestReminder;
+    if (role == "system")
+      msg.role = ChatRole::kSystem;
+    else if (role == "user")
+      msg.role = ChatRole::kUser;
+    else if (role == "developer")
+      msg.role = ChatRole::kDeveloper;
+    else if (role == "assistant")
+      msg.role = ChatRole::kAssistant;
+    else if (role == "tool")
+      msg.role = ChatRole::kTool;
+    else if (role == "latest_reminder")
+      msg.role = ChatRole::kLatestReminder;
     else
       return error(ErrorKind::kInvalidArgument, fmt::format("messages[{}].role: unknown role '{}'", i, role));
     Status status;
@@ -360,9 +368,8 @@ Result<std::vector<ToolSpec>> tool_specs_from_json(const OrderedJson& tools) {
                    fmt::format("tools[{}]: expected {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i));
     ToolSpec spec;
     spec.name = (*fn)["name"].get<std::string>();
-    spec.description = fn->contains("description") && (*fn)["description"].is_string()
-                           ? (*fn)["description"].get<std::string>()
-                           : "";
+    spec.description =
+        fn->contains("description") && (*fn)["description"].is_string() ? (*fn)["description"].get<std::string>() : "";
     if (fn->contains("parameters")) spec.parameters = (*fn)["parameters"];
     out.push_back(std::move(spec));
   }

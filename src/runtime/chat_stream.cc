@@ -22,7 +22,8 @@ ChatStreamParser::Delta ChatStreamParser::push(std::string_view piece) {
   if (in_reasoning_) {
     const size_t end = text_.find(chat_tokens::kThinkEnd, done_);
     if (end == std::string::npos) {
-      const size_t safe = text_.size() - partial_tag_suffix(std::string_view(text_).substr(done_), chat_tokens::kThinkEnd);
+      const size_t safe =
+          text_.size() - partial_tag_suffix(std::string_view(text_).substr(done_), chat_tokens::kThinkEnd);
       out.reasoning = text_.substr(done_, safe - done_);
       done_ = safe;
       return out;

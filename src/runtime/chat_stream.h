@@ -27,8 +27,8 @@ class ChatStreamParser {
  private:
   bool in_reasoning_;
   bool thinking_;
-  std::string text_;     // everything received
-  size_t done_ = 0;      // text_[0, done_) has been emitted or belongs to the reasoning/tag
+  std::string text_;  // everything received
+  size_t done_ = 0;   // text_[0, done_) has been emitted or belongs to the reasoning/tag
   size_t content_start_ = 0;
 };
 

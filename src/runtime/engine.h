@@ -13,11 +13,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +37,7 @@ struct RequestOutput {
   std::string text;
   FinishReason finish = FinishReason::kNone;
   int64_t prompt_tokens = 0, completion_tokens = 0;
-  std::string error;  // kError
+  std::string error;                      // kError
   std::vector<SampledLogprobs> logprobs;  // the tokens generated this step, when the request asked
 };
 

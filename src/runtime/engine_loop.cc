@@ -41,8 +41,8 @@ Result<std::shared_ptr<OutputStream>> EngineLoop::submit(EngineRequest request) 
   if (pending_ >= max_pending_)
     return error(ErrorKind::kResourceExhausted, "the server is at capacity; try again shortly");
   using Clock = std::chrono::steady_clock;
-  request.on_output = [this, stream, submitted = Clock::now(), first = Clock::time_point{}](
-                          const RequestOutput& out) mutable {  // runs in step(), under mu_
+  request.on_output = [this, stream, submitted = Clock::now(),
+                       first = Clock::time_point{}](const RequestOutput& out) mutable {  // runs in step(), under mu_
     const auto now = Clock::now();
     if (first == Clock::time_point{} && (!out.text.empty() || out.completion_tokens > 0)) {
       first = now;

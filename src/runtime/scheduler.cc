@@ -57,7 +57,8 @@ SchedulerOutput Scheduler::schedule() {
   }
   // New requests while there is room, in arrival order (none skips the one that does not fit); not
   // in a step that had to preempt, or the preempted would come straight back and thrash.
-  while (out.preempted.empty() && budget > 0 && !waiting_.empty() && static_cast<int>(running_.size()) < config_.max_running) {
+  while (out.preempted.empty() && budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < config_.max_running) {
     SchedulerEntry& e = waiting_.front();
     const int64_t n = fit(e, std::min(budget, e.prompt_tokens - e.computed));
     if (n == 0) break;

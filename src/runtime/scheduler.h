@@ -26,7 +26,7 @@ struct SchedulerConfig {
 struct SchedulerEntry {
   uint64_t id = 0;
   int64_t prompt_tokens = 0;
-  int64_t computed = 0;       // tokens already in the sequence's caches
+  int64_t computed = 0;  // tokens already in the sequence's caches
 };
 
 struct ScheduledChunk {

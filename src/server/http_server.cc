@@ -60,7 +60,8 @@ Result<EngineRequest> engine_request(const CompletionRequest& r, const Tokenizer
     if (r.chat_options.thinking) {
       const auto think_end = tok.vocab().id_of(chat_tokens::kThinkEnd);
       if (!think_end)
-        return error(ErrorKind::kInvalidArgument, "tool_choice: the tokenizer has no </think> token to force a call after");
+        return error(ErrorKind::kInvalidArgument,
+                     "tool_choice: the tokenizer has no </think> token to force a call after");
       e.forced.after_token = *think_end;
     }
   }
@@ -85,8 +86,9 @@ Result<int> HttpServer::bind() {
     httplib::default_socket_options(sock);
     listen_fd = sock;
   });
-  const int port = config_.port == 0 ? http_->bind_to_any_port(config_.host) :
-                   http_->bind_to_port(config_.host, config_.port) ? config_.port : -1;
+  const int port = config_.port == 0                                 ? http_->bind_to_any_port(config_.host)
+                   : http_->bind_to_port(config_.host, config_.port) ? config_.port
+                                                                     : -1;
   if (port < 0) return error(ErrorKind::kIo, fmt::format("cannot listen on {}:{}", config_.host, config_.port));
   if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
   return port;
@@ -111,19 +113,23 @@ void HttpServer::routes() {
     if (req.get_header_value("Authorization") == "Bearer " + config_.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
     res.status = 401;
-    res.set_content(R"({"error": {"message": "invalid or missing API key", "type": "authentication_error", "param": null, "code": 401}})", kJson);
+    res.set_content(
+        R"({"error": {"message": "invalid or missing API key", "type": "authentication_error", "param": null, "code": 401}})",
+        kJson);
     return httplib::Server::HandlerResponse::Handled;
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    const Status st = res.status == 404   ? error(ErrorKind::kNotFound, fmt::format("no route {} {}", req.method, req.path))
+    const Status st = res.status == 404
+                          ? error(ErrorKind::kNotFound, fmt::format("no route {} {}", req.method, req.path))
                       : res.status == 413 ? error(ErrorKind::kInvalidArgument, "the request body is too large")
                                           : error(ErrorKind::kInternal, fmt::format("HTTP {}", res.status));
     const int status = res.status;
     res.set_content(error_body(st), kJson);
     res.status = status;
   });
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"status": "ok"})", kJson); });
+  s.Get("/health",
+        [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"status": "ok"})", kJson); });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     OrderedJson j;
     j["object"] = "list";
@@ -166,10 +172,10 @@ void HttpServer::routes() {
       if (!request.ok()) return send_error(res, request.status());
       auto stream = loop_.submit(std::move(*request));
       if (!stream.ok()) return send_error(res, stream.status());
-      const ResponseHeader header{(chat ? "chatcmpl-" : "cmpl-") + random_hex(24), config_.model_name,
-                                  std::chrono::duration_cast<std::chrono::seconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count()};
+      const ResponseHeader header{
+          (chat ? "chatcmpl-" : "cmpl-") + random_hex(24), config_.model_name,
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count()};
       const bool thinking = chat && parsed->chat_options.thinking;
       if (!parsed->stream) {
         std::string text;
@@ -186,7 +192,8 @@ void HttpServer::routes() {
         const std::vector<LogprobEntry> entries = logprob_entries(sampled, tokenizer_, &offset);
         const ChoiceLogprobs logprobs = parsed->logprobs >= 0 ? &entries : nullptr;
         if (!chat)
-          return res.set_content(completion_body(header, text, finish_name(last.finish, false), usage, logprobs), kJson);
+          return res.set_content(completion_body(header, text, finish_name(last.finish, false), usage, logprobs),
+                                 kJson);
         ParsedCompletion c = parse_completion(text, thinking);
         for (ToolCall& t : c.tool_calls) t.id = "call_" + random_hex(24);
         return res.set_content(
@@ -225,7 +232,8 @@ void HttpServer::routes() {
             } else {
               ok = write(completion_chunk_event(header, out.text, finish_name(out.finish, false), logprobs));
             }
-            if (ok && options.include_usage) ok = write(usage_event(header, chat, {out.prompt_tokens, out.completion_tokens}));
+            if (ok && options.include_usage)
+              ok = write(usage_event(header, chat, {out.prompt_tokens, out.completion_tokens}));
             if (ok) write(std::string(kDoneEvent));
             sink.done();
             return true;

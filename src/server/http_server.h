@@ -19,7 +19,7 @@ namespace dsinfer::server {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (bind() says which)
+  int port = 8000;      // 0: any free port (bind() says which)
   std::string api_key;  // empty: no key required
   std::string model_name = "dsinfer";
   size_t max_body_bytes = 8u << 20;

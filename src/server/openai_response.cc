@@ -48,7 +48,8 @@ OrderedJson chat_logprobs_json(ChoiceLogprobs lps) {
   for (const LogprobEntry& e : *lps) {
     OrderedJson top = OrderedJson::array();
     for (const auto& [t, lp] : e.top) top.push_back({{"token", t}, {"logprob", lp}, {"bytes", bytes_json(t)}});
-    content.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes_json(e.token)}, {"top_logprobs", top}});
+    content.push_back(
+        {{"token", e.token}, {"logprob", e.logprob}, {"bytes", bytes_json(e.token)}, {"top_logprobs", top}});
   }
   return {{"content", std::move(content)}};
 }
@@ -135,8 +136,8 @@ std::string chat_chunk_event(const ResponseHeader& h, const ChatStreamParser::De
   return event(j);
 }
 
-std::string completion_body(const ResponseHeader& h, std::string_view text, std::string_view finish,
-                            const Usage& usage, ChoiceLogprobs logprobs) {
+std::string completion_body(const ResponseHeader& h, std::string_view text, std::string_view finish, const Usage& usage,
+                            ChoiceLogprobs logprobs) {
   OrderedJson j = header(h, "text_completion");
   j["choices"] = OrderedJson::array(
       {{{"index", 0}, {"text", text}, {"logprobs", completion_logprobs_json(logprobs)}, {"finish_reason", finish}}});

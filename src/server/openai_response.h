@@ -18,7 +18,7 @@
 namespace dsinfer::server {
 
 struct ResponseHeader {
-  std::string id;     // "chatcmpl-..." or "cmpl-..."
+  std::string id;  // "chatcmpl-..." or "cmpl-..."
   std::string model;
   int64_t created = 0;  // unix seconds
 };

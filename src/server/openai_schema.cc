@@ -32,7 +32,8 @@ Status read_int(const OrderedJson& j, const char* field, int64_t* out, bool* pre
 
 Status read_bool(const OrderedJson& j, const char* field, bool* out) {
   if (!j.contains(field) || j[field].is_null()) return {};
-  if (!j[field].is_boolean()) return invalid(field, fmt::format("expected a boolean, got {}", json_type_name(j[field])));
+  if (!j[field].is_boolean())
+    return invalid(field, fmt::format("expected a boolean, got {}", json_type_name(j[field])));
   *out = j[field].get<bool>();
   return {};
 }
@@ -108,7 +109,8 @@ Status read_tools(const OrderedJson& j, CompletionRequest* r) {
   } else {
     return bad_choice();
   }
-  if (r->tool_required && r->chat_options.tools.empty()) return invalid("tool_choice", "a tool call is required but no tools are given");
+  if (r->tool_required && r->chat_options.tools.empty())
+    return invalid("tool_choice", "a tool call is required but no tools are given");
   return {};
 }
 
@@ -144,7 +146,8 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
   if (j.contains("model") && !j["model"].is_null()) {
     if (!j["model"].is_string()) return invalid("model", "expected a string");
     if (const std::string m = j["model"].get<std::string>(); m != served_model)
-      return error(ErrorKind::kNotFound, fmt::format("model '{}' does not exist (this server serves '{}')", m, served_model));
+      return error(ErrorKind::kNotFound,
+                   fmt::format("model '{}' does not exist (this server serves '{}')", m, served_model));
   }
   if (chat) {
     if (!j.contains("messages")) return invalid("messages", "required");

@@ -39,8 +39,8 @@ TEST(CudaActQuant, MatchesTheCpuBitForBit) {
   EXPECT_EQ(got_codes, codes);
   EXPECT_EQ(got_scales, scales);
   EXPECT_EQ(got_fake, fake);
-  for (void* q : {static_cast<void*>(dx), static_cast<void*>(dfake), static_cast<void*>(dcodes),
-                  static_cast<void*>(dscales)})
+  for (void* q :
+       {static_cast<void*>(dx), static_cast<void*>(dfake), static_cast<void*>(dcodes), static_cast<void*>(dscales)})
     cudaFree(q);
   p.n = 33;
   EXPECT_EQ(cuda::launch_act_quant(p), cudaErrorInvalidValue);

@@ -18,7 +18,6 @@ namespace {
 using testing::from_device;
 using testing::to_device;
 
-
 TEST(CudaAttention, SparseAttnWithSinkOverWindowAndCompressedRows) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   CpuBackend cpu(0);
@@ -39,7 +38,8 @@ TEST(CudaAttention, SparseAttnWithSinkOverWindowAndCompressedRows) {
                    TensorView::contiguous(idx.data(), DType::kI32, {n, k}),
                    TensorView::contiguous(sink.data(), DType::kF32, {heads}), scale,
                    TensorView::contiguous(want.data(), DType::kBF16, {n, heads, d})});
-  uint16_t *dq = to_device(q), *dwin = to_device(win), *dcmp = to_device(cmp), *dout = to_device(std::vector<uint16_t>(q.size(), 0xFFFF));
+  uint16_t *dq = to_device(q), *dwin = to_device(win), *dcmp = to_device(cmp),
+           *dout = to_device(std::vector<uint16_t>(q.size(), 0xFFFF));
   int32_t* didx = to_device(idx);
   float* dsink = to_device(sink);
   cuda::SparseAttnParams p;
@@ -73,7 +73,8 @@ TEST(CudaAttention, IndexerScoresAreBitEqual) {
                       TensorView::contiguous(const_cast<uint16_t*>(keys.data()), DType::kBF16, {T, d}),
                       TensorView::contiguous(const_cast<uint16_t*>(wt.data()), DType::kBF16, {n, heads}),
                       TensorView::contiguous(const_cast<int32_t*>(visible.data()), DType::kI32, {n}),
-                      TensorView::contiguous(want.data(), DType::kF32, {n, T}), {}});
+                      TensorView::contiguous(want.data(), DType::kF32, {n, T}),
+                      {}});
   uint16_t *dq = to_device(q), *dkeys = to_device(keys), *dwt = to_device(wt);
   int32_t* dvis = to_device(visible);
   float* dout = to_device(std::vector<float>(want.size(), 12345.0f));

@@ -20,7 +20,6 @@ namespace {
 using testing::from_device;
 using testing::to_device;
 
-
 TEST(CudaDenseLinear, MatchesTheCpuBackend) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   CpuBackend cpu(0);
@@ -61,7 +60,8 @@ TEST(CudaDenseLinear, MatchesTheCpuBackend) {
       ASSERT_EQ(cudaMalloc(&dy, n * o * 4), cudaSuccess);
       cuda::DenseLinearParams p;
       p.x = dx, p.x_f32 = f32, p.x_stride = k, p.x_f64 = scratch, p.fp8_weights = fp8, p.w = dw, p.w_stride = k;
-      p.w_scales = dws, p.s_stride = k / 32, p.y = dy, p.y_f32 = f32, p.y_stride = o, p.n = n, p.k = static_cast<int>(k);
+      p.w_scales = dws, p.s_stride = k / 32, p.y = dy, p.y_f32 = f32, p.y_stride = o, p.n = n,
+      p.k = static_cast<int>(k);
       p.out = static_cast<int>(o);
       ASSERT_EQ(cuda::launch_dense_linear(p), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -82,8 +82,8 @@ TEST(CudaDenseLinear, MatchesTheCpuBackend) {
         }
       }
       EXPECT_LE(differ, static_cast<int>(n * o / 1000) + 1) << static_cast<int>(format) << " n=" << n;
-      std::printf("dense format %d n=%d: %d of %ld outputs differ from the CPU\n", static_cast<int>(format), n,
-                  differ, static_cast<long>(n * o));
+      std::printf("dense format %d n=%d: %d of %ld outputs differ from the CPU\n", static_cast<int>(format), n, differ,
+                  static_cast<long>(n * o));
       cudaFree(dx);
       cudaFree(scratch);
       cudaFree(dy);

@@ -60,9 +60,9 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
     int out, k;
     bool fp4;
   };
-  for (const Shape s : {Shape{2304, 5120, false}, Shape{5120, 2304, false}, Shape{1280, 5120, false},
-                        Shape{2304, 5120, true}, Shape{5120, 2304, true}, Shape{1000, 1024, false},
-                        Shape{1000, 1024, true}}) {  // 1000: a partial 16-row tile
+  for (const Shape s :
+       {Shape{2304, 5120, false}, Shape{5120, 2304, false}, Shape{1280, 5120, false}, Shape{2304, 5120, true},
+        Shape{5120, 2304, true}, Shape{1000, 1024, false}, Shape{1000, 1024, true}}) {  // 1000: a partial 16-row tile
     const int64_t o = s.out, k = s.k;
     std::vector<uint8_t> w(s.fp4 ? o * k / 2 : o * k), ws(s.fp4 ? o * k / 32 : ((o + 31) / 32) * (k / 32));
     for (auto& b : w)  // fp8: normal codes of both signs (as quantised weights are); fp4: any byte
@@ -103,9 +103,8 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
         const Agreement a = agreement(out, want, 1e-2);
         EXPECT_EQ(a.outside, 0) << "wgmma " << variant << " " << o << "x" << k << " n=" << n;
         EXPECT_GE(a.equal, static_cast<int>(out.size() * 0.9)) << "wgmma " << o << "x" << k << " n=" << n;
-        std::printf("%s %5ld x %5ld n=%d wgmma%d: %5.1f %% bit-equal, max |error| / rms %.2g\n",
-                    s.fp4 ? "fp4" : "fp8", static_cast<long>(o), static_cast<long>(k), n, variant,
-                    100.0 * a.equal / out.size(), a.max_rel);
+        std::printf("%s %5ld x %5ld n=%d wgmma%d: %5.1f %% bit-equal, max |error| / rms %.2g\n", s.fp4 ? "fp4" : "fp8",
+                    static_cast<long>(o), static_cast<long>(k), n, variant, 100.0 * a.equal / out.size(), a.max_rel);
       }
       for (const int in_flight : {0, 1, 2, 4}) {  // 0: the tensor-core kernel
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
@@ -152,8 +151,11 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
       p.kernel = kernel;
       p.n = n, p.k = k, p.out = o, p.fp4 = true, p.w_stride = k / 2, p.s_stride = k / 32, p.y_stride = o;
       auto operands = [&](int g, uint16_t* y) {
-        return cuda::LinearOperands{dvals.p + static_cast<size_t>(g) * n * k, dxs.p + static_cast<size_t>(g) * n * (k / 32),
-                                    dw.p + static_cast<size_t>(g) * o * k / 2, dws.p + static_cast<size_t>(g) * o * (k / 32), y,
+        return cuda::LinearOperands{dvals.p + static_cast<size_t>(g) * n * k,
+                                    dxs.p + static_cast<size_t>(g) * n * (k / 32),
+                                    dw.p + static_cast<size_t>(g) * o * k / 2,
+                                    dws.p + static_cast<size_t>(g) * o * (k / 32),
+                                    y,
                                     dcodes.p + static_cast<size_t>(g) * n * k};
       };
       for (int g = 0; g < groups; ++g) p.op[g] = operands(g, dy.p + static_cast<size_t>(g) * n * o);
@@ -166,7 +168,8 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
       }
       std::vector<uint16_t> y(static_cast<size_t>(groups) * n * o * 2);
       ASSERT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_TRUE(std::equal(y.begin(), y.begin() + y.size() / 2, y.begin() + y.size() / 2)) << static_cast<int>(kernel);
+      EXPECT_TRUE(std::equal(y.begin(), y.begin() + y.size() / 2, y.begin() + y.size() / 2))
+          << static_cast<int>(kernel);
     }
   }
   cuda::BlockLinearParams bad;

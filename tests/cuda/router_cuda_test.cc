@@ -19,7 +19,6 @@ namespace {
 using testing::from_device;
 using testing::to_device;
 
-
 TEST(CudaRouter, SameExpertsAndWeightsAsTheCpu) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   CpuBackend cpu(0);
@@ -61,8 +60,8 @@ TEST(CudaRouter, SameExpertsAndWeightsAsTheCpu) {
     cudaFree(didx);
     cudaFree(dwt);
   }
-  for (void* v : {static_cast<void*>(dx), static_cast<void*>(dw), static_cast<void*>(dbias), static_cast<void*>(dbias_vl),
-                  static_cast<void*>(dimage)})
+  for (void* v : {static_cast<void*>(dx), static_cast<void*>(dw), static_cast<void*>(dbias),
+                  static_cast<void*>(dbias_vl), static_cast<void*>(dimage)})
     cudaFree(v);
 }
 

@@ -76,7 +76,7 @@ TEST(WeightManifest, DecodeStepBytes) {
   EXPECT_FALSE(d.by_part.count(Part::kVision));
   EXPECT_GT(d.by_part.at(Part::kEngramTable), 0.0);
   EXPECT_LT(d.by_part.at(Part::kEngramTable), 1e6);  // 2 layers x 24 rows, not the 189 GiB of tables
-  EXPECT_GT(d.total(), 12.0 * (1 << 30));  // 12.1 GiB: the Flash model's batch-1 floor
+  EXPECT_GT(d.total(), 12.0 * (1 << 30));            // 12.1 GiB: the Flash model's batch-1 floor
   EXPECT_LT(d.total(), backbone);
 }
 

@@ -242,9 +242,12 @@ TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
                               w = testing::random_bf16(n * h, 22);
   const std::vector<int32_t> visible = {T, 4};
   std::vector<float> out(n * T);
-  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}), view(keys.data(), DType::kBF16, {T, d}),
-                     view(w.data(), DType::kBF16, {n, h}), view(visible.data(), DType::kI32, {n}),
-                     view(out.data(), DType::kF32, {n, T}), {}});
+  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}),
+                     view(keys.data(), DType::kBF16, {T, d}),
+                     view(w.data(), DType::kBF16, {n, h}),
+                     view(visible.data(), DType::kI32, {n}),
+                     view(out.data(), DType::kF32, {n, T}),
+                     {}});
   for (int64_t t = 0; t < n; ++t)
     for (int64_t tau = 0; tau < T; ++tau) {
       if (tau >= visible[t]) {

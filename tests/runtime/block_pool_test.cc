@@ -41,9 +41,9 @@ TEST(BlockPool, SharedBlocksFreeOnTheLastRelease) {
 TEST(BlockPool, EvictsTheLeastRecentlyReleasedFirst) {
   BlockPool pool(4);
   const std::vector<int> all = *pool.allocate(3);  // 1, 2, 3
-  pool.release(std::vector<int>{all[1]});  // 2 first
-  pool.release(std::vector<int>{all[2]});  // then 3
-  pool.release(std::vector<int>{all[0]});  // then 1
+  pool.release(std::vector<int>{all[1]});          // 2 first
+  pool.release(std::vector<int>{all[2]});          // then 3
+  pool.release(std::vector<int>{all[0]});          // then 1
   EXPECT_EQ(*pool.allocate(3), (std::vector<int>{2, 3, 1}));
 }
 

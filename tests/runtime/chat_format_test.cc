@@ -26,7 +26,6 @@ ChatOptions effort_option(int b) {
   return o;
 }
 
-
 std::string render(const std::vector<ChatMessage>& m, const ChatOptions& o) {
   auto r = render_chat_prompt(m, o);
   EXPECT_TRUE(r.ok()) << r.status().message();
@@ -42,18 +41,20 @@ TEST(ChatFormat, SingleUserTurnInBothModes) {
 
 TEST(ChatFormat, SystemPromptAndLaterSystemMessages) {
   const std::vector<ChatMessage> m = {make_message(ChatRole::kSystem, "be brief"), make_message(ChatRole::kUser, "q1"),
-                                      make_message(ChatRole::kAssistant, "a1"), make_message(ChatRole::kSystem, "now formal"),
+                                      make_message(ChatRole::kAssistant, "a1"),
+                                      make_message(ChatRole::kSystem, "now formal"),
                                       make_message(ChatRole::kDeveloper, "q2")};
-  EXPECT_EQ(render(m, chat_mode()), kBos + kSys + "be brief" + kUser + "q1" + kAsst + "</think>a1" + kEos +
-                                                kSys + "now formal" + kUser + "q2" + kAsst + "</think>");
+  EXPECT_EQ(render(m, chat_mode()), kBos + kSys + "be brief" + kUser + "q1" + kAsst + "</think>a1" + kEos + kSys +
+                                        "now formal" + kUser + "q2" + kAsst + "</think>");
   // Thinking: the effort line opens the system prompt (one <｜System｜>).
   EXPECT_EQ(render(m, {}), kBos + effort(50) + "be brief" + kUser + "q1" + kAsst + "</think>a1" + kEos + kSys +
                                "now formal" + kUser + "q2" + kAsst + "<think>");
 }
 
 TEST(ChatFormat, ReasoningKeptOnlyAfterTheLastUserTurn) {
-  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "q1"), make_message(ChatRole::kAssistant, "a1", "r1"),
-                                      make_message(ChatRole::kUser, "q2"), make_message(ChatRole::kAssistant, "a2", "r2")};
+  const std::vector<ChatMessage> m = {
+      make_message(ChatRole::kUser, "q1"), make_message(ChatRole::kAssistant, "a1", "r1"),
+      make_message(ChatRole::kUser, "q2"), make_message(ChatRole::kAssistant, "a2", "r2")};
   EXPECT_EQ(render(m, {}), kBos + effort(50) + kUser + "q1" + kAsst + "</think>a1" + kEos + kUser + "q2" + kAsst +
                                "<think>r2</think>a2" + kEos);
   EXPECT_EQ(render(m, chat_mode()),
@@ -61,9 +62,9 @@ TEST(ChatFormat, ReasoningKeptOnlyAfterTheLastUserTurn) {
 }
 
 TEST(ChatFormat, LatestReminderComesBeforeTheAssistantPrefix) {
-  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "hi"), make_message(ChatRole::kLatestReminder, "rem")};
-  EXPECT_EQ(render(m, chat_mode()),
-            kBos + kUser + "hi" + "<｜latest_reminder｜>rem" + kAsst + "</think>");
+  const std::vector<ChatMessage> m = {make_message(ChatRole::kUser, "hi"),
+                                      make_message(ChatRole::kLatestReminder, "rem")};
+  EXPECT_EQ(render(m, chat_mode()), kBos + kUser + "hi" + "<｜latest_reminder｜>rem" + kAsst + "</think>");
 }
 
 TEST(ChatFormat, ToolsCallsAndResultsInCallOrder) {
@@ -85,8 +86,8 @@ TEST(ChatFormat, ToolsCallsAndResultsInCallOrder) {
       R"("properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}})";
   EXPECT_NE(prompt.find(schema + "\n"), std::string::npos) << prompt;
   ASSERT_TRUE(prompt.starts_with(kBos + effort(50) + "## Tools\n\n"));
-  const std::string tail = kUser + "weather?" + kAsst + "<think>need data</think>Checking.\n\n" +
-                           "<｜DSML｜ calls>\n" + "<｜DSML｜ invoke name=\"get_weather\">\n" +
+  const std::string tail = kUser + "weather?" + kAsst + "<think>need data</think>Checking.\n\n" + "<｜DSML｜ calls>\n" +
+                           "<｜DSML｜ invoke name=\"get_weather\">\n" +
                            "<｜DSML｜ parameter name=\"city\" string=\"true\">Paris</｜DSML｜ parameter>\n" +
                            "<｜DSML｜ parameter name=\"days\" string=\"false\">2</｜DSML｜ parameter>\n" +
                            "</｜DSML｜ invoke>\n" + "<｜DSML｜ invoke name=\"get_weather\">\n" +
@@ -98,7 +99,8 @@ TEST(ChatFormat, ToolsCallsAndResultsInCallOrder) {
 
   // The rendered assistant turn parses back into the same reasoning, content and calls.
   const size_t begin = prompt.find("<think>need data") + 7;
-  const ParsedCompletion back = parse_completion(prompt.substr(begin, prompt.find(kEos, begin) + kEos.size() - begin), true);
+  const ParsedCompletion back =
+      parse_completion(prompt.substr(begin, prompt.find(kEos, begin) + kEos.size() - begin), true);
   EXPECT_EQ(back.reasoning_content, "need data");
   EXPECT_EQ(back.content, "Checking.");
   ASSERT_EQ(back.tool_calls.size(), 2u);
@@ -146,9 +148,10 @@ TEST(ChatParse, ReasoningAndContent) {
 }
 
 TEST(ChatParse, MalformedDsmlStaysPlainContent) {
-  const std::string good = "Sure.\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n"
-                           "<｜DSML｜ parameter name=\"x\" string=\"false\">[1, 2]</｜DSML｜ parameter>\n"
-                           "</｜DSML｜ invoke>\n</｜DSML｜ calls>";
+  const std::string good =
+      "Sure.\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n"
+      "<｜DSML｜ parameter name=\"x\" string=\"false\">[1, 2]</｜DSML｜ parameter>\n"
+      "</｜DSML｜ invoke>\n</｜DSML｜ calls>";
   ParsedCompletion p = parse_completion(good, false);
   ASSERT_EQ(p.tool_calls.size(), 1u);
   EXPECT_EQ(p.tool_calls[0].arguments, R"({"x": [1, 2]})");
@@ -159,13 +162,14 @@ TEST(ChatParse, MalformedDsmlStaysPlainContent) {
     EXPECT_TRUE(p.tool_calls.empty()) << n;
     EXPECT_EQ(p.content, good.substr(0, n));
   }
-  for (const std::string bad : {"Sure.<｜DSML｜ calls></｜DSML｜ calls>",  // no invoke
-                                "<｜DSML｜ calls><｜DSML｜ invoke name=\"f\"><｜DSML｜ parameter name=\"x\" "
-                                "string=\"false\">not json</｜DSML｜ parameter></｜DSML｜ invoke></｜DSML｜ calls>",
-                                "<｜DSML｜ calls><｜DSML｜ invoke name=\"f\"><｜DSML｜ parameter name=\"x\" "
-                                "string=\"maybe\">1</｜DSML｜ parameter></｜DSML｜ invoke></｜DSML｜ calls>",
-                                "<｜DSML｜ calls><｜DSML｜ invoke name=\"f\"></｜DSML｜ invoke></｜DSML｜ calls> trailing",
-                                "<｜DSML｜ calls><｜DSML｜ invoke name=\"\"></｜DSML｜ invoke></｜DSML｜ calls>"}) {
+  for (const std::string bad :
+       {"Sure.<｜DSML｜ calls></｜DSML｜ calls>",  // no invoke
+        "<｜DSML｜ calls><｜DSML｜ invoke name=\"f\"><｜DSML｜ parameter name=\"x\" "
+        "string=\"false\">not json</｜DSML｜ parameter></｜DSML｜ invoke></｜DSML｜ calls>",
+        "<｜DSML｜ calls><｜DSML｜ invoke name=\"f\"><｜DSML｜ parameter name=\"x\" "
+        "string=\"maybe\">1</｜DSML｜ parameter></｜DSML｜ invoke></｜DSML｜ calls>",
+        "<｜DSML｜ calls><｜DSML｜ invoke name=\"f\"></｜DSML｜ invoke></｜DSML｜ calls> trailing",
+        "<｜DSML｜ calls><｜DSML｜ invoke name=\"\"></｜DSML｜ invoke></｜DSML｜ calls>"}) {
     p = parse_completion(bad, false);
     EXPECT_TRUE(p.tool_calls.empty()) << bad;
     EXPECT_EQ(p.content, bad);
@@ -173,8 +177,9 @@ TEST(ChatParse, MalformedDsmlStaysPlainContent) {
 }
 
 TEST(ChatParse, ForcedToolCallOpeningsCompleteToCalls) {
-  const std::string rest = "<｜DSML｜ parameter name=\"x\" string=\"true\">hi</｜DSML｜ parameter>\n"
-                           "</｜DSML｜ invoke>\n</｜DSML｜ calls>";
+  const std::string rest =
+      "<｜DSML｜ parameter name=\"x\" string=\"true\">hi</｜DSML｜ parameter>\n"
+      "</｜DSML｜ invoke>\n</｜DSML｜ calls>";
   ParsedCompletion p = parse_completion(forced_tool_call_opening("f") + rest, false);
   ASSERT_EQ(p.tool_calls.size(), 1u);
   EXPECT_EQ(p.tool_calls[0].name, "f");
@@ -199,17 +204,17 @@ TEST(ChatJson, MessagesAndToolsFromOpenAiShapes) {
   EXPECT_EQ((*m)[1].content, "ab");
   EXPECT_EQ((*m)[2].tool_calls[0].arguments, R"({"z": 1, "a": 2})");
   EXPECT_EQ((*m)[3].tool_call_id, "c1");
-  for (const char* bad : {R"([])", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
-                          R"([{"role": "user", "content": 5}])",
-                          R"([{"role": "assistant", "tool_calls": [{"function": {}}]}])"}) {
+  for (const char* bad :
+       {R"([])", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
+        R"([{"role": "user", "content": 5}])", R"([{"role": "assistant", "tool_calls": [{"function": {}}]}])"}) {
     const auto r = chat_messages_from_json(OrderedJson::parse(bad));
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
       EXPECT_NE(r.status().message().find("messages"), std::string::npos) << r.status().message();
     }
   }
-  auto t = tool_specs_from_json(OrderedJson::parse(
-      R"([{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": 2}}}])"));
+  auto t = tool_specs_from_json(
+      OrderedJson::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": 2}}}])"));
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(python_json_dumps((*t)[0].parameters), R"({"b": 1, "a": 2})");
   EXPECT_FALSE(tool_specs_from_json(OrderedJson::parse(R"([{"type": "function"}])")).ok());

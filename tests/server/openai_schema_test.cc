@@ -63,13 +63,15 @@ TEST(OpenAiSchema, LogprobsAndForcedToolChoice) {
   const auto c = parse_completion_request(R"({"prompt": "x", "logprobs": 2})", false, "dsinfer");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->logprobs, 2);
-  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}])";
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g"}}])";
   r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required", )" + tools + "}");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->tool_required);
   EXPECT_EQ(r->forced_tool, "");
-  r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "function", "function": {"name": "g"}}, )" +
-           tools + "}");
+  r = chat(
+      R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "function", "function": {"name": "g"}}, )" +
+      tools + "}");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->tool_required);
   EXPECT_EQ(r->forced_tool, "g");
@@ -95,7 +97,8 @@ TEST(OpenAiSchema, MalformedRequestsNameTheField) {
       {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"})", "no tools"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "function"}})", "'tool_choice'"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "function", "function": {"name": "g"}},
-          "tools": [{"type": "function", "function": {"name": "f"}}]})", "'g' is not among"},
+          "tools": [{"type": "function", "function": {"name": "f"}}]})",
+       "'g' is not among"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "huge"})", "'reasoning_effort'"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "maybe"}})", "'thinking.type'"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "sometimes"})", "'tool_choice'"},

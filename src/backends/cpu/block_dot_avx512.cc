@@ -58,8 +58,8 @@ DSINFER_AVX512 inline __m256i sum_blocks8(const __m512i v[4]) {
 }
 
 DSINFER_AVX512 inline void scatter8(float* p, int64_t stride, __m256 v) {
-  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                         _mm256_set1_epi32(static_cast<int32_t>(stride)));
+  const __m256i idx =
+      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int32_t>(stride)));
   _mm256_i32scatter_ps(p, idx, v, 4);
 }
 
@@ -71,7 +71,8 @@ DSINFER_AVX512 inline unsigned subnormal_blocks8(const uint8_t* p) {
   unsigned blocks = 0;
   for (int q = 0; q < 4; ++q) {
     const __m512i c = _mm512_loadu_si512(p + q * 64);
-    const __mmask64 sub = _mm512_testn_epi8_mask(c, _mm512_set1_epi8(0x78)) & _mm512_test_epi8_mask(c, _mm512_set1_epi8(0x07));
+    const __mmask64 sub =
+        _mm512_testn_epi8_mask(c, _mm512_set1_epi8(0x78)) & _mm512_test_epi8_mask(c, _mm512_set1_epi8(0x07));
     blocks |= ((sub & 0xFFFFFFFFull) != 0 ? 1u : 0u) << (2 * q);
     blocks |= ((sub >> 32) != 0 ? 1u : 0u) << (2 * q + 1);
   }
@@ -83,7 +84,8 @@ DSINFER_AVX512 void fp8_partials(const uint8_t* w, int64_t k, const double* x, i
   const int64_t blocks = k / kBlock;
   for (int64_t b8 = 0; b8 < blocks; b8 += 8) {
     const unsigned slow = subnormal_blocks8(w + b8 * kBlock);
-    for (int q = 0; q < 4; ++q) _mm_prefetch(reinterpret_cast<const char*>(w + b8 * kBlock + kPrefetch + 64 * q), _MM_HINT_T0);
+    for (int q = 0; q < 4; ++q)
+      _mm_prefetch(reinterpret_cast<const char*>(w + b8 * kBlock + kPrefetch + 64 * q), _MM_HINT_T0);
     for (int64_t i = 0; i < n; ++i) {
       __m512d s[8];
       for (int q = 0; q < 8; ++q) {
@@ -106,13 +108,14 @@ DSINFER_AVX512 void fp8_partials(const uint8_t* w, int64_t k, const double* x, i
 DSINFER_AVX512 void fp4_partials(const uint8_t* w, int64_t k, const int16_t* hi, const int16_t* lo, int64_t n,
                                  float* partials, int64_t stride) {
   const int64_t blocks = k / kBlock;
-  const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4, 6, 8,
-                                       12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2, 3, 4, 6, 8, 12,
+                                       0, -1, -2, -3, -4, -6, -8, -12);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   for (int64_t b8 = 0; b8 < blocks; b8 += 8) {
     // 256 weights (128 bytes) as 2 * e2m1 in int16: per 64, the even elements then the odd ones.
     __m512i we[4], wo[4];
-    for (int q = 0; q < 2; ++q) _mm_prefetch(reinterpret_cast<const char*>(w + b8 * kBlock / 2 + kPrefetch + 64 * q), _MM_HINT_T0);
+    for (int q = 0; q < 2; ++q)
+      _mm_prefetch(reinterpret_cast<const char*>(w + b8 * kBlock / 2 + kPrefetch + 64 * q), _MM_HINT_T0);
     for (int q = 0; q < 4; ++q) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (b8 * kBlock + q * 64) / 2));
       we[q] = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(lut, _mm256_and_si256(packed, nibble)));
@@ -139,7 +142,8 @@ DSINFER_AVX512 void fp4_partials(const uint8_t* w, int64_t k, const int16_t* hi,
 DSINFER_AVX512 double dot_f32_f64(const float* w, const double* x, int64_t k) {
   __m512d acc = _mm512_setzero_pd();  // lane l: the terms j = l (mod 8), as in the AVX2 version
   int64_t j = 0;
-  for (; j + 8 <= k; j += 8) acc = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_loadu_ps(w + j)), _mm512_loadu_pd(x + j), acc);
+  for (; j + 8 <= k; j += 8)
+    acc = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm256_loadu_ps(w + j)), _mm512_loadu_pd(x + j), acc);
   const __m256d s = _mm256_add_pd(_mm512_castpd512_pd256(acc), _mm512_extractf64x4_pd(acc, 1));
   const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
   double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
@@ -165,7 +169,8 @@ DSINFER_AVX512 void accumulate_block_scales(const float* partials, const float* 
 DSINFER_AVX512 inline __m512 e8m0x16_to_f32(__m512i e) {
   __m512i bits = _mm512_slli_epi32(e, 23);
   bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
-  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0xFF)), _mm512_set1_epi32(0x7FC00000));
+  bits =
+      _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0xFF)), _mm512_set1_epi32(0x7FC00000));
   return _mm512_castsi512_ps(bits);
 }
 
@@ -174,8 +179,10 @@ DSINFER_AVX512 void block_scales(const uint8_t* scales, int64_t row_stride, int 
   int64_t b = 0;
   if (row_stride == 0) {  // one scale row for the group: each block's scale in every lane
     for (; b + 16 <= blocks; b += 16) {
-      const __m512 v = e8m0x16_to_f32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b))));
-      for (int j = 0; j < 16; ++j) _mm512_storeu_ps(ws + (b + j) * kRowGroup, _mm512_permutexvar_ps(_mm512_set1_epi32(j), v));
+      const __m512 v =
+          e8m0x16_to_f32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + b))));
+      for (int j = 0; j < 16; ++j)
+        _mm512_storeu_ps(ws + (b + j) * kRowGroup, _mm512_permutexvar_ps(_mm512_set1_epi32(j), v));
     }
     for (; b < blocks; ++b) _mm512_storeu_ps(ws + b * kRowGroup, _mm512_set1_ps(e8m0_to_f32(scales[b])));
     return;
@@ -194,7 +201,8 @@ DSINFER_AVX512 void block_scales(const uint8_t* scales, int64_t row_stride, int 
     }
   }
   for (; b < blocks; ++b)
-    for (int l = 0; l < kRowGroup; ++l) ws[b * kRowGroup + l] = l < rows ? e8m0_to_f32(scales[l * row_stride + b]) : 1.0f;
+    for (int l = 0; l < kRowGroup; ++l)
+      ws[b * kRowGroup + l] = l < rows ? e8m0_to_f32(scales[l * row_stride + b]) : 1.0f;
 }
 
 }  // namespace dsinfer::cpu::avx512

@@ -65,7 +65,8 @@ void linear_block_scaled(ThreadPool& pool, const LinearArgs& a) {
       // fp4 experts have one scale per row and block, fp8 weights one per 32 x 32 tile (a group of
       // kRows rows never straddles two tiles).
       static_assert(kBlock % kRows == 0);
-      cpu::block_scales(x.isa, scales + (fp4 ? r0 : r0 / kBlock) * s_stride, fp4 ? s_stride : 0, rows, blocks, ws.data());
+      cpu::block_scales(x.isa, scales + (fp4 ? r0 : r0 / kBlock) * s_stride, fp4 ? s_stride : 0, rows, blocks,
+                        ws.data());
       cpu::accumulate_block_scales(x.isa, partials.data(), xs.data(), ws.data(), n, blocks, rows, acc.data());
       for (int64_t i = 0; i < n; ++i)
         for (int l = 0; l < rows; ++l) cpu::bf16_row_mut(a.out, i)[r0 + l] = f32_to_bf16(acc[i * kRows + l]);

@@ -22,7 +22,7 @@ struct Fp4FakeQuantParams {
   uint16_t* x = nullptr;  // [n, d] bf16, row stride `stride`; d a multiple of `group`
   int64_t stride = 0;
   int n = 0, d = 0;
-  int group = 32;            // 16 or 32
+  int group = 32;           // 16 or 32
   bool e4m3_scale = false;  // true: e4m3 scales (group 16 in V4.1), false: e8m0
   cudaStream_t stream = nullptr;
 };

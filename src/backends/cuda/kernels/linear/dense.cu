@@ -20,8 +20,9 @@ __global__ void to_f64_kernel(DenseLinearParams p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / p.k, j = i % p.k;
-    const float v = p.x_f32 ? static_cast<const float*>(p.x)[r * p.x_stride + j]
-                            : __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.x)[r * p.x_stride + j]) << 16);
+    const float v =
+        p.x_f32 ? static_cast<const float*>(p.x)[r * p.x_stride + j]
+                : __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.x)[r * p.x_stride + j]) << 16);
     p.x_f64[i] = v;
   }
 }
@@ -29,7 +30,8 @@ __global__ void to_f64_kernel(DenseLinearParams p) {
 // Weight element j of row `row` as a float (exact: bf16, or e4m3 times a power of two).
 __device__ inline float weight_at(const DenseLinearParams& p, int row, int j) {
   if (!p.fp8_weights)
-    return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.w)[static_cast<int64_t>(row) * p.w_stride + j]) << 16);
+    return __uint_as_float(
+        static_cast<uint32_t>(static_cast<const uint16_t*>(p.w)[static_cast<int64_t>(row) * p.w_stride + j]) << 16);
   const uint8_t code = static_cast<const uint8_t*>(p.w)[static_cast<int64_t>(row) * p.w_stride + j];
   const float v = __half2float(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3)));
   return v * e8m0_to_float(p.w_scales[static_cast<int64_t>(row / 32) * p.s_stride + j / 32]);
@@ -58,7 +60,7 @@ __device__ void dense_row(const DenseLinearParams& p, int row, int i0, int lane)
   }
 }
 
-__global__ void __launch_bounds__(kWarpsPerBlock * kWarp) sm90_dense_linear(DenseLinearParams p) {
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_dense_linear(DenseLinearParams p) {
   const int lane = threadIdx.x % kWarp, warps = gridDim.x * kWarpsPerBlock;
   for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < p.out; row += warps) {
     int i0 = 0;

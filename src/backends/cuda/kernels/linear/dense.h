@@ -13,9 +13,9 @@ struct DenseLinearParams {
   const void* x = nullptr;  // [n, k] bf16 (uint16_t bits) or f32, row stride x_stride
   bool x_f32 = false;
   int64_t x_stride = 0;
-  double* x_f64 = nullptr;  // [n, k] scratch the launcher fills (n * k doubles of device memory)
-  bool fp8_weights = false;        // e4m3 [out, k] with e8m0 scales [ceil(out/32), k/32], else bf16
-  const void* w = nullptr;         // [out, k], row stride w_stride (elements)
+  double* x_f64 = nullptr;   // [n, k] scratch the launcher fills (n * k doubles of device memory)
+  bool fp8_weights = false;  // e4m3 [out, k] with e8m0 scales [ceil(out/32), k/32], else bf16
+  const void* w = nullptr;   // [out, k], row stride w_stride (elements)
   int64_t w_stride = 0;
   const uint8_t* w_scales = nullptr;  // fp8 only
   int64_t s_stride = 0;

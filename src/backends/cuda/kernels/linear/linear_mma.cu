@@ -90,8 +90,8 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int row_b = n0 + j * 8 + g;  // activation row this thread feeds to B
-        const uint2 bx = row_b < p.n ? load8(op.x_codes + static_cast<int64_t>(row_b) * p.k + b * 32 + t * 8)
-                                     : make_uint2(0, 0);
+        const uint2 bx =
+            row_b < p.n ? load8(op.x_codes + static_cast<int64_t>(row_b) * p.k + b * 32 + t * 8) : make_uint2(0, 0);
         float d[4];
         mma_e4m3(a, bx.x, bx.y, d);
         const int c0 = n0 + j * 8 + 2 * t;  // activation rows of d[0], d[2] (c0) and d[1], d[3] (c0 + 1)
@@ -125,7 +125,7 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
   __syncthreads();  // red is reused by the next pass
 }
 
-__global__ void __launch_bounds__(kWarps * kWarp) sm90_block_linear_mma(BlockLinearParams p) {
+__global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_mma(BlockLinearParams p) {
   extern __shared__ float red[];  // [kWarps][tiles][4][32]
   const int tiles_per_matrix = (p.out + kTileRows - 1) / kTileRows;
   const LinearOperands& op = p.op[blockIdx.x / tiles_per_matrix];
@@ -133,14 +133,30 @@ __global__ void __launch_bounds__(kWarps * kWarp) sm90_block_linear_mma(BlockLin
   for (int n0 = 0; n0 < p.n; n0 += kMaxNTiles * 8) {
     const int tiles = min(kMaxNTiles, (p.n - n0 + 7) / 8);
     switch (tiles) {
-      case 1: tile_pass<1>(p, op, r0, n0, red); break;
-      case 2: tile_pass<2>(p, op, r0, n0, red); break;
-      case 3: tile_pass<3>(p, op, r0, n0, red); break;
-      case 4: tile_pass<4>(p, op, r0, n0, red); break;
-      case 5: tile_pass<5>(p, op, r0, n0, red); break;
-      case 6: tile_pass<6>(p, op, r0, n0, red); break;
-      case 7: tile_pass<7>(p, op, r0, n0, red); break;
-      default: tile_pass<8>(p, op, r0, n0, red); break;
+      case 1:
+        tile_pass<1>(p, op, r0, n0, red);
+        break;
+      case 2:
+        tile_pass<2>(p, op, r0, n0, red);
+        break;
+      case 3:
+        tile_pass<3>(p, op, r0, n0, red);
+        break;
+      case 4:
+        tile_pass<4>(p, op, r0, n0, red);
+        break;
+      case 5:
+        tile_pass<5>(p, op, r0, n0, red);
+        break;
+      case 6:
+        tile_pass<6>(p, op, r0, n0, red);
+        break;
+      case 7:
+        tile_pass<7>(p, op, r0, n0, red);
+        break;
+      default:
+        tile_pass<8>(p, op, r0, n0, red);
+        break;
     }
   }
 }
@@ -153,8 +169,9 @@ cudaError_t launch_block_linear_mma(const BlockLinearParams& p) {
       return cudaErrorInvalidValue;
   const int tiles = std::min(kMaxNTiles, (p.n + 7) / 8);
   const int smem = kWarps * tiles * 4 * kWarp * static_cast<int>(sizeof(float));
-  static const cudaError_t attr = cudaFuncSetAttribute(sm90_block_linear_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       kWarps * kMaxNTiles * 4 * kWarp * static_cast<int>(sizeof(float)));
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(sm90_block_linear_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           kWarps * kMaxNTiles * 4 * kWarp * static_cast<int>(sizeof(float)));
   if (attr != cudaSuccess) return attr;
   const int ctas = p.groups * ((p.out + kTileRows - 1) / kTileRows);
   sm90_block_linear_mma<<<ctas, kWarps * kWarp, smem, p.stream>>>(p);

@@ -139,7 +139,9 @@ __global__ void __launch_bounds__(kThreads) sm90_block_linear_wgmma(BlockLinearP
     const int bl = idx / 64, r = (idx / 8) % 8, piece = idx % 8;  // piece: 4-byte group of the row's 32 bytes
     const int t = piece / 2, half = piece % 2;
     uint32_t v = 0;
-    if (r < p.n) v = *reinterpret_cast<const uint32_t*>(op.x_codes + static_cast<int64_t>(r) * p.k + (b_begin + bl) * 32 + piece * 4);
+    if (r < p.n)
+      v = *reinterpret_cast<const uint32_t*>(op.x_codes + static_cast<int64_t>(r) * p.k + (b_begin + bl) * 32 +
+                                             piece * 4);
     const int slot = half * 16 + 4 * t;  // core matrix `half`, 4 bytes at column 4t of row r
     *reinterpret_cast<uint32_t*>(b_smem + bl * kBBytesPerBlock + (slot / 16) * 128 + r * 16 + slot % 16) = v;
   }
@@ -222,8 +224,8 @@ size_t block_linear_wgmma_workspace_bytes(const BlockLinearParams& p) {
 
 cudaError_t launch_block_linear_wgmma(const BlockLinearParams& p) {
   float* workspace = p.workspace;
-  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.n > 8 || p.out < 0 || p.groups < 1 ||
-      p.groups > kMaxLinearGroups || !workspace)
+  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.n > 8 || p.out < 0 || p.groups < 1 || p.groups > kMaxLinearGroups ||
+      !workspace)
     return cudaErrorInvalidValue;
   if (p.n == 0 || p.out == 0) return cudaSuccess;
   const int tiles = p.groups * ((p.out + kTileRows - 1) / kTileRows);

@@ -45,10 +45,10 @@ struct BlockLinearParams {
   LinearOperands op[kMaxLinearGroups];
   int groups = 1;
   int n = 0, k = 0, out = 0;
-  bool fp4 = false;         // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
-  int64_t w_stride = 0;     // bytes per weight row
-  int64_t s_stride = 0;     // bytes per scale row
-  int64_t y_stride = 0;     // elements per output row
+  bool fp4 = false;      // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
+  int64_t w_stride = 0;  // bytes per weight row
+  int64_t s_stride = 0;  // bytes per scale row
+  int64_t y_stride = 0;  // elements per output row
   LinearKernel kernel = LinearKernel::kAuto;
   float* workspace = nullptr;  // kWgmma: block_linear_workspace_bytes(*this) of device memory
   int chunks_in_flight = 2;    // kFma: 16-byte weight loads each lane issues before using them: 1, 2 or 4

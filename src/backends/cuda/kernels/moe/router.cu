@@ -16,8 +16,10 @@ __global__ void __launch_bounds__(kThreads) sm90_router(RouterParams p) {
   for (int e = warp; e < p.experts; e += kThreads / kWarp) {
     double dot = 0;
     for (int j = lane; j < p.dim; j += kWarp) {
-      const float wv = p.weight_f32 ? static_cast<const float*>(p.weight)[e * p.w_stride + j]
-                                    : __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.weight)[e * p.w_stride + j]) << 16);
+      const float wv =
+          p.weight_f32 ? static_cast<const float*>(p.weight)[e * p.w_stride + j]
+                       : __uint_as_float(
+                             static_cast<uint32_t>(static_cast<const uint16_t*>(p.weight)[e * p.w_stride + j]) << 16);
       dot += static_cast<double>(__uint_as_float(static_cast<uint32_t>(x[j]) << 16)) * wv;
     }
     for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xFFFFFFFFu, dot, o);
