@@ -120,9 +120,10 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     // Compressed rows and the selected positions (spec §6–§7).
     TensorView crows;
     int64_t k = 0;
+    const int src = c.kv_source_of(l);
     if (r > 0) {
       DSINFER_RETURN_IF_ERROR(compressed_kv(l, b, ci, x, qrv));
-      const DeviceArray<uint16_t>& pool = store_->compressed(c.kv_source_of(l));
+      const DeviceArray<uint16_t>& pool = store_->compressed(src);
       crows = pool.view(DType::kBF16, {static_cast<int64_t>(pool.size()) / hd, hd});
       k = b.topk_k[ci];
     }
@@ -133,10 +134,10 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
       std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
       for (int64_t j = 0; j < k; ++j) {
         const int32_t sel = b.topk[ci][i * k + j];
-        DSINFER_DCHECK(sel < ch.state->layers[c.kv_source_of(l)].compressed_rows,
+        DSINFER_DCHECK(sel < ch.state->layers[src].compressed_rows,
                        "layer {}: selected compressed position {} was never written", l, sel);
         idx[i * (width + k) + width + j] =
-            sel < 0 ? -1 : static_cast<int32_t>(n_win_rows + store_->row(c.kv_source_of(l), blocks, sel));
+            sel < 0 ? -1 : static_cast<int32_t>(n_win_rows + store_->row(src, blocks, sel));
       }
     }
     const DeviceArray<int32_t> didx = b.upload(idx);

@@ -3,6 +3,7 @@
 // to the host, which groups the tokens by expert.
 #include <fmt/format.h>
 
+#include "core/check.h"
 #include "core/float_formats.h"
 #include "model/forward_batch.h"
 
@@ -36,15 +37,22 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
 
   // The routed experts' tokens gathered expert after expert (ascending id), every expert's
   // w1/w3, SwiGLU and w2 as grouped calls, each expert's output added into y in ascending order.
-  std::vector<int32_t> rows;
-  std::vector<float> row_w;
-  std::vector<int64_t> first(w.experts.size() + 1, 0);  // expert e owns rows [first[e], first[e + 1])
-  for (int64_t e = 0; e < static_cast<int64_t>(w.experts.size()); ++e) {
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t j = 0; j < k; ++j)
-        if (idx[t * k + j] == e) rows.push_back(static_cast<int32_t>(t)), row_w.push_back(wts[t * k + j]);
-    first[e + 1] = static_cast<int64_t>(rows.size());
+  // The rows are sorted by counting (tokens ascending within an expert), one pass over the choices.
+  const int64_t experts = static_cast<int64_t>(w.experts.size());
+  std::vector<int64_t> first(experts + 1, 0);  // expert e owns rows [first[e], first[e + 1])
+  for (int32_t e : idx) {
+    DSINFER_CHECK(e >= 0 && e < experts, "layer {}: expert {} of {}", l, e, experts);
+    ++first[e + 1];
   }
+  for (int64_t e = 0; e < experts; ++e) first[e + 1] += first[e];
+  std::vector<int32_t> rows(n * k);
+  std::vector<float> row_w(n * k);
+  std::vector<int64_t> next(first.begin(), first.end() - 1);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t at = next[idx[t * k + j]]++;
+      rows[at] = static_cast<int32_t>(t), row_w[at] = wts[t * k + j];
+    }
   const int64_t m = static_cast<int64_t>(rows.size());
   DeviceArray<float> y = b.zeros<float>(n * dim);
   const DeviceArray<int32_t> drows = b.upload(rows);
