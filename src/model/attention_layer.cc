@@ -15,20 +15,6 @@
 namespace dsinfer {
 namespace {
 
-// RoPE on x [n, heads, d] at the given positions: the table rows are copied to the backend.
-void rope_rows(Backend& be, const RopeTable& t, const TensorView& x, const std::vector<int64_t>& positions,
-               bool inverse) {
-  const int64_t n = x.size(0);
-  if (n == 0) return;
-  std::vector<float> cos, sin;
-  for (int64_t p : positions) {
-    cos.insert(cos.end(), t.cos_row(p), t.cos_row(p) + t.half);
-    sin.insert(sin.end(), t.sin_row(p), t.sin_row(p) + t.half);
-  }
-  const DeviceArray<float> c(be, std::span<const float>(cos)), s(be, std::span<const float>(sin));
-  be.rope({x, c.view(DType::kF32, {n, t.half}), s.view(DType::kF32, {n, t.half}), inverse});
-}
-
 TensorView rows_of(const TensorView& t, int64_t begin, int64_t count) {
   TensorView v = t;
   v.data = t.as<uint8_t>() + dtype_bytes(t.dtype, begin * t.stride[0]);
@@ -72,10 +58,11 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   backend_.linear({x, &w.wq_a, qrv});
   backend_.rms_norm({qrv, w.q_norm, c.norm_eps, qrv});
   backend_.linear({qrv, &w.wq_b, q.view(DType::kBF16, {n, heads * hd})});
-  rope_rows(backend_, rope, q.view(DType::kBF16, {n, heads, hd}), b.pos, false);
+  const RopeRows& at_pos = b.rope_at_positions(rope);
+  at_pos.apply(backend_, q.view(DType::kBF16, {n, heads, hd}), 0, false);
   backend_.linear({x, &w.wkv, kvv});
   backend_.rms_norm({kvv, w.kv_norm, c.norm_eps, kvv});
-  rope_rows(backend_, rope, kv.view(DType::kBF16, {n, 1, hd}), b.pos, false);
+  at_pos.apply(backend_, kv.view(DType::kBF16, {n, 1, hd}), 0, false);
   backend_.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
 
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
@@ -146,7 +133,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                           o.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd)});
   }
-  rope_rows(backend_, rope, o.view(DType::kBF16, {n, heads, hd}), b.pos, /*inverse=*/true);
+  at_pos.apply(backend_, o.view(DType::kBF16, {n, heads, hd}), 0, /*inverse=*/true);
 
   // Grouped low-rank output: group g projects heads [g*h/G, (g+1)*h/G) with its own rows of wo_a.
   const int64_t groups = c.o_groups, olr = c.o_lora_rank, gw = heads * hd / groups;
@@ -223,7 +210,7 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
 
   // Publish the rotated, fp4 fake-quantised latents into this layer's compressed cache (spec §6.2).
   if (groups) {
-    rope_rows(backend_, rope, latent.view(DType::kBF16, {groups, 1, hd}), group_pos, false);
+    RopeRows(backend_, rope, group_pos).apply(backend_, latent.view(DType::kBF16, {groups, 1, hd}), 0, false);
     backend_.fake_quant({latent.view(DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
     const int64_t j0 = group_pos.front() / r;
     publish_rows(backend_, *store_, store_->compressed(l).data(), latent.data(), hd, l, st.blocks.blocks(), j0, groups);
@@ -245,8 +232,6 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   const int64_t s = xc.size(0), start = ch.start_pos, end = start + s, T = end / r;
   const int64_t hi = c.index_n_heads, di = c.index_head_dim;
   const LayerReplay* replay = ch.replay && ch.replay->count(l) ? &ch.replay->at(l) : nullptr;
-  std::vector<int64_t> positions(s);
-  for (int64_t i = 0; i < s; ++i) positions[i] = start + i;
 
   // Index keys of a key owner, from the pre-RoPE latents (spec §7.1); the shared slot moves here.
   const int64_t groups = static_cast<int64_t>(group_pos.size());
@@ -255,7 +240,7 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
     const TensorView kv = keys.view(DType::kBF16, {groups, di});
     backend_.linear({latent.view(DType::kBF16, {groups, c.head_dim}), &w.idx_wk, kv});
     backend_.rms_norm({kv, w.idx_k_norm, c.norm_eps, kv});
-    rope_rows(backend_, rope, keys.view(DType::kBF16, {groups, 1, di}), group_pos, false);
+    RopeRows(backend_, rope, group_pos).apply(backend_, keys.view(DType::kBF16, {groups, 1, di}), 0, false);
     backend_.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
     const int64_t j0 = group_pos.front() / r;
     publish_rows(backend_, *store_, store_->index_keys(l).data(), keys.data(), di, l, st.blocks.blocks(), j0, groups);
@@ -272,7 +257,7 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
 
   DeviceArray<uint16_t> q = b.scratch<uint16_t>(s * hi * di), wts = b.scratch<uint16_t>(s * hi);
   backend_.linear({qrc, &w.idx_wq_b, q.view(DType::kBF16, {s, hi * di})});
-  rope_rows(backend_, rope, q.view(DType::kBF16, {s, hi, di}), positions, false);
+  b.rope_at_positions(rope).apply(backend_, q.view(DType::kBF16, {s, hi, di}), b.offset[ci], false);
   backend_.fake_quant({q.view(DType::kBF16, {s, hi * di}), FakeQuant::kFp4E8M0Group32});
   backend_.linear({xc, &w.idx_weights_proj, wts.view(DType::kBF16, {s, hi})});
   const float wscale =

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstring>
+#include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,29 @@
 #include "ops/device_array.h"
 
 namespace dsinfer {
+
+/// A RoPE table's cos and sin rows [positions, half] at some positions, in the backend's memory.
+struct RopeRows {
+  DeviceArray<float> cos, sin;
+  int half = 0;
+
+  RopeRows(Backend& be, const RopeTable& t, std::span<const int64_t> positions) : half(t.half) {
+    std::vector<float> c, s;
+    for (int64_t p : positions) {
+      c.insert(c.end(), t.cos_row(p), t.cos_row(p) + t.half);
+      s.insert(s.end(), t.sin_row(p), t.sin_row(p) + t.half);
+    }
+    cos = DeviceArray<float>(be, std::span<const float>(c));
+    sin = DeviceArray<float>(be, std::span<const float>(s));
+  }
+  /// RoPE on x [n, heads, d] with rows [first, first + n).
+  void apply(Backend& be, const TensorView& x, int64_t first, bool inverse) const {
+    const int64_t n = x.size(0);
+    if (n == 0) return;
+    be.rope(
+        {x, cos.view(DType::kF32, {n, half}, first * half), sin.view(DType::kF32, {n, half}, first * half), inverse});
+  }
+};
 
 struct Model::Batch {
   explicit Batch(Backend& backend) : be(backend) {}
@@ -28,6 +53,12 @@ struct Model::Batch {
   template <typename T>
   DeviceArray<T> upload(const std::vector<T>& host) const {
     return DeviceArray<T>(be, std::span<const T>(host));
+  }
+  /// The rows of the batch's positions in `t`, made and copied once per table and call.
+  const RopeRows& rope_at_positions(const RopeTable& t) {
+    auto it = rope_.find(&t);
+    if (it == rope_.end()) it = rope_.emplace(&t, RopeRows(be, t, pos)).first;
+    return it->second;
   }
 
   std::span<ForwardChunk> chunks;
@@ -74,7 +105,6 @@ struct Model::Batch {
     return {};
   }
 
-  bool debugging(size_t c) const { return chunks[c].debug != nullptr; }
   /// Records host data for --dump-debug.
   void record(size_t c, const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data) const {
     if (!chunks[c].debug) return;
@@ -95,6 +125,8 @@ struct Model::Batch {
   }
 
  private:
+  std::map<const RopeTable*, RopeRows> rope_;
+
   static size_t debug_bytes(const DebugTensor& t) {
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;

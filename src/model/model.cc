@@ -13,13 +13,6 @@
 #include "model/weight_manifest.h"
 
 namespace dsinfer {
-namespace {
-
-// Blocks of the growing caches when no budget sets them (the server's --cache-block-tokens does).
-constexpr int64_t kDefaultBlockTokens = Model::kDefaultCacheBlockTokens;
-
-}  // namespace
-
 SequenceState make_sequence_state(const ModelConfig& c, Backend& backend, CacheStore& store) {
   SequenceState s;
   s.blocks = BlockTable(&store);
@@ -57,7 +50,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
                                dir.string(), map.compressed_vocab_size, c.engram_compressed_vocab_size));
     m->hasher_ = std::make_unique<EngramHasher>(c, std::move(map.map));
   }
-  m->store_ = std::make_unique<CacheStore>(m->config_, backend, kDefaultBlockTokens, 0);
+  m->store_ = std::make_unique<CacheStore>(m->config_, backend, kDefaultCacheBlockTokens, 0);
   // Two tables serve every layer: window-only (theta 1e4) and compressed (YaRN) (spec §3.2).
   m->rope_tables_.resize(2);
   for (int l = 0; l < c.n_layers; ++l) {

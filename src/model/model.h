@@ -69,6 +69,7 @@ class Model {
   /// bound) of `block_tokens` positions (the server's memory budget); kInvalidArgument while a
   /// sequence holds blocks.
   Status reserve_cache(int64_t block_tokens, int max_blocks);
+  /// Blocks of the growing caches when no budget sets them (the server's --cache-block-tokens does).
   static constexpr int64_t kDefaultCacheBlockTokens = 64;
   const CacheStore& cache_store() const { return *store_; }
 
