@@ -72,9 +72,14 @@ class DeviceArray {
     if (n > size_) be_->zero(data_ + size_, (n - size_) * sizeof(T));
     size_ = n;
   }
+  /// Replaces the contents with a copy of host data (no zeroing or keeping of what was there).
   void assign(std::span<const T> host) {
-    size_ = 0;
-    resize(host.size());
+    if (host.size() > capacity_) {
+      release();
+      data_ = static_cast<T*>(be_->allocate(host.size() * sizeof(T)));
+      capacity_ = host.size();
+    }
+    size_ = host.size();
     upload(host);
   }
   void upload(std::span<const T> host, size_t offset = 0) {
