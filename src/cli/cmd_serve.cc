@@ -35,7 +35,9 @@ int run_serve(const ServeOptions& o) {
   const ModelConfig& mc = model->model->config();
   auto cache = cache_layout(reference_cache_sizes(mc), static_cast<int64_t>(o.cache_gib * 1073741824.0),
                             o.cache_block_tokens, mc.max_seq_len);
-  if (!cache.ok()) return report_error(Status(cache.status().kind(), "--cache-memory: " + cache.status().message()));
+  if (!cache.ok())
+    return report_error(
+        Status(cache.status().kind(), "--cache-memory / --cache-block-tokens: " + cache.status().message()));
   Engine engine(*model->model, *tok, {o.token_budget, o.max_running}, *cache);
   EngineLoop loop(engine, o.max_pending);
   server::ServerConfig config;
@@ -78,7 +80,7 @@ void register_serve(CLI::App& app, CommandResult& result) {
                   "GiB for the requests' caches (running requests are preempted beyond)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
-  cmd->add_option("--cache-block-tokens", o->cache_block_tokens, "Positions per cache block")
+  cmd->add_option("--cache-block-tokens", o->cache_block_tokens, "Positions per cache block (an even number)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   add_backend_flags(cmd, o->backend);
