@@ -86,6 +86,43 @@ TEST_F(CpuOps, Fp8AndFp4LinearAreExact) {
   }
 }
 
+// A grouped call: inputs shared by pointer and by content (the routed experts of one token),
+// distinct inputs, fp8 and fp4 weights and a dense op in one list; each output as if alone.
+TEST_F(CpuOps, GroupedLinearEqualsEachOpAlone) {
+  const int64_t n = 2, k = 256, o = 40;
+  const std::vector<uint16_t> x0 = testing::random_bf16(n * k, 11), x1 = x0, x2 = testing::random_bf16(n * k, 12);
+  std::mt19937 rng(13);
+  std::vector<std::vector<uint8_t>> w(4), ws(4);
+  std::vector<LinearWeight> lw;
+  for (int e = 0; e < 4; ++e) {
+    const bool fp4 = e % 2 == 1;
+    w[e].resize(fp4 ? o * k / 2 : o * k);
+    ws[e].resize(fp4 ? o * k / 32 : ((o + 31) / 32) * (k / 32));
+    for (auto& b : w[e]) b = static_cast<uint8_t>(rng());
+    for (auto& b : w[e])
+      if (!fp4 && (b & 0x7F) == 0x7F) b = 0x7E;  // no NaN codes
+    for (auto& b : ws[e]) b = static_cast<uint8_t>(110 + rng() % 14);
+    lw.push_back({fp4 ? LinearFormat::kFp4 : LinearFormat::kFp8, o, k,
+                  view(w[e].data(), DType::kU8, {o, fp4 ? k / 2 : k}),
+                  view(ws[e].data(), DType::kU8, {fp4 ? o : (o + 31) / 32, k / 32})});
+  }
+  const std::vector<uint16_t> wd = testing::random_bf16(o * k, 14);
+  const LinearWeight dense{LinearFormat::kBf16, o, k, view(wd.data(), DType::kBF16, {o, k}), {}};
+  const std::vector<const std::vector<uint16_t>*> xs = {&x0, &x0, &x1, &x2, &x1};
+  const std::vector<const LinearWeight*> ws_of = {&lw[0], &lw[1], &lw[2], &lw[3], &dense};
+  std::vector<std::vector<uint16_t>> grouped(5, std::vector<uint16_t>(n * o)), alone = grouped;
+  std::vector<LinearArgs> ops;
+  for (size_t j = 0; j < 5; ++j)
+    ops.push_back({view(xs[j]->data(), DType::kBF16, {n, k}), ws_of[j], view(grouped[j].data(), DType::kBF16, {n, o})});
+  be.grouped_linear({ops});
+  for (size_t j = 0; j < 5; ++j) {
+    be.linear({view(xs[j]->data(), DType::kBF16, {n, k}), ws_of[j], view(alone[j].data(), DType::kBF16, {n, o})});
+    EXPECT_EQ(grouped[j], alone[j]) << "op " << j;
+  }
+  for (size_t j = 0; j < 4; ++j)
+    EXPECT_EQ(grouped[j], reference_block_gemm(*xs[j], n, k, o, w[j], ws[j], j % 2 == 1)) << "op " << j;
+}
+
 TEST_F(CpuOps, DenseLinearFormats) {
   const int64_t n = 5, k = 67, o = 33;
   const std::vector<uint16_t> x = testing::random_bf16(n * k, 3), w = testing::random_bf16(o * k, 4);
@@ -441,6 +478,35 @@ TEST(BlockDot, BlockScalesOfEveryIsaAreTheE8m0Values) {
           }
       }
     }
+}
+
+// act_quant of rows holding every bf16 bit pattern (NaN, inf, subnormal, signed zeros), shuffled
+// so that blocks mix magnitudes: every instruction set gives the scalar path's codes and scales.
+TEST(BlockDot, ActQuantRowOfEveryIsaEqualsScalar) {
+  std::vector<uint16_t> x(65536 + 40);  // + 40: a partial last block
+  std::iota(x.begin(), x.begin() + 65536, 0);
+  std::mt19937 rng(41);
+  std::shuffle(x.begin(), x.end(), rng);
+  for (int run = 0; run < 2; ++run) {
+    if (run == 1)  // blocks of ordinary magnitudes, many codes below e4m3's normal range
+      for (auto& v : x)
+        v = f32_to_bf16(std::ldexp(std::normal_distribution<float>()(rng), static_cast<int>(rng() % 24) - 12));
+    const int64_t k = static_cast<int64_t>(x.size()), blocks = (k + 31) / 32;
+    std::vector<double> want(k);
+    std::vector<float> want_s(blocks);
+    cpu::act_quant_row(cpu::Isa::kScalar, x.data(), k, want.data(), want_s.data());
+    for (const cpu::Isa isa : {cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+      if (isa > cpu::best_isa()) continue;
+      std::vector<double> got(k);
+      std::vector<float> got_s(blocks);
+      cpu::act_quant_row(isa, x.data(), k, got.data(), got_s.data());
+      for (int64_t b = 0; b < blocks; ++b)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got_s[b]), std::bit_cast<uint32_t>(want_s[b])) << "block " << b;
+      for (int64_t j = 0; j < k; ++j)
+        ASSERT_EQ(std::bit_cast<uint64_t>(got[j]), std::bit_cast<uint64_t>(want[j]))
+            << "isa " << static_cast<int>(isa) << " element " << j << " bf16 " << x[j];
+    }
+  }
 }
 
 TEST(BlockDot, EveryIsaEqualsScalar) {

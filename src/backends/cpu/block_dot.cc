@@ -13,6 +13,7 @@
 
 #include "backends/cpu/block_dot_avx512.h"
 #include "core/float_formats.h"
+#include "core/quant.h"
 
 namespace dsinfer::cpu {
 
@@ -190,6 +191,19 @@ Isa detect_isa() {
 Isa best_isa() {
   static const Isa isa = detect_isa();
   return isa;
+}
+
+void act_quant_row(Isa isa, const uint16_t* x, int64_t k, double* codes, float* scales) {
+  for (int64_t b = 0, k0 = 0; k0 < k; ++b, k0 += kBlock) {
+    const int64_t len = std::min<int64_t>(kBlock, k - k0);
+    if (isa == Isa::kAvx512 && len == kBlock && avx512::act_quant_block(x + k0, codes + k0, &scales[b])) continue;
+    float amax = 0;
+    for (int64_t j = 0; j < len; ++j) amax = std::fmax(amax, std::fabs(bf16_to_f32(x[k0 + j])));
+    const float s = act_quant_scale(amax);
+    scales[b] = s;
+    for (int64_t j = 0; j < len; ++j)
+      codes[k0 + j] = round_to_e4m3(std::fmin(std::fmax(bf16_to_f32(x[k0 + j]) / s, -kE4M3Max), kE4M3Max));
+  }
 }
 
 void prepare_block_activations(Isa isa, bool fp4, const double* codes, int64_t n, int64_t k, BlockActivations& out) {

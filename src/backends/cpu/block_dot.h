@@ -19,6 +19,11 @@ Isa best_isa();
 /// fp32 chains.
 inline constexpr int kRowGroup = 16;
 
+/// act_quant of one bf16 row (spec §3.6): for each 32-element block b, scales[b] = the e8m0 power
+/// of two of max(amax, 1e-4) / 448 and codes[j] = e4m3(clamp(x[j] / scales[b], +-448)) as doubles.
+/// The AVX-512 path gives the same bits (division by a power of two is exact; rounding on the bits).
+void act_quant_row(Isa isa, const uint16_t* x, int64_t k, double* codes, float* scales);
+
 /// The activations of one block-scaled GEMM (act_quant codes, unscaled), prepared once in the
 /// layout that `isa`'s kernels read. `isa` may be lowered for shapes a kernel does not cover.
 struct BlockActivations {

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/block_dot.h"
 #include "core/float_formats.h"
+#include "core/quant.h"
 
 #define DSINFER_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 
@@ -149,6 +150,38 @@ DSINFER_AVX512 double dot_f32_f64(const float* w, const double* x, int64_t k) {
   double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
   for (; j < k; ++j) sum += double{w[j]} * x[j];
   return sum;
+}
+
+DSINFER_AVX512 bool act_quant_block(const uint16_t* x, double* codes, float* scale) {
+  const __m512i raw = _mm512_loadu_si512(x);
+  const __m512 v[2] = {
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16)),
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16))};
+  if (_mm512_cmp_ps_mask(v[0], v[0], _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v[1], v[1], _CMP_UNORD_Q)) return false;
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+  const float s = act_quant_scale(amax);
+  *scale = s;
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  for (int h = 0; h < 2; ++h) {
+    const __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(v[h], _mm512_set1_ps(s)), _mm512_set1_ps(-kE4M3Max)),
+                                   _mm512_set1_ps(kE4M3Max));
+    // round_to_e4m3 on 16 lanes: 3 mantissa bits (ties to even) from 2^-6 up, the 2^-9 grid below.
+    const __m512i u = _mm512_castps_si512(q);
+    const __m512i mag = _mm512_and_si512(u, abs_mask);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(mag, 20), _mm512_set1_epi32(1));
+    const __m512i normal = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(mag, _mm512_set1_epi32(0x7FFFF)), odd),
+                                            _mm512_set1_epi32(0xFFF00000));
+    const __m512 big = _mm512_set1_ps(0x1p14f);
+    const __m512i small = _mm512_castps_si512(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(mag), big), big));
+    const __mmask16 is_normal = _mm512_cmpge_epu32_mask(mag, _mm512_set1_epi32(0x3C800000));
+    const __m512i r =
+        _mm512_or_si512(_mm512_mask_blend_epi32(is_normal, small, normal), _mm512_andnot_si512(abs_mask, u));
+    const __m512 rf = _mm512_castsi512_ps(r);
+    _mm512_storeu_pd(codes + 16 * h, _mm512_cvtps_pd(_mm512_castps512_ps256(rf)));
+    _mm512_storeu_pd(codes + 16 * h + 8,
+                     _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(rf), 1))));
+  }
+  return true;
 }
 
 DSINFER_AVX512 void accumulate_block_scales(const float* partials, const float* xs, const float* ws, int64_t n,

@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
   void embed(const EmbedArgs& a) override;
   void rms_norm(const RmsNormArgs& a) override;
   void linear(const LinearArgs& a) override;
+  void grouped_linear(const GroupedLinearArgs& a) override;
   void rope(const RopeArgs& a) override;
   void fake_quant(const FakeQuantArgs& a) override;
   void hc_mixes(const HcMixesArgs& a) override;
