@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
       return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
     const double dt = seconds_since(t0);
     best = std::min(best, dt), sum += dt;
+    if (std::getenv("DSINFER_BENCH_STEPS")) std::printf("step %d: %.1f ms\n", step, dt * 1e3);
   }
   const double mean = sum / steps;
   const double achieved = active / mean / 1e9;

@@ -218,6 +218,15 @@ TEST_F(CpuOps, HyperConnectionOps) {
       EXPECT_NEAR(row, 1.0, 1e-3);
     }
   }
+  // One token alone (fewer tokens than threads: the dots are split by rows) gives the same bits.
+  std::vector<float> pre1(hc), post1(hc), comb1(hc * hc);
+  be.hc_mixes({view(&x[hc * dim], DType::kBF16, {1, hc, dim}), view(fn.data(), DType::kF32, {mix, hc * dim}),
+               view(scale.data(), DType::kF32, {3}), view(base.data(), DType::kF32, {mix}), 1e-20, 1e-6, 20,
+               view(pre1.data(), DType::kF32, {1, hc}), view(post1.data(), DType::kF32, {1, hc}),
+               view(comb1.data(), DType::kF32, {1, hc, hc})});
+  EXPECT_EQ(pre1, std::vector<float>(&pre[hc], &pre[2 * hc]));
+  EXPECT_EQ(post1, std::vector<float>(&post[hc], &post[2 * hc]));
+  EXPECT_EQ(comb1, std::vector<float>(&comb[hc * hc], &comb[2 * hc * hc]));
   std::vector<uint16_t> y(n * dim), z(n * hc * dim);
   be.hc_pre({view(x.data(), DType::kBF16, {n, hc, dim}), view(pre.data(), DType::kF32, {n, hc}),
              view(y.data(), DType::kBF16, {n, dim})});
