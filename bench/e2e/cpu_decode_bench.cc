@@ -2,10 +2,12 @@
 // the release format), next to the machine's memory bandwidth measured in the same run
 // (STREAM-style copy). Prints ms/token, the bytes one step must read, and the achieved GB/s.
 //   cpu_decode_bench [--layers N] [--steps N] [--threads N] [--dir PATH]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +85,7 @@ int main(int argc, char** argv) {
       dir = argv[i + 1];
   }
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  steps = std::max(steps, 1);
   const double copy_gbs = stream_copy_gbs(threads), read_gbs = stream_read_gbs(threads);
   std::printf("machine: %d threads, memory copy %.1f GB/s (read + write counted), read-only %.1f GB/s\n", threads,
               copy_gbs, read_gbs);
@@ -106,7 +109,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 16; ++i) chunk[0].tokens.push_back(3 + i);
   if (Status s = (*model)->forward(chunk, logits); !s.ok())
     return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
-  double best = 1e30, sum = 0;
+  std::vector<double> times;
   for (int step = 0; step < steps; ++step) {
     chunk[0].start_pos = seq.length;
     chunk[0].decode = true;
@@ -115,14 +118,19 @@ int main(int argc, char** argv) {
     if (Status s = (*model)->forward(chunk, logits); !s.ok())
       return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
     const double dt = seconds_since(t0);
-    best = std::min(best, dt), sum += dt;
+    times.push_back(dt);
     if (std::getenv("DSINFER_BENCH_STEPS")) std::printf("step %d: %.1f ms\n", step, dt * 1e3);
   }
-  const double mean = sum / steps;
-  const double achieved = active / mean / 1e9;
+  // The VM's speed drifts between runs and within one (neighbours): the median is shown next to
+  // the mean, and both against the bandwidth measured in the same run.
+  const double mean = std::accumulate(times.begin(), times.end(), 0.0) / steps;
+  std::sort(times.begin(), times.end());
+  const double median = times[steps / 2], best = times.front();
+  const auto pct = [&](double t) { return 100.0 * active / t / 1e9 / read_gbs; };
   std::printf(
-      "decode batch 1: %.1f ms/token mean (%.1f best), %.2f tok/s, %.2f GB/s achieved = %.0f%% of the read "
-      "bandwidth, %.0f%% of the copy bandwidth\n",
-      mean * 1e3, best * 1e3, 1.0 / mean, achieved, 100.0 * achieved / read_gbs, 100.0 * achieved / copy_gbs);
+      "decode batch 1: %.1f ms/token mean (median %.1f, best %.1f), %.2f tok/s, %.2f GB/s achieved = %.0f%% of the "
+      "read bandwidth (median step: %.0f%%), %.0f%% of the copy bandwidth\n",
+      mean * 1e3, median * 1e3, best * 1e3, 1.0 / mean, active / mean / 1e9, pct(mean), pct(median),
+      100.0 * active / mean / 1e9 / copy_gbs);
   return 0;
 }
