@@ -1,5 +1,6 @@
 // CudaBackend through the Backend interface against CpuBackend (skipped without a GPU): the view
-// to kernel mapping (strides, formats, scratch) for the linear formats and the fake quantisers.
+// to kernel mapping (strides, formats, scratch) for the linear formats (small batches on the
+// exact kernels, large ones on cuBLAS) and the fake quantisers.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -86,7 +87,7 @@ TEST_F(CudaBackendTest, LinearInEveryFormat) {
     Mirror mw(w.size(), w.data()), ms(s.size(), s.data());
     const DType wt = fp4 ? DType::kU8 : fp8 ? DType::kU8 : DType::kBF16;
     const int64_t wcols = fp4 ? k / 2 : k;
-    for (const int64_t n : {1, 5}) {
+    for (const int64_t n : {1, 5, 80}) {  // 80: the tensor-core path of large batches (bf16 x)
       const std::vector<uint16_t> xb = testing::random_bf16(n * k, 3 + n);
       std::vector<float> xf(n * k);
       for (auto& v : xf) v = std::uniform_real_distribution<float>(-1, 1)(rng);

@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
+#include <cublas_v2.h>
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
+
 #include "backends/cuda/kernels/linear/dense.h"
+#include "backends/cuda/kernels/linear/dequant.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/kernels/moe/router.h"
 #include "core/check.h"
@@ -104,7 +107,10 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   cudaFreeHost(staging_.host);
   for (cudaEvent_t e : staging_.done) cudaEventDestroy(e);
-  for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_, &hc_mix_}) cudaFree(s->data);
+  for (Scratch* s :
+       {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_, &hc_mix_, &tc_weights_, &tc_inputs_})
+    cudaFree(s->data);
+  if (cublas_) cublasDestroy(cublas_);
 }
 
 void CudaBackend::launched(cudaError_t e, const char* op) {
@@ -148,6 +154,7 @@ void CudaBackend::linear(const LinearArgs& a) {
   const int64_t n = a.x.size(0), k = w.in;
   DSINFER_CHECK(a.x.size(1) == k && a.out.size(1) == w.out && a.out.size(0) == n, "linear shapes");
   if (n == 0) return;
+  if (n >= kTensorCoreRows && tensor_core_linear(a)) return;
   if (w.format == LinearFormat::kFp8 || w.format == LinearFormat::kFp4) {
     block_linear({&a, 1});
     return;
@@ -162,6 +169,52 @@ void CudaBackend::linear(const LinearArgs& a) {
   launched(cuda::launch_dense_linear(p), "linear (dense)");
 }
 
+bool CudaBackend::tensor_core_linear(const LinearArgs& a) {
+  const LinearWeight& w = *a.w;
+  const int64_t n = a.x.size(0), k = w.in, o = w.out;
+  const bool block_scaled = w.format == LinearFormat::kFp8 || w.format == LinearFormat::kFp4;
+  const bool dequantised = block_scaled || w.format == LinearFormat::kFp8AsBf16;
+  if (linear_kernel_ != cuda::LinearKernel::kAuto || a.x.dtype != DType::kBF16 || k % 32 != 0 ||
+      (a.out.dtype != DType::kBF16 && a.out.dtype != DType::kF32) || (!dequantised && w.weight.dtype != DType::kBF16))
+    return false;
+  if (!cublas_) {
+    DSINFER_CHECK(cublasCreate(&cublas_) == CUBLAS_STATUS_SUCCESS, "cuBLAS could not start");
+    DSINFER_CHECK(cublasSetStream(cublas_, stream_) == CUBLAS_STATUS_SUCCESS, "cuBLAS stream");
+  }
+  const uint16_t* wb = bf16(w.weight);
+  int64_t ldw = w.weight.stride[0];
+  if (dequantised) {
+    cuda::DequantWeightParams d;
+    d.codes = w.weight.as<const uint8_t>(), d.w_stride = w.weight.stride[0], d.scales = w.scale.as<const uint8_t>();
+    d.s_stride = w.scale.stride[0], d.fp4 = w.format == LinearFormat::kFp4;
+    d.out = static_cast<uint16_t*>(scratch(tc_weights_, o * k * 2)), d.rows = static_cast<int>(o);
+    d.k = static_cast<int>(k), d.stream = stream_;
+    launched(cuda::launch_dequant_weight(d), "linear (weights to bf16)");
+    wb = d.out, ldw = k;
+  }
+  const uint16_t* xb = bf16(a.x);
+  int64_t ldx = a.x.stride[0];
+  if (block_scaled) {  // the input as act_quant leaves it: code * scale, exact in bf16
+    auto* xq = static_cast<uint16_t*>(scratch(tc_inputs_, n * k * 2));
+    check_launch(cudaMemcpy2DAsync(xq, k * 2, xb, ldx * 2, k * 2, n, cudaMemcpyDeviceToDevice, stream_), "linear");
+    cuda::ActQuantParams q;
+    q.x = q.fake = xq, q.n = n * k, q.stream = stream_;
+    launched(cuda::launch_act_quant(q), "linear (input act_quant)");
+    xb = xq, ldx = k;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  const bool y32 = a.out.dtype == DType::kF32;
+  // Row-major Y[n, o] = X[n, k] W[o, k]^T is column-major Y^T = W^T(op T of W's storage) X^T.
+  const cublasStatus_t st = cublasGemmEx(
+      cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(o), static_cast<int>(n), static_cast<int>(k), &one, wb,
+      CUDA_R_16BF, static_cast<int>(ldw), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, a.out.data,
+      y32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(a.out.stride[0]), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  DSINFER_CHECK(st == CUBLAS_STATUS_SUCCESS, "linear: cuBLAS GEMM [{}, {}] x [{}, {}]^T failed ({})", n, k, o, k,
+                static_cast<int>(st));
+  ++stats_.ops;
+  return true;
+}
+
 void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
   const std::span<const LinearArgs> ops = a.ops;
   const auto groupable = [&] {
@@ -169,6 +222,7 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
     const LinearArgs& o0 = ops[0];
     const LinearWeight& w0 = *o0.w;
     if ((w0.format != LinearFormat::kFp8 && w0.format != LinearFormat::kFp4) || o0.x.size(0) == 0) return false;
+    if (o0.x.size(0) >= kTensorCoreRows && linear_kernel_ == cuda::LinearKernel::kAuto) return false;  // each on cuBLAS
     for (const LinearArgs& op : ops) {
       const LinearWeight& w = *op.w;
       if (w.format != w0.format || w.in != w0.in || w.out != w0.out || w.weight.stride[0] != w0.weight.stride[0] ||

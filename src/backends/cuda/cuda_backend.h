@@ -12,6 +12,8 @@
 #include "backends/cuda/kernels/linear/params.h"
 #include "ops/backend.h"
 
+struct cublasContext;  // cublasHandle_t's pointee (cublas_v2.h stays out of this header)
+
 namespace dsinfer {
 
 class CudaBackend final : public Backend {
@@ -73,6 +75,13 @@ class CudaBackend final : public Backend {
   // Block-scaled weights of one format and shape with equal row counts, in one launch after the
   // input quantisation (each distinct input once).
   void block_linear(std::span<const LinearArgs> ops);
+  // Batches of at least kTensorCoreRows rows (prefill chunks) run on cuBLAS's bf16 tensor-core
+  // GEMM: the weights dequantised to bf16 (exact), a block-scaled format's input act_quant-ised
+  // and dequantised (exact in bf16), the products summed in fp32 in cuBLAS's order. So the sums
+  // are not the exact block sums of the small-batch kernels: an output may differ from the CPU
+  // backend's in its last bf16 bit (the reference's own GEMMs sum in the tensor cores' order).
+  static constexpr int64_t kTensorCoreRows = 64;
+  bool tensor_core_linear(const LinearArgs& a);  // false: not a shape or layout it takes
   void launched(cudaError_t e, const char* op);  // counts a kernel launch, fails loudly on its error
 
   // Uploads go through a pinned ring in two halves, so they are asynchronous (a copy from
@@ -90,7 +99,8 @@ class CudaBackend final : public Backend {
   // DSINFER_CUDA_LINEAR=fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
   // comparisons); unset or auto: the fastest measured for each shape.
   cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
-  Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_;
+  Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_;
+  cublasContext* cublas_ = nullptr;  // made on the first large batch
 };
 
 }  // namespace dsinfer
