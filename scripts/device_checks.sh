@@ -4,7 +4,7 @@
 # build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode]     (default: all three)
+#   scripts/device_checks.sh [tests] [serve] [decode] [flash]     (default: the first three)
 # GOLDEN_KERNELS (default "auto wgmma") picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
 set -uo pipefail
@@ -14,6 +14,8 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build-cuda/devlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export DSINFER_TEST_DATA="$PWD/tests/data"
 steps="${*:-tests serve decode}"
+# flash: the 40-layer Flash-shaped model (54 GiB, 64 experts), decode at 4K/32K and prefill;
+# FLASH_ARGS replaces its arguments.
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
@@ -74,4 +76,9 @@ fi
 if [[ $steps == *decode* ]]; then
   build-cuda/bench/cuda_decode_bench ${DECODE_ARGS:---layers 24 --steps 8 --batch 1,8,32,64 --context 128,4096,32768} 2>&1 |
     tee "$out/cuda_decode_bench.txt"
+fi
+
+if [[ $steps == *flash* ]]; then
+  build-cuda/bench/cuda_decode_bench ${FLASH_ARGS:---flash 64 --steps 6 --batch 1,8,32,64 --context 4096,32768 --prefill 4096} 2>&1 |
+    tee "$out/cuda_flash_bench.txt"
 fi

@@ -3,11 +3,16 @@
 // the bandwidth that implies, next to the device-to-device copy bandwidth measured in the same run.
 // The caches of a context are filled with random rows (as a prefill would leave them, without
 // running one), so long contexts cost no prefill time.
-//   cuda_decode_bench [--layers N] [--steps N] [--batch 1,8,32] [--context 128,4096] [--dir PATH]
+// --flash E: the V4.1-Flash-shaped model (40 layers at real dimensions, E routed experts; its big
+// weight codes are written as holes and filled with random codes on the GPU after loading).
+// --prefill P1,P2: also time the prefill of fresh prompts of those lengths, in chunks of --chunk.
+//   cuda_decode_bench [--layers N] [--flash E] [--steps N] [--batch 1,8,32] [--context 128,4096]
+//                     [--prefill 4096] [--chunk 4096] [--dir PATH]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -54,8 +59,34 @@ double copy_tbs() {
   return 2.0 * bytes / (best * 1e-3) / 1e12;
 }
 
+// The weight codes the Flash-shaped checkpoint left unwritten: random e4m3 codes below 2 in
+// magnitude (exponent field < 8: no NaN, no overflow through 40 layers) and random e2m1 bytes.
+void fill_unwritten_weights(const Model& model, Backend& backend) {
+  std::vector<uint8_t> e4m3(size_t{64} << 20), e2m1(e4m3.size());
+  std::mt19937_64 rng(11);
+  for (size_t i = 0; i < e4m3.size(); i += 8) {
+    const uint64_t r = rng();
+    for (int b = 0; b < 8; ++b)
+      e4m3[i + b] = static_cast<uint8_t>(r >> (8 * b)) & 0xBF, e2m1[i + b] = r >> (8 * b) >> 3;
+  }
+  size_t offset = 0;
+  for_each_backend_view(model.weights(), [&](const TensorView& v) {
+    const bool fp8 = v.dtype == DType::kF8E4M3, fp4 = v.dtype == DType::kF4E2M1;
+    const int64_t bytes = dtype_bytes(v.dtype, v.numel());
+    if (!v.data || (!fp8 && !fp4) || bytes <= kUnwrittenAbove) return;
+    const std::vector<uint8_t>& src = fp8 ? e4m3 : e2m1;
+    for (int64_t done = 0; done < bytes;) {
+      const size_t n = std::min<size_t>(bytes - done, src.size() / 2);
+      offset = (offset + 4099) % (src.size() / 2);  // a different stretch for every copy
+      backend.copy_to_device(static_cast<uint8_t*>(v.data) + done, src.data() + offset, n);
+      done += static_cast<int64_t>(n);
+    }
+  });
+}
+
 // A sequence as a prefill of `context` positions would leave it: random window rows on every
-// layer, random compressed rows and index keys on the kv sources, the index-key slot on the last.
+// layer, random compressed rows and index keys on the kv sources, the index-key slot on the last,
+// an Engram token history.
 // `pool` holds the random bf16 values (shared by every sequence: only the time is measured).
 SequenceState filled_sequence(Model& model, const std::vector<uint16_t>& pool, int64_t context) {
   const ModelConfig& c = model.config();
@@ -71,15 +102,17 @@ SequenceState filled_sequence(Model& model, const std::vector<uint16_t>& pool, i
     s.index_key_owner = l;
   }
   s.length = context;
+  if (!c.engram_layer_ids.empty()) s.engram_history.assign(context, 5);  // compressed ids of the prompt
   return s;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int layers = 24, steps = 8;
-  std::vector<int> batches = {1, 8, 32}, contexts = {128, 4096};
-  std::string dir = (std::filesystem::temp_directory_path() / "dsinfer_cuda_decode_bench").string();
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows survive a run cut short by a time limit
+  int layers = 24, steps = 8, flash_experts = 0, chunk = 4096;
+  std::vector<int> batches = {1, 8, 32}, contexts = {128, 4096}, prefills;
+  std::string dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--layers")
@@ -92,15 +125,26 @@ int main(int argc, char** argv) {
       contexts = int_list(argv[i + 1]);
     else if (k == "--dir")
       dir = argv[i + 1];
+    else if (k == "--flash")
+      flash_experts = std::stoi(argv[i + 1]), layers = 40;
+    else if (k == "--prefill")
+      prefills = int_list(argv[i + 1]);
+    else if (k == "--chunk")
+      chunk = std::stoi(argv[i + 1]);
   }
-  const int max_context = *std::max_element(contexts.begin(), contexts.end());
+  if (dir.empty())
+    dir = (std::filesystem::temp_directory_path() /
+           (flash_experts > 0 ? "dsinfer_flash_bench" : "dsinfer_cuda_decode_bench"))
+              .string();
+  int max_context = *std::max_element(contexts.begin(), contexts.end());
+  if (!prefills.empty()) max_context = std::max(max_context, *std::max_element(prefills.begin(), prefills.end()));
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   const double copy = copy_tbs();
   std::printf("device: %s, %d SMs; device-to-device copy %.2f TB/s (read + write counted)\n", prop.name,
               prop.multiProcessorCount, copy);
 
-  auto made = ensure_synthetic_checkpoint(dir, layers, max_context + steps + 8);
+  auto made = ensure_synthetic_checkpoint(dir, layers, max_context + steps + 8, flash_experts);
   if (!made.ok()) return std::fprintf(stderr, "%s\n", made.status().to_string().c_str()), 1;
   const ModelConfig& c = made->config;
   const int64_t active = made->decode_read_bytes;
@@ -112,7 +156,16 @@ int main(int argc, char** argv) {
   const auto t0 = Clock::now();
   auto model = Model::load(dir, backend, comm);
   if (!model.ok()) return std::fprintf(stderr, "%s\n", model.status().to_string().c_str()), 1;
+  if (flash_experts > 0) fill_unwritten_weights(**model, backend);
   std::printf("loaded and copied to the GPU in %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
+  // Weight bytes a step of `batch` tokens reads: everything but the unselected experts, with the
+  // experts a batch selects counted as uniform routing would pick them.
+  const int64_t expert_bytes = made->routed_expert_bytes / c.n_routed_experts / c.n_layers;
+  const auto step_bytes = [&](int batch) {
+    const double k = c.n_activated_experts, e = c.n_routed_experts;
+    const double distinct = e * (1.0 - std::pow(1.0 - k / e, batch));
+    return static_cast<double>(active) + (distinct - k) * expert_bytes * c.n_layers;
+  };
 
   std::vector<uint16_t> pool(static_cast<size_t>(std::max(max_context, c.window_size)) * c.head_dim);
   std::mt19937 rng(7);
@@ -120,9 +173,9 @@ int main(int argc, char** argv) {
   for (uint16_t& x : pool) x = f32_to_bf16(normal(rng));
 
   std::printf(
-      "| context | batch | ms/step mean | ms/step best | tokens/s | weight bytes / step time (batch 1) | per step: "
-      "kernels, allocations, uploads, downloads (host waiting) |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+      "| context | batch | ms/step mean | ms/step best | tokens/s | weight bytes / step (expected) | bandwidth | per "
+      "step: kernels, allocations, uploads, downloads (host waiting) |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const int context : contexts)
     for (const int batch : batches) {
       std::vector<SequenceState> seqs;
@@ -147,17 +200,42 @@ int main(int argc, char** argv) {
       }
       const double mean = sum / steps;
       const CudaBackend::Stats& after = backend.stats();
-      char bandwidth[64] = "";
-      if (batch == 1)
-        std::snprintf(bandwidth, sizeof bandwidth, "%.0f GB/s = %.1f %% of copy", active / mean / 1e9,
-                      100.0 * active / mean / 1e12 / copy);
-      std::printf("| %d | %d | %.2f | %.2f | %.1f | %s | %lld, %lld, %lld, %lld (%.1f ms) |\n", context, batch,
-                  mean * 1e3, best * 1e3, batch / mean, bandwidth,
-                  static_cast<long long>((after.ops - before.ops) / steps),
-                  static_cast<long long>((after.allocations - before.allocations) / steps),
-                  static_cast<long long>((after.uploads - before.uploads) / steps),
-                  static_cast<long long>((after.downloads - before.downloads) / steps),
-                  (after.download_wait_s - before.download_wait_s) / steps * 1e3);
+      const double bytes = step_bytes(batch);
+      std::printf(
+          "| %d | %d | %.2f | %.2f | %.1f | %.2f GB | %.0f GB/s = %.1f %% of copy | %lld, %lld, %lld, %lld (%.1f ms) "
+          "|\n",
+          context, batch, mean * 1e3, best * 1e3, batch / mean, bytes / 1e9, bytes / mean / 1e9,
+          100.0 * bytes / mean / 1e12 / copy, static_cast<long long>((after.ops - before.ops) / steps),
+          static_cast<long long>((after.allocations - before.allocations) / steps),
+          static_cast<long long>((after.uploads - before.uploads) / steps),
+          static_cast<long long>((after.downloads - before.downloads) / steps),
+          (after.download_wait_s - before.download_wait_s) / steps * 1e3);
     }
+  // Prefill: fresh prompts in chunks of `chunk` tokens (as the server's token budget feeds them).
+  // FLOPs per token: 2 per weight of every linear the token passes (6 routed experts of each layer).
+  const double linear_flops = 2.0 * made->token_weights;
+  for (const int prompt : prefills) {
+    SequenceState seq = (*model)->new_sequence();
+    std::vector<float> last(c.vocab_size);
+    const CudaBackend::Stats before = backend.stats();
+    const auto p0 = Clock::now();
+    for (int at = 0; at < prompt; at += chunk) {
+      std::vector<ForwardChunk> one(1);
+      one[0].state = &seq;
+      one[0].start_pos = at;
+      one[0].prompt_len = prompt;
+      for (int t = at; t < std::min(prompt, at + chunk); ++t) one[0].tokens.push_back(3 + t % 200);
+      if (Status s = (*model)->forward(one, last); !s.ok())
+        return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+    }
+    const double dt = std::chrono::duration<double>(Clock::now() - p0).count();
+    const CudaBackend::Stats& after = backend.stats();
+    std::printf(
+        "prefill %d tokens (chunks of %d): %.2f s, %.0f tokens/s, %.1f TFLOP/s in the linears (%.1f GFLOP/token); "
+        "%lld kernels, %lld downloads (%.2f s waiting)\n",
+        prompt, chunk, dt, prompt / dt, linear_flops * prompt / dt / 1e12, linear_flops / 1e9,
+        static_cast<long long>(after.ops - before.ops), static_cast<long long>(after.downloads - before.downloads),
+        after.download_wait_s - before.download_wait_s);
+  }
   return 0;
 }

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "io/atomic_file.h"
+#include "io/engram_layout.h"
+#include "io/engram_token_map.h"
 #include "io/model_config.h"
 #include "model/tiny_model.h"
 #include "model/tiny_tokenizer.h"
@@ -54,24 +56,82 @@ inline ModelConfig synthetic_config(int layers, int vocab) {
   return c;
 }
 
+/// V4.1-Flash's text model at its real dimensions (tests/data/configs/v41_flash_hf.json: dim 5120,
+/// 40 layers, 64 heads, the same compression ratios, kv/index/candidate sources, indexer and
+/// hyper-connections) with `experts` routed experts instead of 384 and a small Engram table; the
+/// DSpark draft layers and the vision tower are left out.
+inline ModelConfig flash_config(int experts, const TokenizerVocab& vocab) {
+  ModelConfig c;
+  c.max_batch_size = 64;
+  c.vocab_size = 129280;
+  c.dim = 5120;
+  c.moe_inter_dim = 2304;
+  c.n_layers = 40;
+  c.n_mtp_layers = 0;
+  c.n_heads = 64;
+  c.n_routed_experts = experts;
+  c.n_activated_experts = 6;
+  c.route_scale = 1.5;
+  c.swiglu_limit = 10;
+  c.q_lora_rank = 1280;
+  c.head_dim = 512;
+  c.rope_head_dim = 64;
+  c.o_groups = 8;
+  c.o_lora_rank = 1024;
+  c.window_size = 128;
+  c.compress_ratios.assign(40, 1);
+  c.compress_ratios[0] = c.compress_ratios[1] = 0;
+  for (int l = 2; l < 20; ++l) c.compress_ratios[l] = 2;
+  c.kv_source_layers = {2, 8, 14, 20};
+  c.index_source_layers = {2, 8, 14, 20, 24, 28, 32, 36};
+  c.candidate_source_layer = 20;
+  c.candidate_topk_blocks = 2048;
+  c.candidate_block_size = 8;
+  c.index_n_heads = 32;
+  c.index_head_dim = 128;
+  c.index_topk = 512;
+  c.compress_rope_theta = 160000;
+  c.rope_factor = 16;
+  c.original_seq_len = 65536;
+  c.engram_layer_ids = {1, 14};
+  c.engram_max_ngram_size = 4;
+  c.engram_vocab_size = 20000;
+  c.engram_n_heads = 8;
+  c.engram_head_dim = 256;
+  c.engram_compressed_vocab_size = build_engram_token_map(vocab).compressed_vocab_size;
+  const EngramLayout layout = compute_engram_layout(2, c.engram_max_ngram_size, c.engram_n_heads, c.engram_vocab_size);
+  c.engram_num_embeddings = {layout.table_rows(0), layout.table_rows(1)};
+  return c;
+}
+
+/// Weight codes above this many bytes are left out of the Flash-shaped checkpoint (57 GB would not
+/// fit the benchmark machine's disk): the benchmark fills them with random codes on the device.
+inline constexpr int64_t kUnwrittenAbove = int64_t{1} << 20;
+
 struct SyntheticModel {
   ModelConfig config;
   int64_t weight_bytes = 0;
-  int64_t decode_read_bytes = 0;  // a batch-1 decode step: all but the unselected experts and the embedding
+  int64_t decode_read_bytes = 0;    // a batch-1 decode step: all but the unselected experts and the embedding
+  int64_t routed_expert_bytes = 0;  // all routed experts of all layers
+  double token_weights = 0;         // weights of the linears one token passes (6 routed experts a layer)
 };
 
-/// Writes the checkpoint into `dir` unless it is there, with up to `max_seq_len` positions.
-inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir, int layers, int max_seq_len = 4096) {
+/// Writes the checkpoint into `dir` unless it is there, with up to `max_seq_len` positions: the
+/// ~2 GB model of synthetic_config, or with `flash_experts` > 0 the Flash-shaped one of
+/// flash_config (its big weight codes unwritten, see kUnwrittenAbove).
+inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir, int layers, int max_seq_len = 4096,
+                                                          int flash_experts = 0) {
   const Json tok = make_tiny_tokenizer_json(kTinyTokenizerMerges);
   auto vocab = TokenizerVocab::from_json(tok, "tokenizer");
   if (!vocab.ok()) return vocab.status();
   SyntheticModel m;
-  m.config = synthetic_config(layers, vocab->size());
+  m.config = flash_experts > 0 ? flash_config(flash_experts, *vocab) : synthetic_config(layers, vocab->size());
   m.config.max_seq_len = max_seq_len;
   DSINFER_RETURN_IF_ERROR(m.config.validate());
   if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
     const auto t0 = std::chrono::steady_clock::now();
-    DSINFER_RETURN_IF_ERROR(make_random_weights(m.config, 1).write_sharded(dir, uint64_t{1} << 30));
+    DSINFER_RETURN_IF_ERROR(make_random_weights(m.config, 1, flash_experts > 0 ? kUnwrittenAbove : -1)
+                                .write_sharded(dir, uint64_t{4} << 30));
     DSINFER_RETURN_IF_ERROR(write_file_atomic(std::filesystem::path(dir) / "tokenizer.json", tok.dump()));
     DSINFER_RETURN_IF_ERROR(write_file_atomic(std::filesystem::path(dir) / "config.json", m.config.to_json().dump(1)));
     std::printf("wrote the synthetic checkpoint in %.1f s\n",
@@ -80,7 +140,16 @@ inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir
   const ModelConfig& c = m.config;
   for (const TensorSpec& t : build_weight_manifest(c)) {
     m.weight_bytes += t.bytes();
-    if (t.name == "embed.weight") continue;
+    if (t.part == Part::kRoutedExperts) m.routed_expert_bytes += t.bytes();
+    // The embedding and the Engram tables are read a row per token.
+    if (t.name == "embed.weight" || t.part == Part::kEngramTable) continue;
+    if (!t.is_scale && t.shape.size() == 2) {
+      const bool fp4 = t.part == Part::kRoutedExperts && c.expert_dtype == "fp4";
+      const double bytes_per_weight = fp4 ? 0.5 : static_cast<double>(dtype_bytes(t.dtypes.front(), 1));
+      m.token_weights +=
+          t.bytes() / bytes_per_weight *
+          (t.part == Part::kRoutedExperts ? static_cast<double>(c.n_activated_experts) / c.n_routed_experts : 1.0);
+    }
     m.decode_read_bytes +=
         t.part == Part::kRoutedExperts ? t.bytes() * c.n_activated_experts / c.n_routed_experts : t.bytes();
   }

@@ -42,9 +42,19 @@ Status AtomicFileWriter::write(std::span<const uint8_t> bytes) {
   return {};
 }
 
+Status AtomicFileWriter::skip(uint64_t bytes) {
+  DSINFER_CHECK(fd_ >= 0, "skip after commit");
+  if (::lseek(fd_, static_cast<off_t>(bytes), SEEK_CUR) < 0)
+    return error(ErrorKind::kIo, fmt::format("{}: seek failed: {}", tmp_.string(), std::strerror(errno)));
+  return {};
+}
+
 Status AtomicFileWriter::commit() {
   DSINFER_CHECK(fd_ >= 0, "commit twice");
-  bool ok = ::fsync(fd_) == 0;
+  // A skip at the end leaves the size short of the position: extend the file to it.
+  const off_t end = ::lseek(fd_, 0, SEEK_CUR);
+  bool ok = end >= 0 && ::ftruncate(fd_, end) == 0;
+  ok = ::fsync(fd_) == 0 && ok;
   int err = errno;
   ok = (::close(std::exchange(fd_, -1)) == 0) && ok;
   if (ok && ::rename(tmp_.c_str(), path_.c_str()) != 0) ok = false;

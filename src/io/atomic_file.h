@@ -26,6 +26,8 @@ class AtomicFileWriter {
   Status write(std::string_view text) {
     return write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
   }
+  /// Leaves `bytes` unwritten: they read as zeros and take no disk space (a sparse file).
+  Status skip(uint64_t bytes);
   /// fsync, close and rename over the final path.
   Status commit();
 

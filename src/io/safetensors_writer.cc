@@ -23,9 +23,17 @@ void SafetensorsWriter::add(std::string name, DType dtype, std::vector<int64_t> 
   tensors_.push_back({std::move(name), dtype, std::move(shape), std::move(data)});
 }
 
+void SafetensorsWriter::add_unwritten(std::string name, DType dtype, std::vector<int64_t> shape, uint64_t bytes) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  DSINFER_CHECK(static_cast<uint64_t>(dtype_bytes(dtype, numel)) == bytes, "tensor {}: {} bytes for shape", name,
+                bytes);
+  tensors_.push_back({std::move(name), dtype, std::move(shape), {}, bytes});
+}
+
 uint64_t SafetensorsWriter::data_bytes() const {
   uint64_t n = 0;
-  for (const auto& t : tensors_) n += t.data.size();
+  for (const auto& t : tensors_) n += t.bytes();
   return n;
 }
 
@@ -45,8 +53,8 @@ Status SafetensorsWriter::write_range(const std::filesystem::path& path, size_t 
     pads.push_back(pad);
     header[t.name] = {{"dtype", std::string(dtype_name(t.dtype))},
                       {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.data.size()}}};
-    offset += t.data.size();
+                      {"data_offsets", {offset, offset + t.bytes()}}};
+    offset += t.bytes();
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -60,6 +68,7 @@ Status SafetensorsWriter::write_range(const std::filesystem::path& path, size_t 
   for (size_t i = begin; i < end; ++i) {
     DSINFER_RETURN_IF_ERROR(w.write(std::span<const uint8_t>(kZeros, pads[i - begin])));
     DSINFER_RETURN_IF_ERROR(w.write(tensors_[i].data));
+    DSINFER_RETURN_IF_ERROR(w.skip(tensors_[i].unwritten));
   }
   return w.commit();
 }
@@ -69,11 +78,11 @@ Status SafetensorsWriter::write_sharded(const std::filesystem::path& dir, uint64
   size_t begin = 0;
   uint64_t bytes = 0;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    if (i > begin && bytes + tensors_[i].data.size() > max_shard_bytes) {
+    if (i > begin && bytes + tensors_[i].bytes() > max_shard_bytes) {
       shards.emplace_back(begin, i);
       begin = i, bytes = 0;
     }
-    bytes += tensors_[i].data.size();
+    bytes += tensors_[i].bytes();
   }
   shards.emplace_back(begin, tensors_.size());
 

@@ -19,6 +19,9 @@ class SafetensorsWriter {
   /// Adds a tensor (data copied); order of addition is the order in the file.
   void add(std::string name, DType dtype, std::vector<int64_t> shape, std::span<const uint8_t> data);
   void add(std::string name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t>&& data);
+  /// Adds a tensor of `bytes` zero bytes that the file leaves unwritten (sparse): for benchmark
+  /// checkpoints larger than the disk, whose weights are filled in elsewhere.
+  void add_unwritten(std::string name, DType dtype, std::vector<int64_t> shape, uint64_t bytes);
   template <typename T>
   void add_values(std::string name, DType dtype, std::vector<int64_t> shape, std::span<const T> values) {
     add(std::move(name), dtype, std::move(shape),
@@ -41,6 +44,8 @@ class SafetensorsWriter {
     DType dtype;
     std::vector<int64_t> shape;
     std::vector<uint8_t> data;
+    uint64_t unwritten = 0;  // bytes of zeros left as a hole (data is then empty)
+    uint64_t bytes() const { return data.size() + unwritten; }
   };
   Status write_range(const std::filesystem::path& path, size_t begin, size_t end) const;
 

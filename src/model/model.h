@@ -63,6 +63,8 @@ class Model {
                                              const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
+  /// The loaded weights (views into the backend's memory): for tools and benchmarks.
+  const ModelWeights& weights() const { return weights_; }
   SequenceState new_sequence() const { return make_sequence_state(config_, backend_, *store_); }
 
   /// Replaces the store of the growing caches with one of at most `max_blocks` blocks (0: no

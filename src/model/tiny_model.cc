@@ -231,7 +231,7 @@ ModelConfig tiny_model_config(const TokenizerVocab& vocab) {
   return c;
 }
 
-SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed) {
+SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, int64_t unwritten_above) {
   const std::vector<TensorSpec> manifest = build_weight_manifest(config);
   std::map<std::string, const TensorSpec*> by_name;
   for (const TensorSpec& t : manifest) by_name[t.name] = &t;
@@ -239,7 +239,9 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed) 
   // and the bytes do not depend on the thread count; they are added in manifest order.
   struct Made {
     std::vector<uint8_t> values, scales;
+    bool unwritten = false;
   };
+  const auto scale_of = [&](const TensorSpec& t) { return by_name.at(t.name.substr(0, t.name.rfind('.')) + ".scale"); };
   std::vector<Made> made(manifest.size());
   std::atomic<size_t> next{0};
   const auto work = [&] {
@@ -250,6 +252,11 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed) 
       const bool fp4 = dtype == DType::kI8 || dtype == DType::kU8;
       const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1;
       const int64_t cols = (t.shape.size() == 2 ? t.shape[1] : t.shape[0]) * (fp4 ? 2 : 1);
+      if (dtype != DType::kBF16 && dtype != DType::kF32 && unwritten_above >= 0 && t.bytes() > unwritten_above) {
+        made[i].unwritten = true;
+        made[i].scales.assign(scale_of(t)->bytes(), 127 - 9);
+        continue;
+      }
       const std::vector<float> values = draw(t, rows, cols, config, seed);
       if (dtype == DType::kBF16 || dtype == DType::kF32)
         made[i].values = to_bytes(values, dtype);
@@ -269,9 +276,12 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed) 
     const TensorSpec& t = manifest[i];
     if (t.is_scale) continue;
     const DType dtype = t.dtypes.front();
-    w.add(t.name, dtype, t.shape, std::move(made[i].values));
+    if (made[i].unwritten)
+      w.add_unwritten(t.name, dtype, t.shape, t.bytes());
+    else
+      w.add(t.name, dtype, t.shape, std::move(made[i].values));
     if (dtype == DType::kBF16 || dtype == DType::kF32) continue;
-    const TensorSpec* scale = by_name.at(t.name.substr(0, t.name.rfind('.')) + ".scale");
+    const TensorSpec* scale = scale_of(t);
     w.add(scale->name, DType::kF8E8M0, scale->shape, std::move(made[i].scales));
   }
   w.set_metadata("format", "pt");

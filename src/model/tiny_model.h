@@ -23,7 +23,9 @@ ModelConfig tiny_model_config(const TokenizerVocab& vocab);
 /// with 32x32 e8m0 block scales, fp4 e2m1 experts with per-row e8m0 scales per 32, fp8 Engram
 /// tables, bf16/f32 elsewhere. Deterministic in `seed`; each tensor's values depend only on
 /// (seed, name), not on the order of the manifest.
-SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed);
+/// `unwritten_above` >= 0: fp8/fp4 weight codes of more bytes than that are left unwritten (zeros,
+/// sparse in the file; a benchmark fills them in on its device) with scales of 2^-9.
+SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, int64_t unwritten_above = -1);
 
 /// Writes config.json, tokenizer.json, tokenizer_config.json and the weights (sharded with an
 /// index, as the release) into `dir`.

@@ -216,6 +216,10 @@ uint64_t extent_bytes(const TensorView& v) {
 
 }  // namespace
 
+void for_each_backend_view(const ModelWeights& w, const std::function<void(const TensorView&)>& f) {
+  for_each_device_view(const_cast<ModelWeights&>(w), [&](TensorView& v) { f(v); });  // f cannot change the views
+}
+
 void place_weights(ModelWeights& w, Backend& backend, const std::function<void(uint64_t, uint64_t)>& progress) {
   if (backend.device() == Device::kCpu) return;
   uint64_t total = 0, done = 0;

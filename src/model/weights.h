@@ -78,6 +78,9 @@ Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfi
 
 /// Copies every tensor but the Engram tables (looked up on the host) into `backend`'s memory and
 /// points the views there; nothing to do for a host backend. `progress` sees bytes copied.
+/// Every weight view the forward pass hands to the backend (in its memory once placed).
+void for_each_backend_view(const ModelWeights& w, const std::function<void(const TensorView&)>& f);
+
 void place_weights(ModelWeights& w, Backend& backend,
                    const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 

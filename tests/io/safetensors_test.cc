@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -63,6 +64,28 @@ TEST(Safetensors, WriteThenReadRoundTrips) {
   EXPECT_EQ(file->data(*b)[4], 5);
   EXPECT_EQ(file->find("nope"), nullptr);
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "x.safetensors.tmp"));
+}
+
+// Unwritten tensors (benchmark checkpoints larger than the disk) read as zeros, in the middle of
+// the file and at its end, and the file holds every byte the header promises.
+TEST(Safetensors, UnwrittenTensorsReadAsZeros) {
+  testing::TempDir dir;
+  SafetensorsWriter w;
+  const std::vector<uint8_t> codes = {7, 8, 9};
+  w.add_unwritten("hole", DType::kU8, {1 << 20}, 1 << 20);
+  w.add("b", DType::kU8, {3}, codes);
+  w.add_unwritten("tail", DType::kBF16, {5}, 10);
+  EXPECT_EQ(w.data_bytes(), (1u << 20) + 3 + 10);
+  ASSERT_TRUE(w.write(dir.path() / "x.safetensors").ok());
+  auto file = SafetensorsFile::open(dir.path() / "x.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  const auto hole = file->data(*file->find("hole"));
+  ASSERT_EQ(hole.size(), 1u << 20);
+  EXPECT_TRUE(std::all_of(hole.begin(), hole.end(), [](uint8_t v) { return v == 0; }));
+  EXPECT_EQ(file->data(*file->find("b"))[2], 9);
+  const auto tail = file->data(*file->find("tail"));
+  ASSERT_EQ(tail.size(), 10u);
+  EXPECT_TRUE(std::all_of(tail.begin(), tail.end(), [](uint8_t v) { return v == 0; }));
 }
 
 TEST(Safetensors, RejectsBrokenHeaders) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -12,6 +13,7 @@
 #include "core/float_formats.h"
 #include "io/checkpoint.h"
 #include "io/engram_token_map.h"
+#include "model/tiny_tokenizer.h"
 #include "model/weight_manifest.h"
 #include "test_util.h"
 
@@ -98,4 +100,38 @@ TEST(TinyModel, QuantisedWeightsHaveRealisticScales) {
 }
 
 }  // namespace
+// Benchmark checkpoints: the big fp8/fp4 weights left unwritten (zeros, scales 2^-9), everything
+// else byte for byte what a full write holds.
+TEST(TinyModel, UnwrittenBigWeights) {
+  testing::TempDir full, sparse;
+  auto vocab = TokenizerVocab::from_json(make_tiny_tokenizer_json(kTinyTokenizerMerges), "tiny");
+  ASSERT_TRUE(vocab.ok());
+  const ModelConfig c = tiny_model_config(*vocab);
+  const int64_t above = 4096;
+  ASSERT_TRUE(make_random_weights(c, 3).write(full.path() / "m.safetensors").ok());
+  ASSERT_TRUE(make_random_weights(c, 3, above).write(sparse.path() / "m.safetensors").ok());
+  auto a = Checkpoint::open(full.path());
+  auto b = Checkpoint::open(sparse.path());
+  ASSERT_TRUE(a.ok() && b.ok());
+  int unwritten = 0, kept = 0;
+  for (const TensorSpec& t : build_weight_manifest(c)) {
+    if (t.is_scale) continue;
+    const auto* wa = a->find(t.name);
+    const auto* wb = b->find(t.name);
+    ASSERT_TRUE(wa && wb) << t.name;
+    const std::string scale = t.name.substr(0, t.name.rfind('.')) + ".scale";
+    const bool quantised = a->find(scale) != nullptr;
+    if (quantised && t.bytes() > above) {
+      ++unwritten;
+      for (uint8_t v : wb->data()) ASSERT_EQ(v, 0) << t.name;
+      for (uint8_t v : b->find(scale)->data()) ASSERT_EQ(v, 127 - 9) << scale;
+    } else {
+      ++kept;
+      ASSERT_TRUE(std::equal(wa->data().begin(), wa->data().end(), wb->data().begin(), wb->data().end())) << t.name;
+    }
+  }
+  EXPECT_GT(unwritten, 0);
+  EXPECT_GT(kept, 0);
+}
+
 }  // namespace dsinfer
