@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <numeric>
@@ -464,6 +465,33 @@ TEST(BlockDot, DenseRowsAndDots) {
     EXPECT_NEAR(dots.back(), scalar_dot, 1e-12 * std::fabs(scalar_dot) + 1e-300);
   }
   for (const double d : dots) EXPECT_EQ(d, dots.front());
+}
+
+// The fused fp8 GEMV dot equals decoding the row to fp32 and dotting it, bit for bit: blocks of
+// every code (subnormals included), scales inside and outside the fused path's range (2^-100..2^7),
+// k a multiple of 256 (the AVX-512 path) and not.
+TEST(BlockDot, FusedE4m3DotEqualsRowThenDot) {
+  std::mt19937 rng(17);
+  for (const int64_t k : {int64_t{768}, int64_t{544}}) {
+    std::vector<uint8_t> w(k), scales(k / 32);
+    for (int64_t j = 0; j < k; ++j) w[j] = static_cast<uint8_t>(j < 256 ? j : rng() | 0x08);  // then normal codes
+    w[300] = 0x03;                                                                            // but one subnormal
+    for (auto& b : w)
+      if ((b & 0x7F) == 0x7F) b = 0x7E;  // no NaN codes
+    for (int64_t b = 0; b < k / 32; ++b)
+      scales[b] = static_cast<uint8_t>(std::array{120, 27, 134, 26, 135, 0, 140}[b % 7]);
+    std::vector<double> x(k);
+    for (auto& v : x) v = std::normal_distribution<double>()(rng);
+    for (const cpu::Isa isa : {cpu::Isa::kScalar, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+      if (isa > cpu::best_isa()) continue;
+      std::vector<float> row(k);
+      cpu::e4m3_row_to_f32(isa, w.data(), scales.data(), k, row.data());
+      const double want = cpu::dot_f32_f64(isa, row.data(), x.data(), k);
+      const double got = cpu::dot_e4m3_f64(isa, w.data(), scales.data(), x.data(), k);
+      EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want))
+          << "isa " << static_cast<int>(isa) << " k " << k;
+    }
+  }
 }
 
 // Weight scales in the accumulation's layout: every e8m0 byte (2^-127 and NaN included), a scale row

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include "backends/cpu/block_dot_avx512.h"
 #include "core/float_formats.h"
@@ -281,6 +282,13 @@ double dot_f32_f64(Isa isa, const float* w, const double* x, int64_t k) {
   double acc = 0;
   for (int64_t j = 0; j < k; ++j) acc += double{w[j]} * x[j];
   return acc;
+}
+
+double dot_e4m3_f64(Isa isa, const uint8_t* w, const uint8_t* block_scales, const double* x, int64_t k) {
+  if (isa == Isa::kAvx512 && k % (8 * kBlock) == 0) return avx512::dot_e4m3_f64(w, block_scales, x, k);
+  std::vector<float> row(k);
+  e4m3_row_to_f32(isa, w, block_scales, k, row.data());
+  return dot_f32_f64(isa, row.data(), x, k);
 }
 
 void e4m3_row_to_f32(Isa isa, const uint8_t* w, const uint8_t* block_scales, int64_t k, float* out) {

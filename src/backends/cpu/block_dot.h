@@ -54,6 +54,10 @@ void block_scales(Isa isa, const uint8_t* scales, int64_t row_stride, int rows, 
 /// terms in the same order, so the AVX2 and AVX-512 results are identical.
 double dot_f32_f64(Isa isa, const float* w, const double* x, int64_t k);
 
+/// dot_f32_f64 of the row e4m3_row_to_f32 makes and x, without making it (the same products summed
+/// in the same order: the same bits); for batch-1 GEMVs over fp8 weights read as dense.
+double dot_e4m3_f64(Isa isa, const uint8_t* w, const uint8_t* block_scales, const double* x, int64_t k);
+
 /// out[j] = e4m3(w[j]) * e8m0(block_scales[j / 32]) (exact in fp32: the dense view of fp8 weights).
 void e4m3_row_to_f32(Isa isa, const uint8_t* w, const uint8_t* block_scales, int64_t k, float* out);
 

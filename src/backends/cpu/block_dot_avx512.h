@@ -20,6 +20,8 @@ void fp8_partials(const uint8_t* w, int64_t k, const double* x, int64_t n, float
 void fp4_partials(const uint8_t* w, int64_t k, const int16_t* hi, const int16_t* lo, int64_t n, float* partials,
                   int64_t stride);
 double dot_f32_f64(const float* w, const double* x, int64_t k);
+/// block_dot.h's dot_e4m3_f64 for k % 256 == 0.
+double dot_e4m3_f64(const uint8_t* w, const uint8_t* block_scales, const double* x, int64_t k);
 /// One 32-element block of act_quant (block_dot.h's act_quant_row); false (nothing written) when
 /// it holds a NaN, which the portable path handles.
 bool act_quant_block(const uint16_t* x, double* codes, float* scale);

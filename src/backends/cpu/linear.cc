@@ -99,24 +99,28 @@ void linear_dense(ThreadPool& pool, const LinearArgs& a) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < k; ++j)
       xd[i * k + j] = x_f32 ? a.x.as<const float>()[i * a.x.stride[0] + j] : bf16_to_f32(cpu::bf16_row(a.x, i)[j]);
+  const auto store = [&](int64_t i, int64_t r, double acc) {
+    if (out_f32)
+      a.out.as<float>()[i * a.out.stride[0] + r] = static_cast<float>(acc);
+    else
+      cpu::bf16_row_mut(a.out, i)[r] = f32_to_bf16(static_cast<float>(acc));
+  };
   pool.parallel_for(w.out, 16, [&](int64_t ob, int64_t oe) {
     std::vector<float> wrow(k);
     for (int64_t r = ob; r < oe; ++r) {
       if (w.format == LinearFormat::kFp8AsBf16) {
         const uint8_t* wr = w.weight.as<const uint8_t>() + r * w.weight.stride[0];
         const uint8_t* sr = w.scale.as<const uint8_t>() + (r / kBlock) * w.scale.stride[0];
+        if (n == 1) {  // a GEMV: no fp32 row in between
+          store(0, r, cpu::dot_e4m3_f64(cpu::best_isa(), wr, sr, xd.data(), k));
+          continue;
+        }
         cpu::e4m3_row_to_f32(cpu::best_isa(), wr, sr, k, wrow.data());
       } else {
         const uint16_t* wr = w.weight.as<const uint16_t>() + r * w.weight.stride[0];
         for (int64_t j = 0; j < k; ++j) wrow[j] = bf16_to_f32(wr[j]);
       }
-      for (int64_t i = 0; i < n; ++i) {
-        const double acc = cpu::dot_f32_f64(cpu::best_isa(), wrow.data(), &xd[i * k], k);
-        if (out_f32)
-          a.out.as<float>()[i * a.out.stride[0] + r] = static_cast<float>(acc);
-        else
-          cpu::bf16_row_mut(a.out, i)[r] = f32_to_bf16(static_cast<float>(acc));
-      }
+      for (int64_t i = 0; i < n; ++i) store(i, r, cpu::dot_f32_f64(cpu::best_isa(), wrow.data(), &xd[i * k], k));
     }
   });
 }
