@@ -71,7 +71,8 @@ void fill_unwritten_weights(const Model& model, Backend& backend) {
   }
   size_t offset = 0;
   for_each_backend_view(model.weights(), [&](const TensorView& v) {
-    const bool fp8 = v.dtype == DType::kF8E4M3, fp4 = v.dtype == DType::kF4E2M1;
+    // fp4 experts keep their storage dtype (I8 or U8: two codes a byte).
+    const bool fp8 = v.dtype == DType::kF8E4M3, fp4 = v.dtype == DType::kI8 || v.dtype == DType::kU8;
     const int64_t bytes = dtype_bytes(v.dtype, v.numel());
     if (!v.data || (!fp8 && !fp4) || bytes <= kUnwrittenAbove) return;
     const std::vector<uint8_t>& src = fp8 ? e4m3 : e2m1;
@@ -126,12 +127,13 @@ int main(int argc, char** argv) {
     else if (k == "--dir")
       dir = argv[i + 1];
     else if (k == "--flash")
-      flash_experts = std::stoi(argv[i + 1]), layers = 40;
+      flash_experts = std::stoi(argv[i + 1]);
     else if (k == "--prefill")
       prefills = int_list(argv[i + 1]);
     else if (k == "--chunk")
       chunk = std::stoi(argv[i + 1]);
   }
+  if (flash_experts > 0) layers = 40;
   if (dir.empty())
     dir = (std::filesystem::temp_directory_path() /
            (flash_experts > 0 ? "dsinfer_flash_bench" : "dsinfer_cuda_decode_bench"))
