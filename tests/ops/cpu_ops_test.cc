@@ -143,7 +143,7 @@ TEST_F(CpuOps, DenseLinearFormats) {
 }
 
 TEST_F(CpuOps, RmsNormAndSwiglu) {
-  const int64_t n = 3, d = 71;
+  const int64_t n = 3, d = 1031;  // n * d > 2 * 1024: the element-wise ops split over threads
   const std::vector<uint16_t> x = testing::random_bf16(n * d, 5), w = testing::random_bf16(d, 6);
   std::vector<uint16_t> out(n * d);
   be.rms_norm({view(x.data(), DType::kBF16, {n, d}), view(w.data(), DType::kBF16, {d}), 1e-20,
@@ -189,9 +189,9 @@ TEST_F(CpuOps, RopeForwardAndInverse) {
 }
 
 TEST_F(CpuOps, HyperConnectionOps) {
-  const int64_t n = 3, hc = 4, dim = 37, mix = (2 + hc) * hc;
+  const int64_t n = 3, hc = 4, dim = 293, mix = (2 + hc) * hc;  // n * dim > 2 * 256: hc_post splits
   const std::vector<uint16_t> x = testing::random_bf16(n * hc * dim, 12), sub = testing::random_bf16(n * dim, 13);
-  const std::vector<float> fn = random_f32(mix * hc * dim, 14, -0.1f, 0.1f), base = random_f32(mix, 15),
+  const std::vector<float> fn = random_f32(mix * hc * dim, 14, -0.035f, 0.035f), base = random_f32(mix, 15),
                            scale = {0.9f, 1.1f, 1.3f};
   std::vector<float> pre(n * hc), post(n * hc), comb(n * hc * hc);
   be.hc_mixes({view(x.data(), DType::kBF16, {n, hc, dim}), view(fn.data(), DType::kF32, {mix, hc * dim}),

@@ -86,19 +86,18 @@ void CpuBackend::fake_quant(const FakeQuantArgs& a) {
 void CpuBackend::swiglu(const SwigluArgs& a) {
   const int64_t n = a.gate.size(0), f = a.gate.size(1);
   const float lim = a.limit;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t *g = bf16_row(a.gate, i), *u = bf16_row(a.up, i);
-    uint16_t* out = bf16_row_mut(a.out, i);
-    const bool weighted = a.row_weight.data != nullptr;
-    const float rw = weighted ? a.row_weight.as<const float>()[i] : 1.0f;
-    for (int64_t j = 0; j < f; ++j) {
-      float gv = bf16_to_f32(g[j]), uv = bf16_to_f32(u[j]);
+  const bool weighted = a.row_weight.data != nullptr;
+  // Element-wise, so split over the threads by elements: a decode step's expert rows are few and long.
+  pool_->parallel_for(n * f, 1024, [&](int64_t eb, int64_t ee) {
+    for (int64_t e = eb; e < ee; ++e) {
+      const int64_t i = e / f, j = e % f;
+      float gv = bf16_to_f32(bf16_row(a.gate, i)[j]), uv = bf16_to_f32(bf16_row(a.up, i)[j]);
       if (lim > 0) uv = std::clamp(uv, -lim, lim), gv = std::min(gv, lim);
       float act = gv * cpu::sigmoid(gv) * uv;
-      if (weighted) act = act * rw;  // routing weight before the down projection (spec §8.2)
-      out[j] = f32_to_bf16(act);
+      if (weighted) act = act * a.row_weight.as<const float>()[i];  // routing weight before the down projection (§8.2)
+      bf16_row_mut(a.out, i)[j] = f32_to_bf16(act);
     }
-  }
+  });
 }
 
 void CpuBackend::compress_pool(const CompressPoolArgs& a) {

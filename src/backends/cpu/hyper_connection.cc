@@ -103,21 +103,26 @@ void CpuBackend::hc_pre(const HcPreArgs& a) {
 
 void CpuBackend::hc_post(const HcPostArgs& a) {
   const int64_t n = a.residual.size(0), hc = a.residual.size(1), dim = a.residual.size(2);
-  std::vector<float> y(hc * dim);
-  for (int64_t t = 0; t < n; ++t) {
-    const uint16_t* sub = cpu::bf16_row(a.sub, t);
-    const uint16_t* r = a.residual.as<const uint16_t>() + t * a.residual.stride[0];
-    const float* post = a.post.as<const float>() + t * hc;
-    const float* comb = a.comb.as<const float>() + t * hc * hc;
-    for (int64_t j = 0; j < hc; ++j)
-      for (int64_t d = 0; d < dim; ++d) {
+  DSINFER_CHECK(hc <= 8, "hc_post: {} copies", hc);
+  // Each (token, position d) reads column d of the copies and writes column d of the output, so
+  // the output may alias the residual and the work splits over the threads by columns.
+  pool_->parallel_for(n * dim, 256, [&](int64_t cb, int64_t ce) {
+    for (int64_t col = cb; col < ce; ++col) {
+      const int64_t t = col / dim, d = col % dim;
+      const uint16_t* r = a.residual.as<const uint16_t>() + t * a.residual.stride[0];
+      const float* post = a.post.as<const float>() + t * hc;
+      const float* comb = a.comb.as<const float>() + t * hc * hc;
+      const float sub = bf16_to_f32(cpu::bf16_row(a.sub, t)[d]);
+      float y[8];
+      for (int64_t j = 0; j < hc; ++j) {
         float s = 0.0f;  // S_j = sum_i comb[i][j] * R[i]: the column of comb picks the output copy
         for (int64_t i = 0; i < hc; ++i) s = s + comb[i * hc + j] * bf16_to_f32(r[i * dim + d]);
-        y[j * dim + d] = post[j] * bf16_to_f32(sub[d]) + s;
+        y[j] = post[j] * sub + s;
       }
-    uint16_t* out = a.out.as<uint16_t>() + t * a.out.stride[0];
-    for (int64_t k = 0; k < hc * dim; ++k) out[k] = f32_to_bf16(y[k]);  // after reading r: out may alias it
-  }
+      uint16_t* out = a.out.as<uint16_t>() + t * a.out.stride[0];
+      for (int64_t j = 0; j < hc; ++j) out[j * dim + d] = f32_to_bf16(y[j]);  // after reading r: out may alias it
+    }
+  });
 }
 
 }  // namespace dsinfer
