@@ -15,7 +15,9 @@ export LD_LIBRARY_PATH="$PWD/build-cuda/devlib:/usr/local/cuda/lib64:${LD_LIBRAR
 export DSINFER_TEST_DATA="$PWD/tests/data"
 steps="${*:-tests serve decode}"
 # flash: the 40-layer Flash-shaped model (54 GiB, 64 experts), decode at 4K/32K and prefill;
-# FLASH_ARGS replaces its arguments.
+# FLASH_ARGS replaces its arguments. profile: ncu's warp-state and memory sections for the kernels
+# named by PROFILE_KERNELS (a regex; default the sparse attention and the block-scaled GEMV) over
+# one batch-1 decode step of the Flash-shaped model.
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
@@ -81,4 +83,12 @@ fi
 if [[ $steps == *flash* ]]; then
   build-cuda/bench/cuda_decode_bench ${FLASH_ARGS:---flash 64 --steps 6 --batch 1,8,32,64 --context 4096,32768 --prefill 4096} 2>&1 |
     tee "$out/cuda_flash_bench.txt"
+fi
+
+if [[ $steps == *profile* ]]; then
+  /usr/local/cuda/bin/ncu --kernel-name "regex:${PROFILE_KERNELS:-sm90_sparse_attn|sm90_block_linear}" --launch-skip 40 \
+    --launch-count 4 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section LaunchStats --section Occupancy \
+    build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch 1 --context 4096 2>&1 | tee "$out/ncu_profile.txt" |
+    grep -E "^  [a-z_0-9]+\(|Duration|Throughput|Stall|Warp Cycles|Achieved Occupancy|Registers" | head -n 120
 fi
