@@ -288,14 +288,16 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   if (c.is_candidate_source(l)) {
     std::vector<uint8_t>& cand = b.candidates[ci];
     cand.assign(s * T, 0);
-    for (int64_t i = 0; i < s; ++i) {
-      const auto mask =
-          replay && !replay->candidates.empty()
-              ? std::vector<uint8_t>(replay->candidates.begin() + i * T, replay->candidates.begin() + (i + 1) * T)
-              : select_candidate_blocks(std::span(scores).subspan(i * T, T), visible[i], c.candidate_topk_blocks,
-                                        c.candidate_block_size);
-      std::copy(mask.begin(), mask.end(), cand.begin() + i * T);
-    }
+    host_pool_->parallel_for(s, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const auto mask =
+            replay && !replay->candidates.empty()
+                ? std::vector<uint8_t>(replay->candidates.begin() + i * T, replay->candidates.begin() + (i + 1) * T)
+                : select_candidate_blocks(std::span(scores).subspan(i * T, T), visible[i], c.candidate_topk_blocks,
+                                          c.candidate_block_size);
+        std::copy(mask.begin(), mask.end(), cand.begin() + i * T);
+      }
+    });
     b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, T}, cand.data());
   } else if (c.uses_candidates(l)) {
     const std::vector<uint8_t>& cand = b.candidates[ci];
@@ -305,13 +307,15 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
       if (!cand[e]) scores[e] = -std::numeric_limits<float>::infinity();
   }
 
-  for (int64_t i = 0; i < s; ++i) {
-    const std::vector<int32_t> sel =
-        replay && !replay->topk.empty()
-            ? std::vector<int32_t>(replay->topk.begin() + i * k, replay->topk.begin() + (i + 1) * k)
-            : select_topk(std::span(scores).subspan(i * T, T), k, visible[i]);
-    std::copy(sel.begin(), sel.end(), b.topk[ci].begin() + i * k);
-  }
+  host_pool_->parallel_for(s, 8, [&](int64_t i0, int64_t i1) {  // each query writes its own row
+    for (int64_t i = i0; i < i1; ++i) {
+      const std::vector<int32_t> sel =
+          replay && !replay->topk.empty()
+              ? std::vector<int32_t>(replay->topk.begin() + i * k, replay->topk.begin() + (i + 1) * k)
+              : select_topk(std::span(scores).subspan(i * T, T), k, visible[i]);
+      std::copy(sel.begin(), sel.end(), b.topk[ci].begin() + i * k);
+    }
+  });
   // Dumped as the reference passes them to sparse_attn: offset by its window rows (s or win).
   std::vector<int32_t> dumped = b.topk[ci];
   const int64_t offset = ch.decode ? c.window_size : s;
