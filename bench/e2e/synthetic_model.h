@@ -10,8 +10,6 @@
 #include <string>
 
 #include "io/atomic_file.h"
-#include "io/engram_layout.h"
-#include "io/engram_token_map.h"
 #include "io/model_config.h"
 #include "model/tiny_model.h"
 #include "model/tiny_tokenizer.h"
@@ -98,9 +96,7 @@ inline ModelConfig flash_config(int experts, const TokenizerVocab& vocab) {
   c.engram_vocab_size = 20000;
   c.engram_n_heads = 8;
   c.engram_head_dim = 256;
-  c.engram_compressed_vocab_size = build_engram_token_map(vocab).compressed_vocab_size;
-  const EngramLayout layout = compute_engram_layout(2, c.engram_max_ngram_size, c.engram_n_heads, c.engram_vocab_size);
-  c.engram_num_embeddings = {layout.table_rows(0), layout.table_rows(1)};
+  derive_engram_sizes(c, vocab);
   return c;
 }
 

@@ -214,9 +214,7 @@ ModelConfig tiny_model_config(const TokenizerVocab& vocab) {
   c.engram_n_heads = 2;
   c.engram_head_dim = 32;
   c.engram_pad_id = 2;
-  c.engram_compressed_vocab_size = build_engram_token_map(vocab).compressed_vocab_size;
-  const EngramLayout layout = compute_engram_layout(2, c.engram_max_ngram_size, c.engram_n_heads, c.engram_vocab_size);
-  c.engram_num_embeddings = {layout.table_rows(0), layout.table_rows(1)};
+  derive_engram_sizes(c, vocab);
   c.vision_n_layers = 2;
   c.vision_dim = 64;
   c.vision_n_heads = 2;
@@ -229,6 +227,15 @@ ModelConfig tiny_model_config(const TokenizerVocab& vocab) {
   c.dspark_n_routed_experts = 4;
   c.dspark_n_activated_experts = 2;
   return c;
+}
+
+void derive_engram_sizes(ModelConfig& c, const TokenizerVocab& vocab) {
+  c.engram_compressed_vocab_size = build_engram_token_map(vocab).compressed_vocab_size;
+  const int layers = static_cast<int>(c.engram_layer_ids.size());
+  const EngramLayout layout =
+      compute_engram_layout(layers, c.engram_max_ngram_size, c.engram_n_heads, c.engram_vocab_size);
+  c.engram_num_embeddings.clear();
+  for (int i = 0; i < layers; ++i) c.engram_num_embeddings.push_back(layout.table_rows(i));
 }
 
 SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, int64_t unwritten_above) {

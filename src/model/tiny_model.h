@@ -19,6 +19,10 @@ constexpr int kTinyTokenizerMerges = 752;
 /// The tiny config for the tiny tokenizer (its token ids and Engram compressed vocab).
 ModelConfig tiny_model_config(const TokenizerVocab& vocab);
 
+/// The Engram sizes that follow from c's other Engram fields (layers, n-gram size, heads, vocab)
+/// and the tokenizer: the compressed vocab and each Engram layer's table rows.
+void derive_engram_sizes(ModelConfig& c, const TokenizerVocab& vocab);
+
 /// Random weights for every tensor of `config`'s manifest, quantised like the release: fp8 e4m3
 /// with 32x32 e8m0 block scales, fp4 e2m1 experts with per-row e8m0 scales per 32, fp8 Engram
 /// tables, bf16/f32 elsewhere. Deterministic in `seed`; each tensor's values depend only on

@@ -16,6 +16,11 @@ enum class LinearFormat : uint8_t {
   kFp8AsBf16,  // fp8 storage, bf16 math: weights dequantised exactly, input not quantised (wo_a)
 };
 
+/// The formats whose input is act_quant'd and whose products are summed per 32-wide block.
+inline bool is_block_scaled(LinearFormat f) {
+  return f == LinearFormat::kFp8 || f == LinearFormat::kFp4;
+}
+
 struct LinearWeight {
   LinearFormat format = LinearFormat::kBf16;
   int64_t out = 0, in = 0;

@@ -286,7 +286,8 @@ double dot_f32_f64(Isa isa, const float* w, const double* x, int64_t k) {
 
 double dot_e4m3_f64(Isa isa, const uint8_t* w, const uint8_t* block_scales, const double* x, int64_t k) {
   if (isa == Isa::kAvx512 && k % (8 * kBlock) == 0) return avx512::dot_e4m3_f64(w, block_scales, x, k);
-  std::vector<float> row(k);
+  thread_local std::vector<float> row;  // called per weight row: no allocation each time
+  row.resize(k);
   e4m3_row_to_f32(isa, w, block_scales, k, row.data());
   return dot_f32_f64(isa, row.data(), x, k);
 }

@@ -84,10 +84,6 @@ void run_block_gemms(ThreadPool& pool, std::span<const BlockGemm> gemms) {
   });
 }
 
-bool block_scaled(const LinearWeight& w) {
-  return w.format == LinearFormat::kFp8 || w.format == LinearFormat::kFp4;
-}
-
 // Dense paths: bf16 (or exactly dequantised fp8) weights, fp32 accumulation (computed in double,
 // whose products are exact and whose sum is the order-free ideal of the reference's fp32 sum, then
 // rounded once), bf16 or f32 output.
@@ -150,7 +146,7 @@ void CpuBackend::grouped_linear(const GroupedLinearArgs& a) {
   for (const LinearArgs& op : a.ops) {
     check_shapes(op);
     if (op.x.size(0) == 0) continue;
-    if (!block_scaled(*op.w)) {
+    if (!is_block_scaled(op.w->format)) {
       linear_dense(*pool_, op);
       continue;
     }

@@ -155,7 +155,7 @@ void CudaBackend::linear(const LinearArgs& a) {
   DSINFER_CHECK(a.x.size(1) == k && a.out.size(1) == w.out && a.out.size(0) == n, "linear shapes");
   if (n == 0) return;
   if (n >= kTensorCoreRows && tensor_core_linear(a)) return;
-  if (w.format == LinearFormat::kFp8 || w.format == LinearFormat::kFp4) {
+  if (is_block_scaled(w.format)) {
     block_linear({&a, 1});
     return;
   }
@@ -172,7 +172,7 @@ void CudaBackend::linear(const LinearArgs& a) {
 bool CudaBackend::tensor_core_linear(const LinearArgs& a) {
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in, o = w.out;
-  const bool block_scaled = w.format == LinearFormat::kFp8 || w.format == LinearFormat::kFp4;
+  const bool block_scaled = is_block_scaled(w.format);
   const bool dequantised = block_scaled || w.format == LinearFormat::kFp8AsBf16;
   if (linear_kernel_ != cuda::LinearKernel::kAuto || a.x.dtype != DType::kBF16 || k % 32 != 0 ||
       (a.out.dtype != DType::kBF16 && a.out.dtype != DType::kF32) || (!dequantised && w.weight.dtype != DType::kBF16))
@@ -221,7 +221,7 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
     if (ops.size() < 2 || ops.size() > static_cast<size_t>(cuda::kMaxLinearGroups)) return false;
     const LinearArgs& o0 = ops[0];
     const LinearWeight& w0 = *o0.w;
-    if ((w0.format != LinearFormat::kFp8 && w0.format != LinearFormat::kFp4) || o0.x.size(0) == 0) return false;
+    if (!is_block_scaled(w0.format) || o0.x.size(0) == 0) return false;
     if (o0.x.size(0) >= kTensorCoreRows && linear_kernel_ == cuda::LinearKernel::kAuto) return false;  // each on cuBLAS
     for (const LinearArgs& op : ops) {
       const LinearWeight& w = *op.w;

@@ -33,8 +33,7 @@ __device__ inline float weight_at(const DenseLinearParams& p, int row, int j) {
     return __uint_as_float(
         static_cast<uint32_t>(static_cast<const uint16_t*>(p.w)[static_cast<int64_t>(row) * p.w_stride + j]) << 16);
   const uint8_t code = static_cast<const uint8_t*>(p.w)[static_cast<int64_t>(row) * p.w_stride + j];
-  const float v = __half2float(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3)));
-  return v * e8m0_to_float(p.w_scales[static_cast<int64_t>(row / 32) * p.s_stride + j / 32]);
+  return e4m3_value(code) * e8m0_to_float(p.w_scales[static_cast<int64_t>(row / 32) * p.s_stride + j / 32]);
 }
 
 template <int NB>

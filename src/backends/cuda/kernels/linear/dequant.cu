@@ -1,25 +1,13 @@
-// launch_dequant_weight: a thread per output element pair; scale and code from their bits.
+// launch_dequant_weight: a thread per output element pair, with the block kernels' decoders.
 #include <cuda_bf16.h>
 
 #include "backends/cuda/kernels/linear/dequant.h"
+#include "backends/cuda/kernels/linear/device_helpers.cuh"
 
 namespace dsinfer::cuda {
 namespace {
 
-__device__ inline float e4m3_value(uint8_t c) {
-  const int e = (c >> 3) & 0xF, m = c & 7;
-  const float mag = e == 0 ? ldexpf(static_cast<float>(m), -9) : ldexpf(static_cast<float>(8 + m), e - 10);
-  return c & 0x80 ? -mag : mag;  // 0x7F/0xFF (NaN) never occur in released weights
-}
-
-__device__ inline float e2m1_value(uint8_t c) {
-  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  return c & 8 ? -mag[c & 7] : mag[c & 7];
-}
-
-__device__ inline float e8m0_value(uint8_t b) {
-  return b == 0 ? ldexpf(1.0f, -127) : __uint_as_float(static_cast<uint32_t>(b) << 23);
-}
+using namespace linear_detail;
 
 __global__ void dequant_weight(DequantWeightParams p) {
   const int64_t pair = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // elements 2 * pair, + 1
@@ -27,7 +15,7 @@ __global__ void dequant_weight(DequantWeightParams p) {
   if (pair >= static_cast<int64_t>(p.rows) * half) return;
   const int64_t r = pair / half;
   const int j = static_cast<int>(pair % half) * 2;
-  const float s = e8m0_value(p.scales[(p.fp4 ? r : r / 32) * p.s_stride + j / 32]);
+  const float s = e8m0_to_float(p.scales[(p.fp4 ? r : r / 32) * p.s_stride + j / 32]);
   float v0, v1;
   if (p.fp4) {
     const uint8_t b = p.codes[r * p.w_stride + j / 2];

@@ -1,6 +1,8 @@
 // Device helpers shared by the block-linear kernels (kernels/linear/*.cu only).
 #pragma once
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +13,17 @@ namespace dsinfer::cuda::linear_detail {
 /// e8m0 scale byte -> its power of two (2^-127 for 0, a subnormal float).
 __device__ inline float e8m0_to_float(uint8_t e) {
   return e ? __uint_as_float(static_cast<uint32_t>(e) << 23) : __uint_as_float(0x00400000u);
+}
+
+/// An e4m3 code as a float (exact; subnormal codes included).
+__device__ inline float e4m3_value(uint8_t code) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3)));
+}
+
+/// An e2m1 code (low 4 bits; bit 3 the sign) as a float.
+__device__ inline float e2m1_value(uint32_t nibble) {
+  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  return (nibble & 8u) ? -mag[nibble & 7u] : mag[nibble & 7u];
 }
 
 __device__ inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {

@@ -174,11 +174,6 @@ __device__ void fp4_row(const BlockLinearParams& p, const LinearOperands& g, int
   }
 }
 
-__device__ inline float e2m1_value(uint32_t nibble) {
-  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  return (nibble & 8u) ? -mag[nibble & 7u] : mag[nibble & 7u];
-}
-
 template <int NB, int U>
 __device__ void one_row(const BlockLinearParams& p, int row, int i0, int lane, const uint32_t* lut) {
   const LinearOperands& g = p.op[row / p.out];
