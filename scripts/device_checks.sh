@@ -4,7 +4,7 @@
 # build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [flash]     (default: the first three)
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [profile]   (default: the first three)
 # GOLDEN_KERNELS (default "auto wgmma") picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
 set -uo pipefail
@@ -14,10 +14,12 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build-cuda/devlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export DSINFER_TEST_DATA="$PWD/tests/data"
 steps="${*:-tests serve decode}"
+# kernels: the per-kernel benchmark (KERNEL_ARGS replaces its arguments).
 # flash: the 40-layer Flash-shaped model (54 GiB, 64 experts), decode at 4K/32K and prefill;
 # FLASH_ARGS replaces its arguments. profile: ncu's warp-state and memory sections for the kernels
-# named by PROFILE_KERNELS (a regex; default the sparse attention and the block-scaled GEMV) over
-# one batch-1 decode step of the Flash-shaped model.
+# named by PROFILE_KERNELS (a regex; default the attention, the block-scaled and dense GEMVs) over
+# one batch-1 decode step of the Flash-shaped model. breakdown: every kernel's time in one such
+# step (ncu, one metric), summed by kernel name.
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
@@ -80,15 +82,46 @@ if [[ $steps == *decode* ]]; then
     tee "$out/cuda_decode_bench.txt"
 fi
 
+if [[ $steps == *kernels* ]]; then
+  build-cuda/bench/cuda_linear_bench ${KERNEL_ARGS:---batches 1,8} 2>&1 | tee "$out/cuda_kernel_bench.txt"
+fi
+
 if [[ $steps == *flash* ]]; then
   build-cuda/bench/cuda_decode_bench ${FLASH_ARGS:---flash 64 --steps 6 --batch 1,8,32,64 --context 4096,32768 --prefill 4096} 2>&1 |
     tee "$out/cuda_flash_bench.txt"
 fi
 
 if [[ $steps == *profile* ]]; then
-  /usr/local/cuda/bin/ncu --kernel-name "regex:${PROFILE_KERNELS:-sm90_sparse_attn|sm90_block_linear}" --launch-skip 40 \
-    --launch-count 4 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+  /usr/local/cuda/bin/ncu --clock-control none --kernel-name "regex:${PROFILE_KERNELS:-sm90_attn|sm90_block_linear|sm90_dense}" \
+    --launch-skip 100 --launch-count 16 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section LaunchStats --section Occupancy \
     build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch 1 --context 4096 2>&1 | tee "$out/ncu_profile.txt" |
-    grep -E "^  [a-z_0-9]+\(|Duration|Throughput|Stall|Warp Cycles|Achieved Occupancy|Registers" | head -n 120
+    grep -E "sm90_|Duration|Throughput|Stall|Warp Cycles|Achieved Occupancy|Registers" | head -n 200
+fi
+
+if [[ $steps == *breakdown* ]]; then
+  /usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+    --print-kernel-base function \
+    build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch 1 --context "${BREAKDOWN_CONTEXT:-4096}" \
+    >"$out/ncu_breakdown.csv" 2>"$out/ncu_breakdown.err"
+  python3 - "$out/ncu_breakdown.csv" <<'PY' | tee "$out/breakdown.txt"
+import csv, re, sys, collections
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))
+        if r.get("Metric Name") == "gpu__time_duration.sum"]
+def base(name):  # a function name, with or without its namespaces, template and parameters
+    m = re.search(r"(\w+)(?:<[^()]*>)?\(", name)
+    return m.group(1) if m else name
+names = [base(r["Kernel Name"]) for r in rows]
+start = max(i for i, n in enumerate(names) if "embed" in n)  # the last forward (the timed step)
+while start > 0 and "embed" in names[start - 1]:  # its embedding is a launch per stream copy
+    start -= 1
+per = collections.defaultdict(lambda: [0, 0.0])
+for n, r in zip(names[start:], rows[start:]):
+    per[n][0] += 1
+    per[n][1] += float(r["Metric Value"].replace(",", "")) * 1e-3  # ns -> us
+total = sum(v[1] for v in per.values())
+print(f"one decode step: {len(names) - start} kernels, {total / 1e3:.2f} ms of kernel time (ncu: serialised, caches flushed)")
+for n, (c, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+    print(f"{n:40s} {c:6d} calls {us / 1e3:8.3f} ms {us / c:9.1f} us/call {100 * us / total:5.1f} %")
+PY
 fi

@@ -1,7 +1,8 @@
-// H200 per-kernel benchmark of the block-scaled linear kernels at V4.1-Flash decode shapes, next to
-// the ceilings measured in the same run: device-to-device copy bandwidth (bytes read + written) and
-// cuBLAS bf16 and fp8 matrix products. Weights rotate over enough copies to miss the L2.
-//   cuda_linear_bench [--batches 1,8,32,64 | --head-only]
+// H200 per-kernel benchmark at V4.1-Flash decode shapes, next to the ceilings measured in the same
+// run: device-to-device copy bandwidth (bytes read + written) and cuBLAS bf16 and fp8 matrix
+// products. The block-scaled linear kernels (weights rotating over enough copies to miss the L2),
+// the dense kernel (the head; wo_a's eight groups in one launch) and the sparse attention.
+//   cuda_linear_bench [--batches 1,8,32,64 | --skip-block-scaled]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/linear/dense.h"
 #include "backends/cuda/kernels/linear/linear.h"
 
@@ -209,8 +211,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
   std::vector<int> batches = {1, 8, 32, 64};
-  const bool head_only = argc == 2 && std::string(argv[1]) == "--head-only";
-  if (head_only) batches.clear();
+  if (argc == 2 && std::string(argv[1]) == "--skip-block-scaled") batches.clear();
   if (argc == 3 && std::string(argv[1]) == "--batches") {
     batches.clear();
     for (std::string s = argv[2]; !s.empty();) {
@@ -349,7 +350,7 @@ int main(int argc, char** argv) {
     double* x64;
     CHECK_CUDA(cudaMalloc(&w, w_bytes));
     CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(k) * 4 * 8));
-    CHECK_CUDA(cudaMalloc(&x64, static_cast<size_t>(k) * 8 * 8));
+    CHECK_CUDA(cudaMalloc(&x64, dsinfer::cuda::dense_linear_scratch_bytes(8, k, 1)));
     CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(out) * 4 * 8));
     fill_bf16_normal(w, static_cast<size_t>(out) * k, 90);
     fill_bf16_normal(x, static_cast<size_t>(k) * 8, 91);  // read as bf16 rows
@@ -369,6 +370,89 @@ int main(int argc, char** argv) {
     cudaFree(x);
     cudaFree(x64);
     cudaFree(y);
+  }
+  {  // wo_a: eight fp8 [1024, 4096] groups read as bf16, one block-diagonal launch (rotating copies)
+    const int groups = 8, rows = 1024, k = 4096, copies = 4;
+    const size_t w_bytes = static_cast<size_t>(rows) * k, s_bytes = static_cast<size_t>(rows / 32) * (k / 32);
+    std::vector<uint8_t*> w(groups * copies), ws(groups * copies);
+    for (int c = 0; c < groups * copies; ++c) {
+      CHECK_CUDA(cudaMalloc(&w[c], w_bytes));
+      CHECK_CUDA(cudaMalloc(&ws[c], s_bytes));
+      fill_random(w[c], w_bytes, 200 + c, 0x6F, 8);
+      fill_random(ws[c], s_bytes, 300 + c, 0x07, 118);
+    }
+    void *x, *y;
+    double* x64;
+    CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(groups) * k * 2 * 8));
+    CHECK_CUDA(cudaMalloc(&x64, dsinfer::cuda::dense_linear_scratch_bytes(8, k, groups)));
+    CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(groups) * rows * 2 * 8));
+    fill_bf16_normal(x, static_cast<size_t>(groups) * k * 8, 92);
+    for (const int n : {1, 8}) {
+      int turn = 0;
+      const double us = graph_time_us([&](cudaStream_t st) {
+        dsinfer::cuda::DenseLinearParams p;
+        p.x = x, p.x_stride = groups * k, p.x_f64 = x64, p.fp8_weights = true, p.w_stride = k, p.s_stride = k / 32;
+        p.y = y, p.y_stride = groups * rows, p.n = n, p.k = k, p.out = groups * rows, p.group_rows = rows;
+        p.stream = st;
+        for (int g = 0; g < groups; ++g) p.group_w[g] = w[turn * groups + g], p.group_scales[g] = ws[turn * groups + g];
+        CHECK_CUDA(dsinfer::cuda::launch_dense_linear(p));
+        turn = (turn + 1) % copies;
+      });
+      const double bytes = groups * static_cast<double>(w_bytes + s_bytes);
+      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "wo_a 8 groups (fp8, dense)", groups * rows, k,
+                  n, "double sums", us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy,
+                  2.0 * n * groups * rows * k / us / 1e6);
+    }
+    for (int c = 0; c < groups * copies; ++c) {
+      cudaFree(w[c]);
+      cudaFree(ws[c]);
+    }
+    cudaFree(x);
+    cudaFree(x64);
+    cudaFree(y);
+  }
+  {  // sparse attention: 64 heads of 512, 128 window rows + 512 selected compressed rows per query
+    const int heads = 64, d = 512, n_win = 128, n_cmp = 4096, k = 640;
+    std::printf("sparse attention (heads %d, d %d, %d KV rows a query): bytes = the rows once a query + q + out\n",
+                heads, d, k);
+    for (const int n : {1, 8, 64, 512}) {
+      uint16_t *q, *win, *cmp, *out;
+      int32_t* idx;
+      float *sink, *scores;
+      CHECK_CUDA(cudaMalloc(&q, static_cast<size_t>(n) * heads * d * 2));
+      CHECK_CUDA(cudaMalloc(&out, static_cast<size_t>(n) * heads * d * 2));
+      CHECK_CUDA(cudaMalloc(&win, static_cast<size_t>(n_win) * d * 2));
+      CHECK_CUDA(cudaMalloc(&cmp, static_cast<size_t>(n_cmp) * d * 2));
+      CHECK_CUDA(cudaMalloc(&sink, heads * 4));
+      CHECK_CUDA(cudaMalloc(&idx, static_cast<size_t>(n) * k * 4));
+      fill_bf16_normal(q, static_cast<size_t>(n) * heads * d, 93);
+      fill_bf16_normal(win, static_cast<size_t>(n_win) * d, 94);
+      fill_bf16_normal(cmp, static_cast<size_t>(n_cmp) * d, 95);
+      CHECK_CUDA(cudaMemset(sink, 0, heads * 4));
+      std::vector<int32_t> h_idx(static_cast<size_t>(n) * k);
+      std::mt19937 rng(96);
+      for (int t = 0; t < n; ++t)
+        for (int j = 0; j < k; ++j) h_idx[t * k + j] = j < n_win ? j : n_win + static_cast<int32_t>(rng() % n_cmp);
+      CHECK_CUDA(cudaMemcpy(idx, h_idx.data(), h_idx.size() * 4, cudaMemcpyHostToDevice));
+      dsinfer::cuda::SparseAttnParams p;
+      p.q = q, p.q_stride = static_cast<int64_t>(heads) * d, p.window = win, p.compressed = cmp, p.n_win = n_win;
+      p.n_cmp = n_cmp, p.idx = idx, p.idx_stride = k, p.sink = sink, p.scale = 0.044f, p.out = out;
+      p.out_stride = static_cast<int64_t>(heads) * d, p.n = n, p.heads = heads, p.d = d, p.k = k;
+      CHECK_CUDA(cudaMalloc(&scores, dsinfer::cuda::sparse_attn_workspace_bytes(p)));
+      p.scores = scores;
+      const double us = graph_time_us(
+          [&](cudaStream_t st) {
+            p.stream = st;
+            CHECK_CUDA(dsinfer::cuda::launch_sparse_attn(p));
+          },
+          n >= 64 ? 3 : 20, n >= 64 ? 5 : 15);
+      const double bytes = static_cast<double>(n) * (k * d * 2 + 2 * heads * d * 2);
+      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "sparse attention", heads, k, n, "double sums",
+                  us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy, 4.0 * n * heads * k * d / us / 1e6);
+      for (void* v : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(win), static_cast<void*>(cmp),
+                      static_cast<void*>(sink), static_cast<void*>(idx), static_cast<void*>(scores)})
+        cudaFree(v);
+    }
   }
   CHECK_CUDA(cudaGetLastError());
   cublasDestroy(blas);

@@ -138,12 +138,14 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   // Grouped low-rank output: group g projects heads [g*h/G, (g+1)*h/G) with its own rows of wo_a.
   const int64_t groups = c.o_groups, olr = c.o_lora_rank, gw = heads * hd / groups;
   DeviceArray<uint16_t> z = b.scratch<uint16_t>(n * groups * olr);
+  std::vector<LinearArgs> wo_a;
   for (int64_t g = 0; g < groups; ++g) {
     TensorView og = o.view(DType::kBF16, {n, heads * hd}), zg = z.view(DType::kBF16, {n, groups * olr});
     og.data = o.data() + g * gw, og.shape[1] = gw;
     zg.data = z.data() + g * olr, zg.shape[1] = olr;
-    backend_.linear({og, &w.wo_a[g], zg});
+    wo_a.push_back({og, &w.wo_a[g], zg});
   }
+  backend_.grouped_linear({wo_a});
   backend_.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
   comm_.all_reduce_sum(out);
   return {};
@@ -262,9 +264,6 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   backend_.linear({xc, &w.idx_weights_proj, wts.view(DType::kBF16, {s, hi})});
   const float wscale =
       static_cast<float>(std::pow(static_cast<double>(di), -0.5) * std::pow(static_cast<double>(hi), -0.5));
-  std::vector<uint16_t> scaled = wts.download();
-  for (uint16_t& v : scaled) v = f32_to_bf16(bf16_to_f32(v) * wscale);
-  wts.upload(scaled);
 
   const int owner = st.index_key_owner;
   if (owner < 0 || st.layers[owner].index_key_rows < T)
@@ -282,7 +281,7 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}),
                            key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
                            wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
-                           dscores.view(DType::kF32, {s, T}), dkey_rows.view(DType::kI32, {T})});
+                           dscores.view(DType::kF32, {s, T}), dkey_rows.view(DType::kI32, {T}), wscale});
   std::vector<float> scores = dscores.download();
 
   if (c.is_candidate_source(l)) {

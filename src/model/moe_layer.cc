@@ -1,6 +1,8 @@
 // The MoE sublayer (spec §8): route, run each routed expert on its tokens in ascending expert id,
 // accumulate in fp32, add the shared expert last, round once to bf16. The routing decision comes
 // to the host, which groups the tokens by expert.
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "core/check.h"
@@ -13,25 +15,27 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   const ModelConfig& c = config_;
   const MoeWeights& w = weights_.layers[l].ffn;
   const int64_t n = b.n, dim = c.dim, ff = c.moe_inter_dim, k = c.activated_experts(l);
-  std::vector<int32_t> idx(n * k);
+  // The choice (ids, then weights as f32 bits) in one array: one download brings both.
+  std::vector<int32_t> routed(2 * n * k);
   bool replayed = false;
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
     const auto* rp = b.chunks[ci].replay;
     if (!rp || !rp->count(l) || rp->at(l).experts.empty()) continue;
-    std::copy(rp->at(l).experts.begin(), rp->at(l).experts.end(), idx.begin() + b.offset[ci] * k);
+    std::copy(rp->at(l).experts.begin(), rp->at(l).experts.end(), routed.begin() + b.offset[ci] * k);
     replayed = true;
   }
-  DeviceArray<int32_t> didx = b.upload(idx);
-  DeviceArray<float> dwts = b.scratch<float>(n * k);
+  DeviceArray<int32_t> droute = replayed ? b.upload(routed) : b.scratch<int32_t>(2 * n * k);
   const ScoreFunc sf = c.score_function();
   backend_.router({x, w.gate, w.bias, w.bias_vl, TensorView{},
                    sf == ScoreFunc::kSoftmax   ? RouterScore::kSoftmax
                    : sf == ScoreFunc::kSigmoid ? RouterScore::kSigmoid
                                                : RouterScore::kSqrtSoftplus,
-                   c.gate_temp, c.route_scale, c.norm_topk_prob, replayed, didx.view(DType::kI32, {n, k}),
-                   dwts.view(DType::kF32, {n, k})});
-  idx = didx.download();
-  const std::vector<float> wts = dwts.download();
+                   c.gate_temp, c.route_scale, c.norm_topk_prob, replayed, droute.view(DType::kI32, {n, k}),
+                   droute.view(DType::kF32, {n, k}, n * k)});
+  routed = droute.download();
+  const std::vector<int32_t> idx(routed.begin(), routed.begin() + n * k);
+  std::vector<float> wts(n * k);
+  std::memcpy(wts.data(), routed.data() + n * k, n * k * sizeof(float));
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)
     b.record(ci, fmt::format("layer{}.gate_indices", l), DType::kI32, {b.size(ci), k}, &idx[b.offset[ci] * k]);
 

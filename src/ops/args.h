@@ -92,12 +92,13 @@ struct SparseAttnArgs {
 
 /// Indexer scores (spec §7.2): I[t, tau] = bf16(sum_h bf16(relu(bf16(q[t,h] . K[tau])) * w[t,h])).
 struct IndexerScoresArgs {
-  TensorView q;         // [n, h_idx, d_idx] bf16 (fp4 fake-quantised)
-  TensorView keys;      // [T, d_idx] bf16
-  TensorView weights;   // [n, h_idx] bf16 (already scaled)
-  TensorView visible;   // [n] int32: columns >= visible[t] are -inf (pass T to mask nothing)
-  TensorView out;       // [n, T] f32 holding bf16 values (-inf where masked)
-  TensorView key_rows;  // [T] int32: key tau is row key_rows[tau] of `keys` (a paged pool); empty: row tau
+  TensorView q;               // [n, h_idx, d_idx] bf16 (fp4 fake-quantised)
+  TensorView keys;            // [T, d_idx] bf16
+  TensorView weights;         // [n, h_idx] bf16, scaled by weight_scale (rounded to bf16) before use
+  TensorView visible;         // [n] int32: columns >= visible[t] are -inf (pass T to mask nothing)
+  TensorView out;             // [n, T] f32 holding bf16 values (-inf where masked)
+  TensorView key_rows;        // [T] int32: key tau is row key_rows[tau] of `keys` (a paged pool); empty: row tau
+  float weight_scale = 1.0f;  // d_idx^-1/2 * h_idx^-1/2 (spec §7.2)
 };
 
 /// a = silu(min(g, limit)) * clamp(u, -limit, limit) * row_weight, rounded once to bf16 (spec §8.2).

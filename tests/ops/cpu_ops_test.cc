@@ -289,12 +289,14 @@ TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
                               w = testing::random_bf16(n * h, 22);
   const std::vector<int32_t> visible = {T, 4};
   std::vector<float> out(n * T);
+  const float scale = 0.3f;  // each weight becomes bf16(w * scale) first
   be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}),
                      view(keys.data(), DType::kBF16, {T, d}),
                      view(w.data(), DType::kBF16, {n, h}),
                      view(visible.data(), DType::kI32, {n}),
                      view(out.data(), DType::kF32, {n, T}),
-                     {}});
+                     {},
+                     scale});
   for (int64_t t = 0; t < n; ++t)
     for (int64_t tau = 0; tau < T; ++tau) {
       if (tau >= visible[t]) {
@@ -306,7 +308,7 @@ TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
         float dot = 0;
         for (int64_t c = 0; c < d; ++c) dot += f(q[(t * h + hh) * d + c]) * f(keys[tau * d + c]);
         const float dv = std::max(round_to_bf16(dot), 0.0f);
-        sum += round_to_bf16(dv * f(w[t * h + hh]));
+        sum += round_to_bf16(dv * round_to_bf16(f(w[t * h + hh]) * scale));
       }
       EXPECT_LE(ulps(f32_to_bf16(out[t * T + tau]), f32_to_bf16(sum)), 1) << t << " " << tau;
     }
@@ -321,7 +323,7 @@ TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
   std::vector<float> paged(n * T);
   be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}), view(pool.data(), DType::kBF16, {2 * T, d}),
                      view(w.data(), DType::kBF16, {n, h}), view(visible.data(), DType::kI32, {n}),
-                     view(paged.data(), DType::kF32, {n, T}), view(rows.data(), DType::kI32, {T})});
+                     view(paged.data(), DType::kF32, {n, T}), view(rows.data(), DType::kI32, {T}), scale});
   EXPECT_EQ(paged, out);
 }
 

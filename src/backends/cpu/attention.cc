@@ -89,7 +89,7 @@ void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
       double exact = 0;  // the reference sums the bf16 head terms in fp32; the bf16 result is order-free
       for (int64_t h = 0; h < heads; ++h) {
         const float dv = std::fmax(round_to_bf16(static_cast<float>(dots[h])), 0.0f);  // bf16, then relu
-        exact += round_to_bf16(dv * bf16_to_f32(wt[h]));
+        exact += round_to_bf16(dv * round_to_bf16(bf16_to_f32(wt[h]) * a.weight_scale));
       }
       *out = round_to_bf16(static_cast<float>(exact));
     }

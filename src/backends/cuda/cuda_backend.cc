@@ -159,14 +159,54 @@ void CudaBackend::linear(const LinearArgs& a) {
     block_linear({&a, 1});
     return;
   }
+  dense_linear({&a, 1});
+}
+
+void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {
+  const LinearArgs& a = ops[0];
+  const LinearWeight& w = *a.w;
+  const int64_t n = a.x.size(0), k = w.in, groups = static_cast<int64_t>(ops.size());
   cuda::DenseLinearParams p;
   p.x = a.x.data, p.x_f32 = a.x.dtype == DType::kF32, p.x_stride = a.x.stride[0];
-  p.x_f64 = static_cast<double*>(scratch(dense_x_, n * k * sizeof(double)));
+  p.x_f64 = static_cast<double*>(scratch(
+      dense_x_, cuda::dense_linear_scratch_bytes(static_cast<int>(n), static_cast<int>(k), static_cast<int>(groups))));
   p.fp8_weights = w.format == LinearFormat::kFp8AsBf16, p.w = w.weight.data, p.w_stride = w.weight.stride[0];
   p.w_scales = w.scale.as<const uint8_t>(), p.s_stride = w.scale.ndim ? w.scale.stride[0] : 0;
   p.y = a.out.data, p.y_f32 = a.out.dtype == DType::kF32, p.y_stride = a.out.stride[0];
-  p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.out = static_cast<int>(w.out), p.stream = stream_;
+  p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.out = static_cast<int>(w.out * groups), p.stream = stream_;
+  if (groups > 1) {
+    p.group_rows = static_cast<int>(w.out);
+    for (int64_t g = 0; g < groups; ++g)
+      p.group_w[g] = ops[g].w->weight.data, p.group_scales[g] = ops[g].w->scale.as<const uint8_t>();
+  }
   launched(cuda::launch_dense_linear(p), "linear (dense)");
+}
+
+// Dense weights of one shape, each against the next columns of one input into the next columns of
+// one output (wo_a's groups): one block-diagonal launch.
+bool CudaBackend::block_diagonal_dense(std::span<const LinearArgs> ops) {
+  const LinearArgs& o0 = ops[0];
+  const LinearWeight& w0 = *o0.w;
+  const int64_t n = o0.x.size(0), k = w0.in, out = w0.out;
+  if (is_block_scaled(w0.format) || n >= kTensorCoreRows || n == 0 ||
+      ops.size() > static_cast<size_t>(cuda::DenseLinearParams::kMaxGroups))
+    return false;
+  const auto at = [](const TensorView& v, const TensorView& v0, int64_t elements) {
+    return v.dtype == v0.dtype && v.stride[0] == v0.stride[0] &&
+           v.as<const uint8_t>() == v0.as<const uint8_t>() + dtype_bytes(v0.dtype, elements);
+  };
+  for (size_t g = 0; g < ops.size(); ++g) {
+    const LinearArgs& op = ops[g];
+    const LinearWeight& w = *op.w;
+    if (w.format != w0.format || w.in != k || w.out != out || op.x.size(0) != n ||
+        w.weight.stride[0] != w0.weight.stride[0] || w.scale.ndim != w0.scale.ndim ||
+        (w.scale.ndim && w.scale.stride[0] != w0.scale.stride[0]) || !at(op.x, o0.x, g * k) ||
+        !at(op.out, o0.out, g * out))
+      return false;
+  }
+  for (const LinearArgs& op : ops) check_device({&op.x, &op.w->weight, &op.w->scale, &op.out}, "linear");
+  dense_linear(ops);
+  return true;
 }
 
 bool CudaBackend::tensor_core_linear(const LinearArgs& a) {
@@ -234,6 +274,7 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
     return true;
   };
   if (!groupable()) {
+    if (ops.size() > 1 && block_diagonal_dense(ops)) return;
     for (const LinearArgs& op : ops) linear(op);
     return;
   }
@@ -363,6 +404,7 @@ void CudaBackend::sparse_attn(const SparseAttnArgs& a) {
   p.scale = a.scale, p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0];
   p.n = static_cast<int>(a.q.size(0)), p.heads = static_cast<int>(a.q.size(1)), p.d = static_cast<int>(a.q.size(2));
   p.k = static_cast<int>(a.idx.size(1)), p.stream = stream_;
+  p.scores = static_cast<float*>(scratch(attn_scores_, cuda::sparse_attn_workspace_bytes(p)));
   launched(cuda::launch_sparse_attn(p), "sparse_attn");
 }
 
@@ -373,7 +415,7 @@ void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
   p.q = bf16(a.q), p.q_stride = a.q.stride[0], p.keys = bf16(a.keys), p.weights = bf16(a.weights);
   p.visible = a.visible.as<const int32_t>(), p.out = a.out.as<float>(), p.out_stride = a.out.stride[0];
   p.n = static_cast<int>(a.q.size(0)), p.heads = static_cast<int>(a.q.size(1)), p.d = static_cast<int>(a.q.size(2));
-  p.key_rows = a.key_rows.data ? a.key_rows.as<const int32_t>() : nullptr;
+  p.key_rows = a.key_rows.data ? a.key_rows.as<const int32_t>() : nullptr, p.weight_scale = a.weight_scale;
   p.T = p.key_rows ? static_cast<int>(a.key_rows.size(0)) : a.keys.ndim ? static_cast<int>(a.keys.size(0)) : 0;
   p.stream = stream_;
   launched(cuda::launch_indexer_scores(p), "indexer_scores");

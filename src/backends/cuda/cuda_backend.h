@@ -82,7 +82,11 @@ class CudaBackend final : public Backend {
   // backend's in its last bf16 bit (the reference's own GEMMs sum in the tensor cores' order).
   static constexpr int64_t kTensorCoreRows = 64;
   bool tensor_core_linear(const LinearArgs& a);  // false: not a shape or layout it takes
-  void launched(cudaError_t e, const char* op);  // counts a kernel launch, fails loudly on its error
+  // Dense weights (bf16, or fp8 read as bf16) with double sums; several ops: one launch, op g
+  // reading and writing the g-th column block of op 0's input and output (block_diagonal_dense).
+  void dense_linear(std::span<const LinearArgs> ops);
+  bool block_diagonal_dense(std::span<const LinearArgs> ops);  // false: not such a group
+  void launched(cudaError_t e, const char* op);                // counts a kernel launch, fails loudly on its error
 
   // Uploads go through a pinned ring in two halves, so they are asynchronous (a copy from
   // pageable memory may wait for the device); a half is reused once its copies have finished.
@@ -99,7 +103,7 @@ class CudaBackend final : public Backend {
   // DSINFER_CUDA_LINEAR=fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
   // comparisons); unset or auto: the fastest measured for each shape.
   cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
-  Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_;
+  Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_, attn_scores_;
   cublasContext* cublas_ = nullptr;  // made on the first large batch
 };
 

@@ -10,8 +10,11 @@
 
 namespace dsinfer::cuda {
 
-/// One warp per (token, head); each lane owns d / 32 channels (d a multiple of 32, at most 1024).
+/// Two kernels per pass of up to 256 tokens: the scores of every (head, KV slot) into the
+/// workspace, then the softmax and the value sums per (token, head). d a multiple of 8, at most
+/// 1024; q, the KV rows and the workspace 16-byte aligned.
 cudaError_t launch_sparse_attn(const SparseAttnParams& p);
+size_t sparse_attn_workspace_bytes(const SparseAttnParams& p);
 /// One warp per (token, key), a lane per head (heads <= 32).
 cudaError_t launch_indexer_scores(const IndexerScoresParams& p);
 

@@ -21,6 +21,7 @@ struct SparseAttnParams {
   float scale = 0;
   uint16_t* out = nullptr;  // [n, heads, d], token stride out_stride
   int64_t out_stride = 0;
+  float* scores = nullptr;  // workspace of sparse_attn_workspace_bytes(): the scores of a pass of tokens
   int n = 0, heads = 0, d = 0, k = 0;
   cudaStream_t stream = nullptr;
 };
@@ -35,6 +36,7 @@ struct IndexerScoresParams {
   const int32_t* visible = nullptr;   // [n]
   float* out = nullptr;               // [n, T], row stride out_stride
   int64_t out_stride = 0;
+  float weight_scale = 1.0f;  // each weight is bf16(weight * weight_scale) before use
   int n = 0, heads = 0, d = 0, T = 0;
   cudaStream_t stream = nullptr;
 };

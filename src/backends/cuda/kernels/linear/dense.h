@@ -13,7 +13,7 @@ struct DenseLinearParams {
   const void* x = nullptr;  // [n, k] bf16 (uint16_t bits) or f32, row stride x_stride
   bool x_f32 = false;
   int64_t x_stride = 0;
-  double* x_f64 = nullptr;   // [n, k] scratch the launcher fills (n * k doubles of device memory)
+  double* x_f64 = nullptr;   // scratch of dense_linear_scratch_bytes() the launcher fills
   bool fp8_weights = false;  // e4m3 [out, k] with e8m0 scales [ceil(out/32), k/32], else bf16
   const void* w = nullptr;   // [out, k], row stride w_stride (elements)
   int64_t w_stride = 0;
@@ -23,11 +23,20 @@ struct DenseLinearParams {
   bool y_f32 = false;
   int64_t y_stride = 0;
   int n = 0, k = 0, out = 0;
+  // > 0: a block-diagonal call (wo_a's groups in one launch): output row r is row r % group_rows
+  // of group g = r / group_rows, whose weights are group_w[g] (scales group_scales[g]) and which
+  // reads columns [g * k, g * k + k) of x (then k * out / group_rows columns wide).
+  int group_rows = 0;
+  static constexpr int kMaxGroups = 16;
+  const void* group_w[kMaxGroups] = {};
+  const uint8_t* group_scales[kMaxGroups] = {};
   cudaStream_t stream = nullptr;
 };
 
 /// One warp per output row and up to 4 activation rows per pass. cudaErrorInvalidValue for
-/// fp8 weights with k % 32 != 0, or a missing scratch.
+/// fp8 weights with k % 32 != 0, groups that do not divide out, or a missing scratch.
 cudaError_t launch_dense_linear(const DenseLinearParams& p);
+/// The x_f64 scratch a call of n activation rows of `groups` blocks of k columns needs.
+size_t dense_linear_scratch_bytes(int n, int k, int groups);
 
 }  // namespace dsinfer::cuda
