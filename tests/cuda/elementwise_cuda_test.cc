@@ -192,31 +192,35 @@ TEST_F(CudaRowOps, CompressPoolAndEngramGate) {
 }
 
 TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
-  const int n = 3, hc = 4, dim = 5120, mix = (2 + hc) * hc;
-  const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 30);
-  const std::vector<float> fn = random_f32(static_cast<size_t>(mix) * hc * dim, 31, -0.02f, 0.02f),
-                           scale = random_f32(3, 32, 0.5f, 1.5f), base = random_f32(mix, 33, -1, 1);
-  std::vector<float> pre(n * hc), post(n * hc), comb(n * hc * hc);
-  cpu.hc_mixes({view(x.data(), DType::kBF16, {n, hc, dim}), view(fn.data(), DType::kF32, {mix, hc * dim}),
-                view(scale.data(), DType::kF32, {3}), view(base.data(), DType::kF32, {mix}), 1e-6, 1e-6, 20,
-                view(pre.data(), DType::kF32, {n, hc}), view(post.data(), DType::kF32, {n, hc}),
-                view(comb.data(), DType::kF32, {n, hc, hc})});
-  DeviceCopy<uint16_t> dx(x);
-  DeviceCopy<float> dfn(fn), dscale(scale), dbase(base), dpre(std::vector<float>(pre.size())),
-      dpost(std::vector<float>(post.size())), dcomb(std::vector<float>(comb.size())),
-      dmix(std::vector<float>(static_cast<size_t>(n) * (2 + hc) * hc));
-  cuda::HcMixesParams p;
-  p.x = dx.p, p.x_stride = static_cast<int64_t>(hc) * dim, p.fn = dfn.p, p.scale = dscale.p, p.base = dbase.p;
-  p.norm_eps = 1e-6f, p.hc_eps = 1e-6f, p.sinkhorn_iters = 20, p.pre = dpre.p, p.post = dpost.p, p.comb = dcomb.p;
-  p.mix = dmix.p, p.n = n, p.hc = hc, p.dim = dim;
-  ASSERT_EQ(cuda::launch_hc_mixes(p), cudaSuccess);
-  const auto close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
-    for (size_t j = 0; j < got.size(); ++j)
-      EXPECT_NEAR(got[j], want[j], 1e-5f * std::fabs(want[j]) + 1e-7f) << what << j;
-  };
-  close(dpre.get(), pre, "pre");
-  close(dpost.get(), post, "post");
-  close(dcomb.get(), comb, "comb");
+  // Batches of each chunking of the projections (16, 4 and 1 chunks a row).
+  for (const int n : {3, 6, 17}) {
+    const int hc = 4, dim = 5120, mix = (2 + hc) * hc;
+    const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 30);
+    const std::vector<float> fn = random_f32(static_cast<size_t>(mix) * hc * dim, 31, -0.02f, 0.02f),
+                             scale = random_f32(3, 32, 0.5f, 1.5f), base = random_f32(mix, 33, -1, 1);
+    std::vector<float> pre(n * hc), post(n * hc), comb(n * hc * hc);
+    cpu.hc_mixes({view(x.data(), DType::kBF16, {n, hc, dim}), view(fn.data(), DType::kF32, {mix, hc * dim}),
+                  view(scale.data(), DType::kF32, {3}), view(base.data(), DType::kF32, {mix}), 1e-6, 1e-6, 20,
+                  view(pre.data(), DType::kF32, {n, hc}), view(post.data(), DType::kF32, {n, hc}),
+                  view(comb.data(), DType::kF32, {n, hc, hc})});
+    DeviceCopy<uint16_t> dx(x);
+    DeviceCopy<float> dfn(fn), dscale(scale), dbase(base), dpre(std::vector<float>(pre.size())),
+        dpost(std::vector<float>(post.size())), dcomb(std::vector<float>(comb.size()));
+    cuda::HcMixesParams p;
+    p.x = dx.p, p.x_stride = static_cast<int64_t>(hc) * dim, p.fn = dfn.p, p.scale = dscale.p, p.base = dbase.p;
+    p.norm_eps = 1e-6f, p.hc_eps = 1e-6f, p.sinkhorn_iters = 20, p.pre = dpre.p, p.post = dpost.p, p.comb = dcomb.p;
+    p.n = n, p.hc = hc, p.dim = dim;
+    DeviceCopy<double> dpartial(std::vector<double>(cuda::hc_mixes_workspace_bytes(p) / sizeof(double)));
+    p.partial = dpartial.p;
+    ASSERT_EQ(cuda::launch_hc_mixes(p), cudaSuccess);
+    const auto close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+      for (size_t j = 0; j < got.size(); ++j)
+        EXPECT_NEAR(got[j], want[j], 1e-5f * std::fabs(want[j]) + 1e-7f) << what << j;
+    };
+    close(dpre.get(), pre, "pre");
+    close(dpost.get(), post, "post");
+    close(dcomb.get(), comb, "comb");
+  }
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ TEST(CudaRouter, SameExpertsAndWeightsAsTheCpu) {
   uint16_t *dx = to_device(x), *dw = to_device(w);
   float *dbias = to_device(bias), *dbias_vl = to_device(bias_vl);
   uint8_t* dimage = to_device(image);
+  float* logits = nullptr;
+  ASSERT_EQ(cudaMalloc(&logits, static_cast<size_t>(n) * experts * sizeof(float)), cudaSuccess);
   for (const bool given : {false, true}) {
     std::vector<int32_t> idx(n * k);
     std::vector<float> wt(n * k);
@@ -52,7 +54,7 @@ TEST(CudaRouter, SameExpertsAndWeightsAsTheCpu) {
     p.x = dx, p.x_stride = dim, p.weight = dw, p.w_stride = dim, p.bias = dbias, p.bias_vl = dbias_vl;
     p.is_image = dimage, p.score = cuda::RouterScoreKind::kSqrtSoftplus, p.gate_temp = 1.0f, p.route_scale = 1.5f;
     p.norm_topk_prob = true, p.given_indices = given, p.indices = didx, p.weights = dwt;
-    p.n = n, p.dim = dim, p.experts = experts, p.k = k;
+    p.n = n, p.dim = dim, p.experts = experts, p.k = k, p.logits = logits;
     ASSERT_EQ(cuda::launch_router(p), cudaSuccess);
     EXPECT_EQ(from_device(didx, idx.size()), idx) << "given " << given;
     const std::vector<float> got = from_device(dwt, wt.size());
@@ -61,7 +63,29 @@ TEST(CudaRouter, SameExpertsAndWeightsAsTheCpu) {
     cudaFree(dwt);
   }
   for (void* v : {static_cast<void*>(dx), static_cast<void*>(dw), static_cast<void*>(dbias),
-                  static_cast<void*>(dbias_vl), static_cast<void*>(dimage)})
+                  static_cast<void*>(dbias_vl), static_cast<void*>(dimage), static_cast<void*>(logits)})
+    cudaFree(v);
+}
+
+// Equal keys (every gate row the same, no bias) go to the lower experts, as on the CPU.
+TEST(CudaRouter, TiesGoToTheLowerExpert) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const int n = 2, dim = 64, experts = 300, k = 6;
+  const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * dim, 4),
+                              row = testing::random_bf16(dim, 5, 0.05f);
+  std::vector<uint16_t> w;
+  for (int e = 0; e < experts; ++e) w.insert(w.end(), row.begin(), row.end());
+  uint16_t *dx = to_device(x), *dw = to_device(w);
+  int32_t* didx = to_device(std::vector<int32_t>(n * k, -1));
+  float* dwt = to_device(std::vector<float>(n * k, -1.0f));
+  float* logits = to_device(std::vector<float>(n * experts));
+  cuda::RouterParams p;
+  p.x = dx, p.x_stride = dim, p.weight = dw, p.w_stride = dim, p.indices = didx, p.weights = dwt, p.logits = logits;
+  p.n = n, p.dim = dim, p.experts = experts, p.k = k;
+  ASSERT_EQ(cuda::launch_router(p), cudaSuccess);
+  EXPECT_EQ(from_device(didx, n * k), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}));
+  for (void* v : {static_cast<void*>(dx), static_cast<void*>(dw), static_cast<void*>(didx), static_cast<void*>(dwt),
+                  static_cast<void*>(logits)})
     cudaFree(v);
 }
 

@@ -107,8 +107,8 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   cudaFreeHost(staging_.host);
   for (cudaEvent_t e : staging_.done) cudaEventDestroy(e);
-  for (Scratch* s :
-       {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_, &hc_mix_, &tc_weights_, &tc_inputs_})
+  for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_, &hc_mix_, &tc_weights_,
+                     &tc_inputs_, &attn_scores_, &router_logits_})
     cudaFree(s->data);
   if (cublas_) cublasDestroy(cublas_);
 }
@@ -369,7 +369,7 @@ void CudaBackend::hc_mixes(const HcMixesArgs& a) {
   p.sinkhorn_iters = a.sinkhorn_iters, p.pre = a.pre.as<float>(), p.post = a.post.as<float>(),
   p.comb = a.comb.as<float>();
   p.n = static_cast<int>(a.x.size(0)), p.hc = static_cast<int>(a.x.size(1)), p.dim = static_cast<int>(a.x.size(2));
-  p.mix = static_cast<float*>(scratch(hc_mix_, static_cast<size_t>(p.n) * (2 + p.hc) * p.hc * sizeof(float)));
+  p.partial = static_cast<double*>(scratch(hc_mix_, cuda::hc_mixes_workspace_bytes(p)));
   p.stream = stream_;
   launched(cuda::launch_hc_mixes(p), "hc_mixes");
 }
@@ -444,6 +444,7 @@ void CudaBackend::router(const RouterArgs& a) {
   p.norm_topk_prob = a.norm_topk_prob, p.given_indices = a.given_indices, p.indices = a.indices.as<int32_t>();
   p.weights = a.weights.as<float>(), p.n = static_cast<int>(a.x.size(0)), p.dim = static_cast<int>(a.x.size(1));
   p.experts = static_cast<int>(a.weight.size(0)), p.k = static_cast<int>(a.indices.size(1)), p.stream = stream_;
+  p.logits = static_cast<float*>(scratch(router_logits_, static_cast<size_t>(p.n) * p.experts * sizeof(float)));
   launched(cuda::launch_router(p), "router");
 }
 

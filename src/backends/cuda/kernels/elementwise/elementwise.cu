@@ -53,7 +53,7 @@ __global__ void scatter_add_kernel(ScatterAddParams p) {
 }
 
 __global__ void rms_norm_kernel(RmsNormParams p) {
-  __shared__ double partial[kThreads];
+  __shared__ double partial[kThreads / 32];
   const int64_t row = blockIdx.x;
   const uint16_t* x = p.x + row * p.x_stride;
   double ss = 0;
@@ -61,13 +61,13 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
     const double v = bf16_bits_to_float(x[j]);
     ss += v * v;  // exact: a bf16 squared fits a double
   }
-  partial[threadIdx.x] = ss;
+  // Warp sums, then the warps' (exact in double: any order); one barrier instead of a tree's eight.
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
   __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float mean = static_cast<float>(partial[0]) / static_cast<float>(p.d);
+  double total = 0;
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  const float mean = static_cast<float>(total) / static_cast<float>(p.d);
   const float r = 1.0f / sqrtf(mean + p.eps);
   uint16_t* out = p.out + row * p.out_stride;
   __syncthreads();  // every thread has read x's row before any writes it (out may alias x)
@@ -192,37 +192,50 @@ __global__ void engram_gate_kernel(EngramGateParams p) {
     x[d] = float_to_bf16_bits(bf16_bits_to_float(x[d]) + gate * bf16_bits_to_float(value[d]));
 }
 
-// Block per (token, projection): the norm's and the projection's sums in double (each block
-// recomputes the norm: it is one more pass over the same row), so a token's 24 projections run
-// on 24 SMs instead of one after another on one.
-__global__ void hc_mix_dots_kernel(HcMixesParams p) {
+// Block per (token, projection or the norm, chunk of the row): partial sums in double of one
+// projection's products, or of the squares for the norm. A token's 24 projections of 20480
+// inputs on 24 blocks took 35 us a call; spread over chunks they fill the GPU at batch 1.
+int hc_chunks(int n) {
+  return n >= 16 ? 1 : n >= 4 ? 4 : 16;
+}
+
+__global__ void hc_mix_dots_kernel(HcMixesParams p, int chunks) {
   __shared__ double scratch[kThreads];
   const int64_t t = blockIdx.x;
-  const int o = static_cast<int>(blockIdx.y), mix = (2 + p.hc) * p.hc;
-  const int64_t width = static_cast<int64_t>(p.hc) * p.dim;
+  const int o = static_cast<int>(blockIdx.y), mix = (2 + p.hc) * p.hc, ch = static_cast<int>(blockIdx.z);
+  const int64_t width = static_cast<int64_t>(p.hc) * p.dim, span = (width + chunks - 1) / chunks;
+  const int64_t end = min(width, (ch + 1) * span);
   const uint16_t* x = p.x + t * p.x_stride;
-  double ss = 0, dot = 0;
-  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+  double sum = 0;
+  for (int64_t j = ch * span + threadIdx.x; j < end; j += blockDim.x) {
     const double v = bf16_bits_to_float(x[j]);
-    ss += v * v;
-    dot += static_cast<double>(p.fn[o * width + j]) * v;
+    sum += o == mix ? v * v : static_cast<double>(p.fn[o * width + j]) * v;  // exact products
   }
-  ss = block_sum(ss, scratch);
-  dot = block_sum(dot, scratch);
-  const float r = 1.0f / sqrtf(static_cast<float>(ss) / static_cast<float>(width) + p.norm_eps);
-  if (threadIdx.x == 0) p.mix[t * mix + o] = static_cast<float>(dot) * r;
+  sum = block_sum(sum, scratch);
+  if (threadIdx.x == 0) p.partial[(t * (mix + 1) + o) * chunks + ch] = sum;
 }
 
 // Block per token, a thread per matrix element: the gates and Sinkhorn in fp32. Every element
 // sees the CPU's operations in the CPU's order (each thread forms its own row or column sum in
-// index order), so the result is the sequential loop's, without its latency.
-__global__ void hc_sinkhorn_kernel(HcMixesParams p) {
-  constexpr int kMaxHc = 8;
-  __shared__ float c[kMaxHc * kMaxHc];
+// index order), so the result is the sequential loop's, without its latency. First the
+// projections' and the norm's partial sums, added up (exact in double: any order).
+__global__ void hc_sinkhorn_kernel(HcMixesParams p, int chunks) {
+  constexpr int kMaxHc = 8, kMaxMix = (2 + kMaxHc) * kMaxHc;
+  __shared__ float c[kMaxHc * kMaxHc], m[kMaxMix];
+  __shared__ double sums[kMaxMix + 1];
   const int64_t t = blockIdx.x;
   const int hc = p.hc, mix = (2 + hc) * hc, e = threadIdx.x, i = e / hc, j = e % hc;
   const bool live = e < hc * hc;
-  const float* m = p.mix + t * mix;
+  for (int o = threadIdx.x; o <= mix; o += blockDim.x) {
+    double s = 0;
+    for (int ch = 0; ch < chunks; ++ch) s += p.partial[(t * (mix + 1) + o) * chunks + ch];
+    sums[o] = s;
+  }
+  __syncthreads();
+  const float width = static_cast<float>(hc * p.dim);
+  const float r = 1.0f / sqrtf(static_cast<float>(sums[mix]) / width + p.norm_eps);
+  for (int o = threadIdx.x; o < mix; o += blockDim.x) m[o] = static_cast<float>(sums[o]) * r;
+  __syncthreads();
   const float eps = p.hc_eps;
   if (e < hc) {
     p.pre[t * hc + e] = 1.0f / (1.0f + expf(-(m[e] * p.scale[0] + p.base[e]))) + eps;
@@ -281,12 +294,19 @@ cudaError_t launch_engram_gate(const EngramGateParams& p) {
 }
 
 cudaError_t launch_hc_mixes(const HcMixesParams& p) {
-  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0 || p.sinkhorn_iters < 1 || !p.mix) return cudaErrorInvalidValue;
+  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0 || p.sinkhorn_iters < 1 || !p.partial)
+    return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  hc_mix_dots_kernel<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc)), kThreads, 0,
-                       p.stream>>>(p);
-  hc_sinkhorn_kernel<<<static_cast<unsigned>(p.n), 64, 0, p.stream>>>(p);
+  const int chunks = hc_chunks(p.n);
+  hc_mix_dots_kernel<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc + 1),
+                            static_cast<unsigned>(chunks)),
+                       kThreads, 0, p.stream>>>(p, chunks);
+  hc_sinkhorn_kernel<<<static_cast<unsigned>(p.n), 64, 0, p.stream>>>(p, chunks);
   return cudaGetLastError();
+}
+
+size_t hc_mixes_workspace_bytes(const HcMixesParams& p) {
+  return static_cast<size_t>(p.n) * ((2 + p.hc) * p.hc + 1) * hc_chunks(p.n) * sizeof(double);
 }
 
 cudaError_t launch_embed(const EmbedParams& p) {

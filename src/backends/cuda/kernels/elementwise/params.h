@@ -107,10 +107,10 @@ struct HcMixesParams {
   const float* base = nullptr;   // [(2 + hc) * hc]
   float norm_eps = 0, hc_eps = 0;
   int sinkhorn_iters = 0;
-  float* pre = nullptr;   // [n, hc]
-  float* post = nullptr;  // [n, hc]
-  float* comb = nullptr;  // [n, hc, hc]
-  float* mix = nullptr;   // [n, (2 + hc) * hc] device scratch: the normalised projections
+  float* pre = nullptr;       // [n, hc]
+  float* post = nullptr;      // [n, hc]
+  float* comb = nullptr;      // [n, hc, hc]
+  double* partial = nullptr;  // workspace of hc_mixes_workspace_bytes(): partial sums
   int n = 0, hc = 0, dim = 0;
   cudaStream_t stream = nullptr;
 };

@@ -41,36 +41,53 @@ __global__ void to_f64_kernel(DenseLinearParams p, int groups, int64_t kp) {
   }
 }
 
-// Weights j0 .. j0 + 15 of a row as floats (exact: bf16, or e4m3 times a power of two); with
-// kVec one or two 16-byte loads (k a multiple of 16, rows 16-byte aligned), else one load per
-// weight and zeros past k.
-template <bool kVec>
-__device__ inline void load_weights(const DenseLinearParams& p, const void* weights, const uint8_t* scales, int row,
-                                    int j0, float (&w)[kStep]) {
+// The 16-byte pieces holding weights j0 .. j0 + 15 of a row: one of fp8 codes, two of bf16 (k a
+// multiple of 16, rows 16-byte aligned). Streaming loads (evict first), so that the weights, read
+// once, do not push x's doubles out of L1 (measured on the head: 676 -> 364 us).
+struct Piece {
+  uint4 a, b;
+};
+
+__device__ inline Piece load_piece(const DenseLinearParams& p, const void* weights, int row, int j0) {
+  Piece v{};
+  if (p.fp8_weights) {
+    v.a = __ldcs(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(weights) +
+                                                static_cast<int64_t>(row) * p.w_stride + j0));
+  } else {
+    const uint4* q = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(weights) +
+                                                    static_cast<int64_t>(row) * p.w_stride + j0);
+    v.a = __ldcs(q), v.b = __ldcs(q + 1);
+  }
+  return v;
+}
+
+// A piece's weights as floats (exact: bf16, or e4m3 times a power of two).
+__device__ inline void decode_piece(const DenseLinearParams& p, const uint8_t* scales, int row, int j0, const Piece& v,
+                                    float (&w)[kStep]) {
+  if (p.fp8_weights) {
+    const float s = e8m0_to_float(scales[static_cast<int64_t>(row / 32) * p.s_stride + j0 / 32]);
+    const uint32_t words[4] = {v.a.x, v.a.y, v.a.z, v.a.w};
+#pragma unroll
+    for (int e = 0; e < kStep; ++e) w[e] = e4m3_value(static_cast<uint8_t>(words[e / 4] >> (8 * (e % 4)))) * s;
+  } else {
+    const uint32_t words[8] = {v.a.x, v.a.y, v.a.z, v.a.w, v.b.x, v.b.y, v.b.z, v.b.w};
+#pragma unroll
+    for (int e = 0; e < kStep; ++e) w[e] = __uint_as_float(e % 2 ? words[e / 2] & 0xFFFF0000u : words[e / 2] << 16);
+  }
+}
+
+// Weights j0 .. j0 + 15 one load each, zeros past k (any k and alignment).
+__device__ inline void load_weights_scalar(const DenseLinearParams& p, const void* weights, const uint8_t* scales,
+                                           int row, int j0, float (&w)[kStep]) {
   if (p.fp8_weights) {
     const uint8_t* codes = static_cast<const uint8_t*>(weights) + static_cast<int64_t>(row) * p.w_stride + j0;
     const float s = e8m0_to_float(scales[static_cast<int64_t>(row / 32) * p.s_stride + j0 / 32]);
-    if constexpr (kVec) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(codes));
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int e = 0; e < kStep; ++e) w[e] = e4m3_value(static_cast<uint8_t>(words[e / 4] >> (8 * (e % 4)))) * s;
-    } else {
-#pragma unroll
-      for (int e = 0; e < kStep; ++e) w[e] = j0 + e < p.k ? e4m3_value(codes[e]) * s : 0.0f;
-    }
+    for (int e = 0; e < kStep; ++e) w[e] = j0 + e < p.k ? e4m3_value(codes[e]) * s : 0.0f;
   } else {
     const uint16_t* vals = static_cast<const uint16_t*>(weights) + static_cast<int64_t>(row) * p.w_stride + j0;
-    if constexpr (kVec) {
-      const uint4 a = __ldg(reinterpret_cast<const uint4*>(vals)), b = __ldg(reinterpret_cast<const uint4*>(vals) + 1);
-      const uint32_t words[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-      for (int e = 0; e < kStep; ++e) w[e] = __uint_as_float(e % 2 ? words[e / 2] & 0xFFFF0000u : words[e / 2] << 16);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kStep; ++e)
-        w[e] = j0 + e < p.k ? __uint_as_float(static_cast<uint32_t>(vals[e]) << 16) : 0.0f;
-    }
+    for (int e = 0; e < kStep; ++e) w[e] = j0 + e < p.k ? __uint_as_float(static_cast<uint32_t>(vals[e]) << 16) : 0.0f;
   }
 }
 
@@ -83,15 +100,38 @@ __device__ void dense_row(const DenseLinearParams& p, int row, int i0, int lane,
   const int64_t row_stride = groups * kp;  // between activation rows in x_f64
   const double* x = p.x_f64 + i0 * row_stride + g * kp + lane;
   double acc[NB] = {};
-  for (int j0 = lane * kStep; j0 < p.k; j0 += kSpan) {
-    float w[kStep];
-    load_weights<kVec>(p, weights, scales, r, j0, w);
+  const auto fuse = [&](const float(&w)[kStep], int j0) {
     const double* xs = x + (j0 - lane * kStep);  // this span's permuted doubles
 #pragma unroll
     for (int i = 0; i < NB; ++i)
 #pragma unroll
       for (int e = 0; e < kStep; ++e)
         if (kVec || j0 + e < p.k) acc[i] = fma(static_cast<double>(w[e]), xs[i * row_stride + e * kWarp], acc[i]);
+  };
+  if constexpr (kVec) {
+    // Several activation rows: kInFlight spans' loads issued before any is used (measured at 8
+    // rows: the head 4.65 -> 1.9 ms). One row: a span at a time (4 in flight measured slower:
+    // the head 409 -> 586 us, wo_a 28 -> 39 us; the conversions, not the loads, bound it).
+    constexpr int kInFlight = NB > 1 ? 4 : 1;
+    for (int j0 = lane * kStep; j0 < p.k; j0 += kInFlight * kSpan) {
+      Piece v[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u)
+        if (j0 + u * kSpan < p.k) v[u] = load_piece(p, weights, r, j0 + u * kSpan);
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        if (j0 + u * kSpan >= p.k) break;
+        float w[kStep];
+        decode_piece(p, scales, r, j0 + u * kSpan, v[u], w);
+        fuse(w, j0 + u * kSpan);
+      }
+    }
+  } else {
+    for (int j0 = lane * kStep; j0 < p.k; j0 += kSpan) {
+      float w[kStep];
+      load_weights_scalar(p, weights, scales, r, j0, w);
+      fuse(w, j0);
+    }
   }
 #pragma unroll
   for (int i = 0; i < NB; ++i) {
@@ -108,15 +148,28 @@ __device__ void dense_row(const DenseLinearParams& p, int row, int i0, int lane,
   }
 }
 
-template <bool kVec>
+// Activation rows i0 .. i0 + NB - 1 (a kernel per NB: the 4-row one's registers would cost the
+// single row's occupancy).
+template <int NB, bool kVec>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
-    sm90_dense_linear(DenseLinearParams p, int groups, int64_t kp) {
+    sm90_dense_linear(DenseLinearParams p, int i0, int groups, int64_t kp) {
   const int lane = threadIdx.x % kWarp, warps = gridDim.x * kWarpsPerBlock;
-  for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < p.out; row += warps) {
-    int i0 = 0;
-    for (; i0 + kRowsPerPass <= p.n; i0 += kRowsPerPass) dense_row<kRowsPerPass, kVec>(p, row, i0, lane, groups, kp);
-    for (; i0 < p.n; ++i0) dense_row<1, kVec>(p, row, i0, lane, groups, kp);
+  for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < p.out; row += warps)
+    dense_row<NB, kVec>(p, row, i0, lane, groups, kp);
+}
+
+template <bool kVec>
+cudaError_t launch_rows(const DenseLinearParams& p, int groups, int64_t kp) {
+  const int blocks = std::min((p.out + kWarpsPerBlock - 1) / kWarpsPerBlock, sm_count() * 8);
+  for (int i0 = 0; i0 < p.n;) {
+    if (p.n - i0 >= kRowsPerPass)
+      sm90_dense_linear<kRowsPerPass, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp),
+          i0 += kRowsPerPass;
+    else
+      sm90_dense_linear<1, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp), ++i0;
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -138,12 +191,7 @@ cudaError_t launch_dense_linear(const DenseLinearParams& p) {
   to_f64_kernel<<<static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535)), 256, 0, p.stream>>>(p, groups,
                                                                                                             kp);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  const int blocks = std::min((p.out + kWarpsPerBlock - 1) / kWarpsPerBlock, sm_count() * 8);
-  if (vec)
-    sm90_dense_linear<true><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, groups, kp);
-  else
-    sm90_dense_linear<false><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, groups, kp);
-  return cudaGetLastError();
+  return vec ? launch_rows<true>(p, groups, kp) : launch_rows<false>(p, groups, kp);
 }
 
 size_t dense_linear_scratch_bytes(int n, int k, int groups) {

@@ -1,4 +1,6 @@
-// sm90_router: one block per token; warps take experts, lanes the dim; one thread picks the top-k.
+// sm90_router_logits + sm90_router_select: the gate's dot products spread over the GPU (a block per
+// token and expert: at batch 1 one block per token left the gate's weights to one SM, 180 us a
+// call), then per token the score function, the top-k and the weights.
 #include <cmath>
 
 #include "backends/cuda/kernels/moe/router.h"
@@ -6,60 +8,92 @@
 namespace dsinfer::cuda {
 namespace {
 
-constexpr int kThreads = 256, kWarp = 32, kMaxExperts = 1024, kMaxK = 16;
+constexpr int kThreads = 256, kWarp = 32, kWarps = kThreads / kWarp, kMaxExperts = 1024, kMaxK = 16;
+constexpr unsigned kFull = 0xFFFFFFFFu;
 
-__global__ void __launch_bounds__(kThreads) sm90_router(RouterParams p) {
-  __shared__ float s[kMaxExperts];
-  const int64_t t = blockIdx.x;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+// logits[t, e] = fp32(x[t] . W[e]) / gate_temp, the dot product in double (exact products).
+__global__ void __launch_bounds__(kThreads) sm90_router_logits(RouterParams p) {
+  __shared__ double part[kWarps];
+  const int e = blockIdx.x;
+  const int64_t t = blockIdx.y;
   const uint16_t* x = p.x + t * p.x_stride;
-  for (int e = warp; e < p.experts; e += kThreads / kWarp) {
-    double dot = 0;
-    for (int j = lane; j < p.dim; j += kWarp) {
-      const float wv =
-          p.weight_f32 ? static_cast<const float*>(p.weight)[e * p.w_stride + j]
-                       : __uint_as_float(
-                             static_cast<uint32_t>(static_cast<const uint16_t*>(p.weight)[e * p.w_stride + j]) << 16);
-      dot += static_cast<double>(__uint_as_float(static_cast<uint32_t>(x[j]) << 16)) * wv;
-    }
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xFFFFFFFFu, dot, o);
-    if (lane == 0) s[e] = static_cast<float>(dot) / p.gate_temp;
+  double dot = 0;
+  for (int j = threadIdx.x; j < p.dim; j += kThreads) {
+    const float wv =
+        p.weight_f32
+            ? static_cast<const float*>(p.weight)[e * p.w_stride + j]
+            : __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.weight)[e * p.w_stride + j]) << 16);
+    dot += static_cast<double>(__uint_as_float(static_cast<uint32_t>(x[j]) << 16)) * wv;
+  }
+  for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(kFull, dot, o);
+  if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = dot;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double sum = 0;
+    for (int w = 0; w < kWarps; ++w) sum += part[w];
+    p.logits[t * p.experts + e] = static_cast<float>(sum) / p.gate_temp;
+  }
+}
+
+// Better candidate for the top-k: the larger key, ties to the lower expert (the CPU's order).
+__device__ inline bool better(float key_a, int a, float key_b, int b) {
+  return b < 0 || (a >= 0 && (key_a > key_b || (key_a == key_b && a < b)));
+}
+
+// Block per token: the score function per expert (in parallel; softmax's max and sum in expert
+// order on one thread), then k rounds of a block-wide arg-max over the untaken keys.
+__global__ void __launch_bounds__(kThreads) sm90_router_select(RouterParams p) {
+  __shared__ float s[kMaxExperts], key[kMaxExperts];
+  __shared__ bool taken[kMaxExperts];
+  __shared__ float warp_key[kWarps];
+  __shared__ int warp_best[kWarps], chosen[kMaxK];
+  const int64_t t = blockIdx.x;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const float* logits = p.logits + t * p.experts;
+  for (int e = threadIdx.x; e < p.experts; e += kThreads) {
+    const float l = logits[e];
+    s[e] = p.score == RouterScoreKind::kSqrtSoftplus ? sqrtf(l > 20.0f ? l : log1pf(expf(l)))
+           : p.score == RouterScoreKind::kSigmoid    ? 1.0f / (1.0f + expf(-l))
+                                                     : l;
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  // The score function, the top-k and the weights: small, sequential, in the CPU's order.
-  if (p.score == RouterScoreKind::kSqrtSoftplus) {
-    for (int e = 0; e < p.experts; ++e) s[e] = sqrtf(s[e] > 20.0f ? s[e] : log1pf(expf(s[e])));
-  } else if (p.score == RouterScoreKind::kSigmoid) {
-    for (int e = 0; e < p.experts; ++e) s[e] = 1.0f / (1.0f + expf(-s[e]));
-  } else {
+  if (p.score == RouterScoreKind::kSoftmax && threadIdx.x == 0) {
     float mx = s[0];
     for (int e = 1; e < p.experts; ++e) mx = fmaxf(mx, s[e]);
     float sum = 0;
     for (int e = 0; e < p.experts; ++e) s[e] = expf(s[e] - mx), sum += s[e];
     for (int e = 0; e < p.experts; ++e) s[e] = s[e] / sum;
   }
+  __syncthreads();
   const float* bias = p.is_image && p.is_image[t] && p.bias_vl ? p.bias_vl : p.bias;
+  for (int e = threadIdx.x; e < p.experts; e += kThreads) key[e] = bias ? s[e] + bias[e] : s[e], taken[e] = false;
   int32_t* idx = p.indices + t * p.k;
-  float* w = p.weights + t * p.k;
-  // The choice runs on shared memory and registers: reading the chosen ids back from global
-  // memory inside the selection loop cost ~1,000 dependent L2 round trips (~350 us a call).
-  __shared__ float key[kMaxExperts];
-  __shared__ bool taken[kMaxExperts];
-  int chosen[kMaxK];
-  for (int e = 0; e < p.experts; ++e) key[e] = bias ? s[e] + bias[e] : s[e], taken[e] = false;
   if (p.given_indices) {
-    for (int j = 0; j < p.k; ++j) chosen[j] = idx[j];
+    if (threadIdx.x < p.k) chosen[threadIdx.x] = idx[threadIdx.x];
   } else {
-    for (int j = 0; j < p.k; ++j) {  // the j-th largest key, ties to the lower expert
+    for (int j = 0; j < p.k; ++j) {  // the j-th largest key
+      __syncthreads();
       int best = -1;
       float best_key = 0;
-      for (int e = 0; e < p.experts; ++e)
-        if (!taken[e] && (best < 0 || key[e] > best_key)) best = e, best_key = key[e];
-      chosen[j] = best, taken[best] = true;
-      idx[j] = best;
+      for (int e = threadIdx.x; e < p.experts; e += kThreads)
+        if (!taken[e] && better(key[e], e, best_key, best)) best = e, best_key = key[e];
+      for (int o = 16; o > 0; o >>= 1) {
+        const int ob = __shfl_xor_sync(kFull, best, o);
+        const float ok = __shfl_xor_sync(kFull, best_key, o);
+        if (better(ok, ob, best_key, best)) best = ob, best_key = ok;
+      }
+      if (lane == 0) warp_best[warp] = best, warp_key[warp] = best_key;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        for (int w = 0; w < kWarps; ++w)
+          if (better(warp_key[w], warp_best[w], best_key, best)) best = warp_best[w], best_key = warp_key[w];
+        chosen[j] = best, taken[best] = true, idx[j] = best;
+      }
     }
   }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  float* w = p.weights + t * p.k;
   float wl[kMaxK];
   for (int j = 0; j < p.k; ++j) wl[j] = s[chosen[j]];  // unbiased scores
   if (p.norm_topk_prob && p.k > 1) {
@@ -76,10 +110,12 @@ __global__ void __launch_bounds__(kThreads) sm90_router(RouterParams p) {
 }  // namespace
 
 cudaError_t launch_router(const RouterParams& p) {
-  if (p.n < 0 || p.dim <= 0 || p.k < 1 || p.k > kMaxK || p.k > p.experts || p.experts > kMaxExperts)
+  if (p.n < 0 || p.dim <= 0 || p.k < 1 || p.k > kMaxK || p.k > p.experts || p.experts > kMaxExperts || !p.logits)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_router<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  sm90_router_logits<<<dim3(static_cast<unsigned>(p.experts), static_cast<unsigned>(p.n)), kThreads, 0, p.stream>>>(p);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  sm90_router_select<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

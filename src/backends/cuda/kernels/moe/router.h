@@ -26,11 +26,13 @@ struct RouterParams {
   bool given_indices = false;  // indices are an input (replayed selections)
   int32_t* indices = nullptr;  // [n, k]
   float* weights = nullptr;    // [n, k]
+  float* logits = nullptr;     // workspace: [n, experts]
   int n = 0, dim = 0, experts = 0, k = 0;
   cudaStream_t stream = nullptr;
 };
 
-/// Block per token. cudaErrorInvalidValue unless 1 <= k <= experts <= 1024.
+/// Two kernels: the logits (a block per token and expert), then the choice (a block per token).
+/// cudaErrorInvalidValue unless 1 <= k <= experts <= 1024 and the workspace is given.
 cudaError_t launch_router(const RouterParams& p);
 
 }  // namespace dsinfer::cuda
