@@ -36,10 +36,6 @@ struct AttentionWeights {
   TensorView idx_k_norm;          // [d_idx] bf16
 };
 
-struct ExpertWeights {
-  LinearWeight w1, w2, w3;  // w1/w3 [ff, dim], w2 [dim, ff]
-};
-
 struct MoeWeights {
   TensorView gate;     // [E, dim] bf16
   TensorView bias;     // [E] f32

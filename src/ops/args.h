@@ -151,6 +151,18 @@ struct GatherRowsArgs {
   TensorView out;   // [m, d] bf16
 };
 
+/// The routed experts (spec §8.2): for each token, over its k choices in ascending expert id,
+/// acc[t] += w2_e(bf16(swiglu(w1_e x_t, w3_e x_t) * weight)) in fp32. The choice stays where the
+/// router wrote it (a backend may run it without reading it back).
+struct RoutedExpertsArgs {
+  TensorView x;        // [n, dim] bf16
+  TensorView indices;  // [n, k] int32, distinct experts per token
+  TensorView weights;  // [n, k] f32 routing weights
+  std::span<const ExpertWeights> experts;
+  float swiglu_limit;  // 0 disables the clamp
+  TensorView acc;      // [n, dim] f32, added into
+};
+
 /// acc[rows[i]] += src[i] in fp32 (rows distinct: one expert's tokens); then, when `out` is given,
 /// out[rows[i]] = bf16(acc[rows[i]]).
 struct ScatterAddArgs {

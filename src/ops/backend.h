@@ -43,6 +43,9 @@ class Backend {
   virtual void engram_gate(const EngramGateArgs& a) = 0;
   virtual void gather_rows(const GatherRowsArgs& a) = 0;
   virtual void scatter_add(const ScatterAddArgs& a) = 0;
+  /// By default the choice is read back to the host, which groups the tokens by expert: one
+  /// GEMM per chosen expert over its tokens (backend_ops.cc).
+  virtual void routed_experts(const RoutedExpertsArgs& a);
 };
 
 }  // namespace dsinfer

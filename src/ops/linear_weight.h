@@ -28,4 +28,9 @@ struct LinearWeight {
   TensorView scale;   // kFp8 / kFp4 only
 };
 
+/// One expert's feed-forward: w2(silu(w1 x) * w3 x) (spec §8.2).
+struct ExpertWeights {
+  LinearWeight w1, w2, w3;  // w1/w3 [ff, dim], w2 [dim, ff]
+};
+
 }  // namespace dsinfer

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -205,6 +206,74 @@ TEST_F(CudaBackendTest, DeviceArrayKeepsItsRowsWhenItGrows) {
   want.resize(20, 0.0f);
   EXPECT_EQ(a.download(), want);
   EXPECT_EQ(a.download(5, 3), std::vector<float>(want.begin() + 5, want.begin() + 8));
+}
+
+// The routed experts of one token run on the device's choice (no read back) and of three tokens
+// through the grouping by expert; both as the CPU's grouping (fp4 experts, choices out of order).
+TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
+  std::mt19937 rng(7);
+  const int64_t experts = 10, dim = 512, ff = 256, k = 6;
+  std::vector<std::unique_ptr<Mirror>> store;
+  std::vector<ExpertWeights> host(experts), dev(experts);
+  const auto fp4_weight = [&](int64_t out, int64_t in, LinearWeight& h, LinearWeight& d) {
+    std::vector<uint8_t> w(out * in / 2), sc(out * (in / 32));
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    for (auto& b : sc) b = static_cast<uint8_t>(118 + rng() % 8);
+    // The Mirrors by address: a reference into `store` would not survive its next growth.
+    Mirror* mw = store.emplace_back(std::make_unique<Mirror>(w.size(), w.data())).get();
+    Mirror* ms = store.emplace_back(std::make_unique<Mirror>(sc.size(), sc.data())).get();
+    for (const bool device : {false, true})
+      (device ? d : h) = {LinearFormat::kFp4, out, in, mw->view(device, DType::kU8, {out, in / 2}),
+                          ms->view(device, DType::kU8, {out, in / 32})};
+  };
+  for (int64_t e = 0; e < experts; ++e) {
+    fp4_weight(ff, dim, host[e].w1, dev[e].w1);
+    fp4_weight(ff, dim, host[e].w3, dev[e].w3);
+    fp4_weight(dim, ff, host[e].w2, dev[e].w2);
+  }
+  for (const int64_t n : {1, 3}) {
+    const std::vector<uint16_t> x = testing::random_bf16(n * dim, 8, 1.0f);
+    std::vector<int32_t> choice(2 * n * k);  // ids, then the weights' f32 bits (as the model keeps them)
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<int32_t> ids(experts);
+      for (int64_t e = 0; e < experts; ++e) ids[e] = static_cast<int32_t>(e);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int64_t j = 0; j < k; ++j) {
+        choice[t * k + j] = ids[j];
+        const float wt = std::uniform_real_distribution<float>(0.05f, 0.5f)(rng);
+        std::memcpy(&choice[n * k + t * k + j], &wt, 4);
+      }
+    }
+    Mirror mx(x.size() * 2, x.data()), mc(choice.size() * 4, choice.data());
+    Mirror macc(n * dim * 4, std::vector<float>(n * dim, 0.25f).data());
+    const auto args = [&](bool device) {
+      TensorView weights = mc.view(device, DType::kF32, {n, k});
+      weights.data = static_cast<uint8_t*>(weights.data) + n * k * 4;
+      return RoutedExpertsArgs{mx.view(device, DType::kBF16, {n, dim}),
+                               mc.view(device, DType::kI32, {n, k}),
+                               weights,
+                               device ? dev : host,
+                               10.0f,
+                               macc.view(device, DType::kF32, {n, dim})};
+    };
+    cpu.routed_experts(args(false));
+    const int64_t reads = gpu_->stats().downloads;
+    gpu_->routed_experts(args(true));
+    const std::vector<uint8_t> got = macc.fetch();
+    if (n == 1) {
+      EXPECT_EQ(gpu_->stats().downloads, reads) << "one token's choice stays on the device";
+    }
+    const auto* g = reinterpret_cast<const float*>(got.data());
+    const auto* w = reinterpret_cast<const float*>(macc.host.data());
+    double sq = 0;
+    for (int64_t j = 0; j < n * dim; ++j) sq += double{w[j]} * w[j];
+    int equal = 0;
+    for (int64_t j = 0; j < n * dim; ++j) {
+      equal += g[j] == w[j];
+      ASSERT_LE(std::fabs(g[j] - w[j]), 1e-2 * std::sqrt(sq / (n * dim))) << "n=" << n << " " << j;
+    }
+    EXPECT_GE(equal, n * dim * 95 / 100) << "n=" << n;
+  }
 }
 
 }  // namespace

@@ -435,6 +435,48 @@ TEST_F(CpuOps, GatherAndScatterAddRows) {
     for (int64_t j = 0; j < d; ++j) EXPECT_EQ(gathered[i * d + j], x[rows[i] * d + j]);
 }
 
+// The routed experts: each token's choices in ascending expert id, as the ops one token and one
+// expert at a time give them, bit for bit (the grouping by expert only batches those rows).
+TEST_F(CpuOps, RoutedExpertsAddEachTokensExpertsInIdOrder) {
+  const int64_t experts = 10, dim = 64, ff = 32, n = 3, k = 4;
+  std::mt19937 rng(41);
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<ExpertWeights> ew(experts);
+  const auto fp4 = [&](int64_t out, int64_t in) {
+    std::vector<uint8_t>& w = bytes.emplace_back(out * in / 2);  // `bytes` never reallocates (reserved)
+    std::vector<uint8_t>& sc = bytes.emplace_back(out * (in / 32));
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    for (auto& b : sc) b = static_cast<uint8_t>(120 + rng() % 6);
+    return LinearWeight{LinearFormat::kFp4, out, in, view(w.data(), DType::kU8, {out, in / 2}),
+                        view(sc.data(), DType::kU8, {out, in / 32})};
+  };
+  bytes.reserve(6 * experts);  // the views point into these
+  for (auto& e : ew) e.w1 = fp4(ff, dim), e.w3 = fp4(ff, dim), e.w2 = fp4(dim, ff);
+  const std::vector<uint16_t> x = testing::random_bf16(n * dim, 42);
+  const std::vector<int32_t> idx = {7, 2, 9, 0, 4, 8, 1, 5, 3, 6, 2, 1};
+  const std::vector<float> wts = random_f32(n * k, 43, 0.1f, 0.9f);
+  std::vector<float> acc(n * dim, 0.5f), want(n * dim, 0.5f);
+  be.routed_experts({view(x.data(), DType::kBF16, {n, dim}), view(idx.data(), DType::kI32, {n, k}),
+                     view(wts.data(), DType::kF32, {n, k}), ew, 10.0f, view(acc.data(), DType::kF32, {n, dim})});
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<int64_t> order(k);
+    for (int64_t j = 0; j < k; ++j) order[j] = j;
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return idx[t * k + a] < idx[t * k + b]; });
+    for (const int64_t j : order) {
+      const ExpertWeights& e = ew[idx[t * k + j]];
+      std::vector<uint16_t> g(ff), u(ff), act(ff), o(dim);
+      const TensorView xt = view(x.data() + t * dim, DType::kBF16, {1, dim});
+      be.linear({xt, &e.w1, view(g.data(), DType::kBF16, {1, ff})});
+      be.linear({xt, &e.w3, view(u.data(), DType::kBF16, {1, ff})});
+      be.swiglu({view(g.data(), DType::kBF16, {1, ff}), view(u.data(), DType::kBF16, {1, ff}),
+                 view(&wts[t * k + j], DType::kF32, {1}), 10.0f, view(act.data(), DType::kBF16, {1, ff})});
+      be.linear({view(act.data(), DType::kBF16, {1, ff}), &e.w2, view(o.data(), DType::kBF16, {1, dim})});
+      for (int64_t c = 0; c < dim; ++c) want[t * dim + c] += bf16_to_f32(o[c]);
+    }
+  }
+  EXPECT_EQ(acc, want);
+}
+
 TEST_F(CpuOps, DeviceArrayResizeKeepsAndZeroes) {
   const std::vector<int32_t> host = {1, 2, 3, 4, 5};
   DeviceArray<int32_t> a(be, std::span<const int32_t>(host));

@@ -18,6 +18,7 @@
 #include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/kernels/moe/router.h"
 #include "core/check.h"
+#include "ops/device_array.h"
 
 namespace dsinfer {
 namespace {
@@ -111,6 +112,7 @@ CudaBackend::~CudaBackend() {
                      &tc_inputs_, &attn_scores_, &router_logits_})
     cudaFree(s->data);
   if (cublas_) cublasDestroy(cublas_);
+  for (RouteTable& t : route_tables_) cudaFree(t.device);
 }
 
 void CudaBackend::launched(cudaError_t e, const char* op) {
@@ -281,6 +283,12 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
   block_linear(ops);
 }
 
+CudaBackend::Quantized CudaBackend::quant_scratch(int64_t rows, int64_t k) {
+  return {static_cast<uint16_t*>(scratch(quant_values_, rows * k * 2)),
+          static_cast<uint8_t*>(scratch(quant_codes_, rows * k)),
+          static_cast<float*>(scratch(quant_scales_, rows * (k / 32) * 4))};
+}
+
 void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
   const LinearWeight& w0 = *ops[0].w;
   const int64_t n = ops[0].x.size(0), k = w0.in;
@@ -296,9 +304,7 @@ void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
     if (it == inputs.end()) inputs.push_back(x);
   }
   const size_t m = inputs.size();
-  auto* values = static_cast<uint16_t*>(scratch(quant_values_, m * n * k * 2));
-  auto* codes = static_cast<uint8_t*>(scratch(quant_codes_, m * n * k));
-  auto* scales = static_cast<float*>(scratch(quant_scales_, m * n * (k / 32) * 4));
+  const auto [values, codes, scales] = quant_scratch(static_cast<int64_t>(m) * n, k);
   for (size_t i = 0; i < m;) {
     size_t run = 1;  // inputs i .. i + run - 1 are consecutive rows of one array
     while (i + run < m && ops[0].x.stride[0] == k && inputs[i + run] == inputs[i] + run * n * k) ++run;
@@ -486,6 +492,92 @@ void CudaBackend::scatter_add(const ScatterAddArgs& a) {
   p.out = a.out.data ? a.out.as<uint16_t>() : nullptr, p.out_stride = a.out.data ? a.out.stride[0] : 0;
   p.m = static_cast<int>(a.rows.size(0)), p.d = static_cast<int>(a.src.size(1)), p.stream = stream_;
   launched(cuda::launch_scatter_add(p), "scatter_add");
+}
+
+// The device's table of the experts' weights (w1 and w3 of expert e at 2e and 2e + 1, then w2 of
+// expert e at 2E + e), made at a layer's first call and checked against the weights on each.
+const CudaBackend::RouteTable& CudaBackend::route_table(std::span<const ExpertWeights> experts) {
+  std::vector<cuda::RoutedWeight> host(3 * experts.size());
+  const LinearWeight& w1 = experts[0].w1;
+  bool ok = is_block_scaled(w1.format) && experts.size() <= static_cast<size_t>(INT32_MAX / 3);
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const ExpertWeights& ew = experts[e];
+    for (const auto& [w, at] : {std::pair{&ew.w1, 2 * e}, {&ew.w3, 2 * e + 1}, {&ew.w2, 2 * experts.size() + e}}) {
+      const LinearWeight& ref = w == &ew.w2 ? experts[0].w2 : w1;
+      ok = ok && w->format == ref.format && w->in == ref.in && w->out == ref.out &&
+           w->weight.stride[0] == ref.weight.stride[0] && w->scale.stride[0] == ref.scale.stride[0] &&
+           w->weight.device == Device::kCuda && w->scale.device == Device::kCuda;
+      host[at] = {w->weight.as<const uint8_t>(), w->scale.as<const uint8_t>()};
+    }
+  }
+  ok = ok && experts[0].w2.format == w1.format && experts[0].w2.in == w1.out;
+  for (const RouteTable& t : route_tables_)
+    if (t.experts == experts.data() && t.host.size() == host.size() &&
+        std::equal(host.begin(), host.end(), t.host.begin(),
+                   [](const auto& a, const auto& b) { return a.w == b.w && a.w_scales == b.w_scales; }))
+      return t;
+  RouteTable t{experts.data(), std::move(host), nullptr, ok};
+  check_launch(cudaMalloc(&t.device, t.host.size() * sizeof(cuda::RoutedWeight)), "route table");
+  check_launch(cudaMemcpy(t.device, t.host.data(), t.host.size() * sizeof(cuda::RoutedWeight), cudaMemcpyHostToDevice),
+               "route table");
+  route_tables_.push_back(std::move(t));
+  return route_tables_.back();
+}
+
+void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
+  const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
+  const bool exact_gemv = linear_kernel_ == cuda::LinearKernel::kAuto || linear_kernel_ == cuda::LinearKernel::kFma;
+  if (n != 1 || experts == 0 || 2 * k > cuda::kMaxLinearGroups || !exact_gemv || a.x.dtype != DType::kBF16) {
+    Backend::routed_experts(a);
+    return;
+  }
+  const RouteTable& table = route_table(a.experts);
+  if (!table.ok) {
+    Backend::routed_experts(a);
+    return;
+  }
+  check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
+  DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32,
+                "routed_experts: contiguous choices, an f32 accumulator");
+  const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
+  const int64_t dim = w1.in, ff = w1.out;
+  auto gate = DeviceArray<uint16_t>::uninitialized(*this, k * ff),
+       up = DeviceArray<uint16_t>::uninitialized(*this, k * ff);
+  auto act = DeviceArray<uint16_t>::uninitialized(*this, k * ff),
+       o = DeviceArray<uint16_t>::uninitialized(*this, k * dim);
+  const auto routed_gemv = [&](const uint16_t* x, int64_t rows, int64_t in, const LinearWeight& w, int per_route,
+                               const cuda::RoutedWeight* entries, const std::vector<uint16_t*>& outs) {
+    const auto [values, codes, scales] = quant_scratch(rows, in);
+    cuda::QuantizeInputParams q;
+    q.x = x, q.x_stride = in, q.values = values, q.codes = codes, q.scales = scales, q.n = static_cast<int>(rows);
+    q.k = static_cast<int>(in), q.stream = stream_;
+    launched(cuda::launch_quantize_input(q), "routed experts (input quantisation)");
+    cuda::BlockLinearParams p;
+    for (size_t g = 0; g < outs.size(); ++g) {
+      const int64_t r = rows == 1 ? 0 : static_cast<int64_t>(g);  // the one token's row, or slot g's
+      p.op[g] = {values + r * in, scales + r * (in / 32), nullptr, nullptr, outs[g], codes + r * in};
+    }
+    p.groups = static_cast<int>(outs.size()), p.n = 1, p.k = static_cast<int>(in), p.out = static_cast<int>(w.out);
+    p.fp4 = w.format == LinearFormat::kFp4, p.w_stride = w.weight.stride[0], p.s_stride = w.scale.stride[0];
+    p.y_stride = w.out, p.kernel = cuda::LinearKernel::kFma, p.stream = stream_;
+    p.routes = a.indices.as<const int32_t>(), p.route_table = entries, p.per_route = per_route;
+    p.route_count = static_cast<int>(experts);
+    launched(cuda::launch_block_linear(p), "routed experts");
+  };
+  std::vector<uint16_t*> up_outs, down_outs;
+  for (int64_t j = 0; j < k; ++j) {
+    up_outs.push_back(gate.data() + j * ff), up_outs.push_back(up.data() + j * ff);
+    down_outs.push_back(o.data() + j * dim);
+  }
+  routed_gemv(bf16(a.x), 1, dim, w1, 2, table.device, up_outs);
+  swiglu({gate.view(DType::kBF16, {k, ff}), up.view(DType::kBF16, {k, ff}),
+          TensorView::contiguous(a.weights.data, DType::kF32, {k}, Device::kCuda), a.swiglu_limit,
+          act.view(DType::kBF16, {k, ff})});
+  routed_gemv(act.data(), k, ff, w2, 1, table.device + 2 * experts, down_outs);
+  cuda::RoutedCombineParams c;
+  c.o = o.data(), c.indices = a.indices.as<const int32_t>(), c.acc = a.acc.as<float>(), c.k = static_cast<int>(k);
+  c.dim = static_cast<int>(dim), c.stream = stream_;
+  launched(cuda::launch_routed_combine(c), "routed experts (sum)");
 }
 
 }  // namespace dsinfer

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "backends/cuda/kernels/linear/params.h"
 #include "ops/backend.h"
@@ -64,6 +65,10 @@ class CudaBackend final : public Backend {
   void engram_gate(const EngramGateArgs& a) override;
   void gather_rows(const GatherRowsArgs& a) override;
   void scatter_add(const ScatterAddArgs& a) override;
+  /// One token with block-scaled experts: the expert GEMVs read the router's ids from device memory
+  /// (a table of the experts' weights on the device), so the choice is never read back; else
+  /// Backend's grouping by expert.
+  void routed_experts(const RoutedExpertsArgs& a) override;
 
  private:
   // A device buffer that only grows.
@@ -72,6 +77,20 @@ class CudaBackend final : public Backend {
     size_t bytes = 0;
   };
   void* scratch(Scratch& s, size_t bytes);
+  // The quantised-input scratch for `rows` rows of k (values, codes, scales).
+  struct Quantized {
+    uint16_t* values;
+    uint8_t* codes;
+    float* scales;
+  };
+  Quantized quant_scratch(int64_t rows, int64_t k);
+  struct RouteTable {
+    const ExpertWeights* experts;
+    std::vector<cuda::RoutedWeight> host;
+    cuda::RoutedWeight* device;
+    bool ok;  // block-scaled, every expert of one format and shape: the device path applies
+  };
+  const RouteTable& route_table(std::span<const ExpertWeights> experts);
   // Block-scaled weights of one format and shape with equal row counts, in one launch after the
   // input quantisation (each distinct input once).
   void block_linear(std::span<const LinearArgs> ops);
@@ -105,7 +124,8 @@ class CudaBackend final : public Backend {
   cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
   Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_, attn_scores_,
       router_logits_;
-  cublasContext* cublas_ = nullptr;  // made on the first large batch
+  cublasContext* cublas_ = nullptr;       // made on the first large batch
+  std::vector<RouteTable> route_tables_;  // one per MoE layer seen
 };
 
 }  // namespace dsinfer

@@ -176,7 +176,18 @@ __device__ void fp4_row(const BlockLinearParams& p, const LinearOperands& g, int
 
 template <int NB, int U>
 __device__ void one_row(const BlockLinearParams& p, int row, int i0, int lane, const uint32_t* lut) {
-  const LinearOperands& g = p.op[row / p.out];
+  const int group = row / p.out;
+  LinearOperands g = p.op[group];
+  if (p.routes) {
+    const int32_t e = p.routes[group / p.per_route];
+    if (e < 0 || e >= p.route_count) {
+      if (lane == 0)
+        for (int i = 0; i < NB; ++i) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row % p.out] = 0;
+      return;
+    }
+    const RoutedWeight r = p.route_table[e * p.per_route + group % p.per_route];
+    g.w = r.w, g.w_scales = r.w_scales;
+  }
   if (p.fp4)
     fp4_row<NB, U>(p, g, row % p.out, i0, lane, lut);
   else
@@ -244,6 +255,8 @@ cudaError_t launch_block_linear(const BlockLinearParams& p) {
   if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1 || p.groups > kMaxLinearGroups)
     return cudaErrorInvalidValue;
   if (p.n == 0 || p.out == 0) return cudaSuccess;
+  if (p.routes && (p.kernel != LinearKernel::kFma || !p.route_table || p.per_route < 1 || p.groups % p.per_route != 0))
+    return cudaErrorInvalidValue;
   LinearKernel kernel = p.kernel;
   // Auto: the kernels that equal the CPU's exact block sums (fma and mma, bit for bit on over
   // 99.9 % of outputs), the faster of the two for each batch. wgmma is faster from batch 1 to 8 but

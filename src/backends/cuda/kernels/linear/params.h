@@ -30,6 +30,12 @@ struct LinearOperands {
 
 inline constexpr int kMaxLinearGroups = 16;
 
+/// A weight matrix by address, in a device table of experts (routed calls).
+struct RoutedWeight {
+  const uint8_t* w = nullptr;
+  const uint8_t* w_scales = nullptr;
+};
+
 enum class LinearKernel {
   kAuto,   // the exact kernels, the faster for the batch: kFma at n = 1, kMma above (kWgmma rounds
            // inside a block's sum: docs/perf-notes.md)
@@ -56,6 +62,12 @@ struct BlockLinearParams {
   int wgmma_ctas_per_sm = 16;  // kWgmma: CTAs aimed at per SM (sets how finely K is split)
   int wgmma_variant = 2;       // kWgmma: K blocks per wgmma group and buffering: 0: 4; 1: 4, double-buffered;
                                // 2: 2, double-buffered (the default: best measured); 3: 8
+  // Routed (kFma only): group g's weights are route_table[routes[g / per_route] * per_route +
+  // g % per_route] (op[g].w and w_scales unused), the experts chosen on the device; an id
+  // outside [0, route_count) gives zeros.
+  const int32_t* routes = nullptr;
+  const RoutedWeight* route_table = nullptr;
+  int per_route = 1, route_count = 0;
   cudaStream_t stream = nullptr;
 };
 

@@ -1,6 +1,7 @@
 // sm90_router_logits + sm90_router_select: the gate's dot products spread over the GPU (a block per
 // token and expert: at batch 1 one block per token left the gate's weights to one SM, 180 us a
-// call), then per token the score function, the top-k and the weights.
+// call), then per token the score function, the top-k and the weights. sm90_routed_combine: the
+// routed experts' outputs of a token added up in expert order.
 #include <cmath>
 
 #include "backends/cuda/kernels/moe/router.h"
@@ -107,7 +108,30 @@ __global__ void __launch_bounds__(kThreads) sm90_router_select(RouterParams p) {
   for (int j = 0; j < p.k; ++j) w[j] = wl[j] * p.route_scale;
 }
 
+__global__ void sm90_routed_combine(RoutedCombineParams p) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= p.dim) return;
+  int order[kMaxK];  // the slots by ascending expert id (insertion sort: k is small)
+  for (int j = 0; j < p.k; ++j) {
+    const int32_t e = p.indices[j];
+    int at = j;
+    for (; at > 0 && p.indices[order[at - 1]] > e; --at) order[at] = order[at - 1];
+    order[at] = j;
+  }
+  float acc = p.acc[c];
+  for (int j = 0; j < p.k; ++j)
+    acc += __uint_as_float(static_cast<uint32_t>(p.o[static_cast<int64_t>(order[j]) * p.dim + c]) << 16);
+  p.acc[c] = acc;
+}
+
 }  // namespace
+
+cudaError_t launch_routed_combine(const RoutedCombineParams& p) {
+  if (p.k < 1 || p.k > kMaxK || p.dim < 0) return cudaErrorInvalidValue;
+  if (p.dim == 0) return cudaSuccess;
+  sm90_routed_combine<<<static_cast<unsigned>((p.dim + kThreads - 1) / kThreads), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_router(const RouterParams& p) {
   if (p.n < 0 || p.dim <= 0 || p.k < 1 || p.k > kMaxK || p.k > p.experts || p.experts > kMaxExperts || !p.logits)

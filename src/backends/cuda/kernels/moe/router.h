@@ -35,4 +35,16 @@ struct RouterParams {
 /// cudaErrorInvalidValue unless 1 <= k <= experts <= 1024 and the workspace is given.
 cudaError_t launch_router(const RouterParams& p);
 
+/// One token's routed experts' outputs added into its fp32 row in ascending expert id (the order
+/// of the per-expert scatter-adds), a thread per dim.
+struct RoutedCombineParams {
+  const uint16_t* o = nullptr;       // [k, dim] bf16: slot j's expert output
+  const int32_t* indices = nullptr;  // [k] the slots' expert ids (distinct)
+  float* acc = nullptr;              // [dim]
+  int k = 0, dim = 0;
+  cudaStream_t stream = nullptr;
+};
+/// cudaErrorInvalidValue unless 1 <= k <= 16.
+cudaError_t launch_routed_combine(const RoutedCombineParams& p);
+
 }  // namespace dsinfer::cuda
