@@ -71,6 +71,10 @@ void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
   const int64_t n = a.q.size(0), heads = a.q.size(1), d = a.q.size(2);
   const int32_t* key_rows = a.key_rows.data ? a.key_rows.as<const int32_t>() : nullptr;
   const int64_t T = key_rows ? a.key_rows.size(0) : a.keys.ndim ? a.keys.size(0) : 0;
+  std::vector<float> wts(n * heads);  // bf16(w * weight_scale): per (token, head), not per key
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      wts[t * heads + h] = round_to_bf16(bf16_to_f32(cpu::bf16_row(a.weights, t)[h]) * a.weight_scale);
   pool_->parallel_for(n * T, 64, [&](int64_t b, int64_t e) {
     std::vector<float> keyf(d);
     std::vector<double> dots(heads);
@@ -82,14 +86,13 @@ void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
         continue;
       }
       const uint16_t* key = cpu::bf16_row(a.keys, key_rows ? key_rows[tau] : tau);
-      const uint16_t* wt = cpu::bf16_row(a.weights, t);
       for (int64_t c = 0; c < d; ++c) keyf[c] = bf16_to_f32(key[c]);
       cpu::ordered_row_dots(a.q.as<const uint16_t>() + t * a.q.stride[0], a.q.stride[1], heads, keyf.data(), d,
                             dots.data());
       double exact = 0;  // the reference sums the bf16 head terms in fp32; the bf16 result is order-free
       for (int64_t h = 0; h < heads; ++h) {
         const float dv = std::fmax(round_to_bf16(static_cast<float>(dots[h])), 0.0f);  // bf16, then relu
-        exact += round_to_bf16(dv * round_to_bf16(bf16_to_f32(wt[h]) * a.weight_scale));
+        exact += round_to_bf16(dv * wts[t * heads + h]);
       }
       *out = round_to_bf16(static_cast<float>(exact));
     }

@@ -495,8 +495,14 @@ void CudaBackend::scatter_add(const ScatterAddArgs& a) {
 }
 
 // The device's table of the experts' weights (w1 and w3 of expert e at 2e and 2e + 1, then w2 of
-// expert e at 2E + e), made at a layer's first call and checked against the weights on each.
+// expert e at 2E + e), made at a layer's first call; found again by the experts' address and their
+// first and last weights (a decode step looks up every layer's: no walk over all the experts).
 const CudaBackend::RouteTable& CudaBackend::route_table(std::span<const ExpertWeights> experts) {
+  for (const RouteTable& t : route_tables_)
+    if (t.experts == experts.data() && t.host.size() == 3 * experts.size() &&
+        t.host.front().w == experts.front().w1.weight.as<const uint8_t>() &&
+        t.host.back().w == experts.back().w2.weight.as<const uint8_t>())
+      return t;
   std::vector<cuda::RoutedWeight> host(3 * experts.size());
   const LinearWeight& w1 = experts[0].w1;
   bool ok = is_block_scaled(w1.format) && experts.size() <= static_cast<size_t>(INT32_MAX / 3);
@@ -511,11 +517,6 @@ const CudaBackend::RouteTable& CudaBackend::route_table(std::span<const ExpertWe
     }
   }
   ok = ok && experts[0].w2.format == w1.format && experts[0].w2.in == w1.out;
-  for (const RouteTable& t : route_tables_)
-    if (t.experts == experts.data() && t.host.size() == host.size() &&
-        std::equal(host.begin(), host.end(), t.host.begin(),
-                   [](const auto& a, const auto& b) { return a.w == b.w && a.w_scales == b.w_scales; }))
-      return t;
   RouteTable t{experts.data(), std::move(host), nullptr, ok};
   check_launch(cudaMalloc(&t.device, t.host.size() * sizeof(cuda::RoutedWeight)), "route table");
   check_launch(cudaMemcpy(t.device, t.host.data(), t.host.size() * sizeof(cuda::RoutedWeight), cudaMemcpyHostToDevice),
