@@ -19,7 +19,7 @@ steps="${*:-tests serve decode}"
 # FLASH_ARGS replaces its arguments. profile: ncu's warp-state and memory sections for the kernels
 # named by PROFILE_KERNELS (a regex; default the attention, the block-scaled and dense GEMVs) over
 # one batch-1 decode step of the Flash-shaped model. breakdown: every kernel's time in one such
-# step (ncu, one metric), summed by kernel name.
+# step (ncu, one metric), summed by kernel name. kprofile: ncu on one shape of the kernel benchmark.
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
@@ -97,6 +97,17 @@ if [[ $steps == *profile* ]]; then
     --section LaunchStats --section Occupancy \
     build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch 1 --context 4096 2>&1 | tee "$out/ncu_profile.txt" |
     grep -E "sm90_|Duration|Throughput|Stall|Warp Cycles|Achieved Occupancy|Registers" | head -n 200
+fi
+
+if [[ $steps == *kprofile* ]]; then
+  # ncu on one shape of the kernel benchmark (BENCH_ONLY: part of its name; PROFILE_KERNELS: the
+  # kernel regex, default the gemv kernel): issue rate, stalls, instructions, occupancy.
+  BENCH_ONLY="${BENCH_ONLY:-6 experts w1+w3}" /usr/local/cuda/bin/ncu --clock-control none \
+    --kernel-name "regex:${PROFILE_KERNELS:-sm90_gemv}" --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+    --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
+    build-cuda/bench/cuda_linear_bench --batches 1 >"$out/ncu_kernel.txt" 2>&1
+  grep -E "Duration|Issued Instructions  |Issued Ipc|Warp Cycles Per Issued|Achieved Active|stalled|DRAM Throughput" \
+    "$out/ncu_kernel.txt"
 fi
 
 if [[ $steps == *breakdown* ]]; then

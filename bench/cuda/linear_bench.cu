@@ -232,7 +232,8 @@ int main(int argc, char** argv) {
       {"shared w1 (fp8)", 2304, 5120, false, 1},      {"shared w1+w3 (fp8, x2)", 2304, 5120, false, 2},
       {"shared w2 (fp8)", 5120, 2304, false, 1},      {"q_lora -> heads wq_b (fp8)", 32768, 1280, false, 1},
       {"expert w1 (fp4)", 2304, 5120, true, 1},       {"6 experts w1+w3 (fp4, x12)", 2304, 5120, true, 12},
-      {"6 experts w2 (fp4, x6)", 5120, 2304, true, 6}};
+      {"6 experts w2 (fp4, x6)", 5120, 2304, true, 6}, {"wkv (fp8)", 512, 5120, false, 1},
+      {"wq_a (fp8)", 1280, 5120, false, 1},           {"wo_b (fp8)", 5120, 8192, false, 1}};
   {
     unsigned* sink;
     CHECK_CUDA(cudaMalloc(&sink, 4));
@@ -256,8 +257,10 @@ int main(int argc, char** argv) {
   std::printf("per call, from CUDA-graph replays of 20 calls over rotating weight copies (L2 misses)\n");
   std::printf("%-28s %5s %6s %5s %-16s %8s %8s %8s %7s\n", "kernel", "out", "k", "n", "variant", "us", "GB/s", "% copy",
               "TFLOP/s");
+  const char* only = std::getenv("BENCH_ONLY");  // a shape's name contains it (for a profiler run)
   for (const Shape& s : shapes) {
     if (batches.empty()) break;
+    if (only && !std::strstr(s.name, only)) continue;
     const size_t w_bytes = s.fp4 ? static_cast<size_t>(s.out) * s.k / 2 : static_cast<size_t>(s.out) * s.k;
     const size_t s_bytes =
         s.fp4 ? static_cast<size_t>(s.out) * (s.k / 32) : static_cast<size_t>((s.out + 31) / 32) * (s.k / 32);
@@ -288,7 +291,9 @@ int main(int argc, char** argv) {
         p.groups = s.groups, p.n = std::min(n, 8), p.k = s.k, p.out = s.out, p.wgmma_ctas_per_sm = 16;  // the most
         CHECK_CUDA(cudaMalloc(&wgmma_ws, dsinfer::cuda::block_linear_workspace_bytes(p)));
       }
-      // in_flight: 0 mma.sync, -1 - v wgmma variant v, else the FMA kernel with that many loads in flight
+      // in_flight: 0 mma.sync, -1 - v wgmma variant v, kGemvVariant + c the gemv kernel with
+      // chunks_in_flight c, else the FMA kernel with that many loads in flight
+      constexpr int kGemvVariant = 100;
       auto run = [&](bool quantize, int in_flight, int blocks_per_sm) {
         int turn = 0;
         return graph_time_us([&](cudaStream_t stream) {
@@ -303,6 +308,8 @@ int main(int argc, char** argv) {
           p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
           p.kernel = in_flight == 0 ? dsinfer::cuda::LinearKernel::kMma : dsinfer::cuda::LinearKernel::kFma;
           p.chunks_in_flight = std::max(in_flight, 1), p.blocks_per_sm = blocks_per_sm;
+          if (in_flight > kGemvVariant)
+            p.kernel = dsinfer::cuda::LinearKernel::kGemv, p.chunks_in_flight = in_flight - kGemvVariant;
           if (in_flight < 0)
             p.kernel = dsinfer::cuda::LinearKernel::kWgmma, p.workspace = wgmma_ws, p.wgmma_variant = -1 - in_flight,
             p.wgmma_ctas_per_sm = blocks_per_sm;
@@ -321,6 +328,13 @@ int main(int argc, char** argv) {
           std::snprintf(variant, sizeof variant, "fma U%d", in_flight);
           report(variant, run(false, in_flight, 4));
         }
+      if (n <= 8)  // the f16 tensor-core GEMV: steps in flight x CTAs per SM
+        for (const int deep : {2, 4})
+          for (const int ctas : {2, 3, 4, 8}) {
+            char variant[32];
+            std::snprintf(variant, sizeof variant, "gemv%s C%d", deep == 4 ? " deep" : "", ctas);
+            report(variant, run(false, kGemvVariant + deep, ctas));
+          }
       if (n <= 8)
         for (const int variant : {0, 1, 2, 3})
           for (const int ctas : {8, 16}) {
@@ -328,6 +342,7 @@ int main(int argc, char** argv) {
             std::snprintf(name, sizeof name, "wgmma%d C%d", variant, ctas);
             report(name, run(false, -1 - variant, ctas));
           }
+      if (n <= 8) report("quant + gemv C4", run(true, kGemvVariant + 2, 4));
       report("mma", run(false, 0, 4));
       report("quant + mma", run(true, 0, 4));
       if (n <= 8) report("quant + wgmma2 C16", run(true, -3, 16));  // the defaults

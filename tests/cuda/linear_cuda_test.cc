@@ -74,7 +74,7 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
     DeviceBuffer<uint8_t> dw(w.size()), dws(ws.size());
     ASSERT_EQ(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(dws.p, ws.data(), ws.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    for (const int n : {1, 3, 8, 37}) {
+    for (const int n : {1, 3, 4, 8, 37}) {
       const std::vector<uint16_t> x = testing::random_bf16(n * k, 100 + n, 2.0f);
       std::vector<uint16_t> want(n * o), got(n * o, 0xFFFF);  // the poison: every output must be written
       cpu.linear({TensorView::contiguous(const_cast<uint16_t*>(x.data()), DType::kBF16, {n, k}), &lw,
@@ -106,25 +106,32 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
         std::printf("%s %5ld x %5ld n=%d wgmma%d: %5.1f %% bit-equal, max |error| / rms %.2g\n", s.fp4 ? "fp4" : "fp8",
                     static_cast<long>(o), static_cast<long>(k), n, variant, 100.0 * a.equal / out.size(), a.max_rel);
       }
-      for (const int in_flight : {0, 1, 2, 4}) {  // 0: the tensor-core kernel
+      struct Variant {
+        cuda::LinearKernel kernel;
+        int in_flight;
+        const char* name;
+      };
+      for (const Variant v : {Variant{cuda::LinearKernel::kMma, 1, "mma"}, {cuda::LinearKernel::kFma, 1, "fma U1"},
+                              {cuda::LinearKernel::kFma, 2, "fma U2"}, {cuda::LinearKernel::kFma, 4, "fma U4"},
+                              {cuda::LinearKernel::kGemv, 2, "gemv"}, {cuda::LinearKernel::kGemv, 4, "gemv deep"}}) {
+        if (v.kernel == cuda::LinearKernel::kGemv && n > 4) continue;  // it runs only up to 4 rows
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
         cuda::BlockLinearParams p;
         p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p, dcodes.p};
         p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k, p.s_stride = k / 32;
         p.out = static_cast<int>(o), p.y_stride = o;
-        p.kernel = in_flight == 0 ? cuda::LinearKernel::kMma : cuda::LinearKernel::kFma;
-        p.chunks_in_flight = std::max(in_flight, 1);
+        p.kernel = v.kernel, p.chunks_in_flight = v.in_flight;
         ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint16_t> out(got.size());
         ASSERT_EQ(cudaMemcpy(out.data(), dy.p, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
         const Agreement a = agreement(out, want);
         const int worst = a.worst, equal = a.equal;
-        EXPECT_EQ(a.outside, 0) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n << " U" << in_flight;
-        EXPECT_GE(equal, static_cast<int>(out.size() * 0.95)) << o << "x" << k << " n=" << n;
-        std::printf("%s %5ld x %5ld n=%d %s%d: %5.1f %% bit-equal, max %d ulp, max |error| / rms %.2g\n",
-                    s.fp4 ? "fp4" : "fp8", static_cast<long>(o), static_cast<long>(k), n, in_flight ? "U" : "mma",
-                    in_flight, 100.0 * equal / out.size(), worst, a.max_rel);
+        EXPECT_EQ(a.outside, 0) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n << " " << v.name;
+        EXPECT_GE(equal, static_cast<int>(out.size() * 0.95)) << o << "x" << k << " n=" << n << " " << v.name;
+        std::printf("%s %5ld x %5ld n=%d %-9s: %5.1f %% bit-equal, max %d ulp, max |error| / rms %.2g\n",
+                    s.fp4 ? "fp4" : "fp8", static_cast<long>(o), static_cast<long>(k), n, v.name,
+                    100.0 * equal / out.size(), worst, a.max_rel);
       }
     }
   }
@@ -146,7 +153,8 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
     q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.codes = dcodes.p, q.scales = dxs.p, q.n = groups * n, q.k = k;
     ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
     // (Not kWgmma: its K split depends on how many rows a launch has, so its fp32 sums do too.)
-    for (const cuda::LinearKernel kernel : {cuda::LinearKernel::kMma, cuda::LinearKernel::kFma}) {
+    for (const cuda::LinearKernel kernel :
+         {cuda::LinearKernel::kMma, cuda::LinearKernel::kFma, cuda::LinearKernel::kGemv}) {
       cuda::BlockLinearParams p;
       p.kernel = kernel;
       p.n = n, p.k = k, p.out = o, p.fp4 = true, p.w_stride = k / 2, p.s_stride = k / 32, p.y_stride = o;

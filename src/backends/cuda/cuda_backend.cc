@@ -52,6 +52,7 @@ CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
   if (const char* k = std::getenv("DSINFER_CUDA_LINEAR")) {
     const std::string name = k;
     linear_kernel_ = name == "fma"     ? cuda::LinearKernel::kFma
+                     : name == "gemv"  ? cuda::LinearKernel::kGemv
                      : name == "mma"   ? cuda::LinearKernel::kMma
                      : name == "wgmma" ? cuda::LinearKernel::kWgmma
                                        : cuda::LinearKernel::kAuto;
@@ -527,7 +528,8 @@ const CudaBackend::RouteTable& CudaBackend::route_table(std::span<const ExpertWe
 
 void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
-  const bool exact_gemv = linear_kernel_ == cuda::LinearKernel::kAuto || linear_kernel_ == cuda::LinearKernel::kFma;
+  const bool exact_gemv = linear_kernel_ == cuda::LinearKernel::kAuto || linear_kernel_ == cuda::LinearKernel::kFma ||
+                          linear_kernel_ == cuda::LinearKernel::kGemv;
   if (n != 1 || experts == 0 || 2 * k > cuda::kMaxLinearGroups || !exact_gemv || a.x.dtype != DType::kBF16) {
     Backend::routed_experts(a);
     return;
@@ -560,7 +562,7 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
     }
     p.groups = static_cast<int>(outs.size()), p.n = 1, p.k = static_cast<int>(in), p.out = static_cast<int>(w.out);
     p.fp4 = w.format == LinearFormat::kFp4, p.w_stride = w.weight.stride[0], p.s_stride = w.scale.stride[0];
-    p.y_stride = w.out, p.kernel = cuda::LinearKernel::kFma, p.stream = stream_;
+    p.y_stride = w.out, p.kernel = linear_kernel_, p.stream = stream_;
     p.routes = a.indices.as<const int32_t>(), p.route_table = entries, p.per_route = per_route;
     p.route_count = static_cast<int>(experts);
     launched(cuda::launch_block_linear(p), "routed experts");

@@ -119,7 +119,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   Staging staging_;
   Stats stats_;
-  // DSINFER_CUDA_LINEAR=fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
+  // DSINFER_CUDA_LINEAR=gemv|fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
   // comparisons); unset or auto: the fastest measured for each shape.
   cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
   Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_, attn_scores_,

@@ -255,16 +255,23 @@ cudaError_t launch_block_linear(const BlockLinearParams& p) {
   if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1 || p.groups > kMaxLinearGroups)
     return cudaErrorInvalidValue;
   if (p.n == 0 || p.out == 0) return cudaSuccess;
-  if (p.routes && (p.kernel != LinearKernel::kFma || !p.route_table || p.per_route < 1 || p.groups % p.per_route != 0))
-    return cudaErrorInvalidValue;
   LinearKernel kernel = p.kernel;
-  // Auto: the kernels that equal the CPU's exact block sums (fma and mma, bit for bit on over
-  // 99.9 % of outputs), the faster of the two for each batch. wgmma is faster from batch 1 to 8 but
-  // Hopper's fp8 tensor cores round inside a block's sum: 4-7 % of outputs differ by 1-2 bf16 ulps,
-  // and end to end that takes a golden fixture past its tolerance (docs/perf-notes.md), so it
-  // runs only when asked for.
-  if (kernel == LinearKernel::kAuto) kernel = p.n == 1 ? LinearKernel::kFma : LinearKernel::kMma;
+  // Auto: the kernels that equal the CPU's exact block sums (gemv, fma and mma, bit for bit on over
+  // 99 % of outputs), the fastest measured for the shape: gemv for one fp8 row (faster than fma on
+  // every decode shape), fma for one fp4 row (gemv's byte table is slower there), mma above.
+  // wgmma is fast from batch 1 to 8 but Hopper's fp8 tensor cores round inside a block's sum: 4-7 %
+  // of outputs differ by 1-2 bf16 ulps, and end to end that takes a golden fixture past its
+  // tolerance (docs/perf-notes.md), so it runs only when asked for. A forced kGemv where it does
+  // not apply runs as kAuto would.
+  if (kernel == LinearKernel::kGemv && !gemv_applies(p)) kernel = LinearKernel::kAuto;
+  if (kernel == LinearKernel::kAuto)
+    kernel = p.n > 1 ? LinearKernel::kMma : !p.fp4 && gemv_applies(p) ? LinearKernel::kGemv : LinearKernel::kFma;
+  const bool routable = kernel == LinearKernel::kFma || kernel == LinearKernel::kGemv;
+  if (p.routes && (!routable || !p.route_table || p.per_route < 1 || p.groups % p.per_route != 0))
+    return cudaErrorInvalidValue;
   switch (kernel) {
+    case LinearKernel::kGemv:
+      return launch_block_linear_gemv(p);
     case LinearKernel::kFma:
       return launch_block_linear_fma(p);
     case LinearKernel::kMma:
