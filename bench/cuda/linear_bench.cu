@@ -228,12 +228,16 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   std::printf("ceilings: d2d copy %.0f GB/s (read + write), cuBLAS bf16 %.0f TFLOP/s, cuBLASLt fp8 %.0f TFLOP/s\n",
               copy, bf16, fp8);
-  const Shape shapes[] = {
-      {"shared w1 (fp8)", 2304, 5120, false, 1},      {"shared w1+w3 (fp8, x2)", 2304, 5120, false, 2},
-      {"shared w2 (fp8)", 5120, 2304, false, 1},      {"q_lora -> heads wq_b (fp8)", 32768, 1280, false, 1},
-      {"expert w1 (fp4)", 2304, 5120, true, 1},       {"6 experts w1+w3 (fp4, x12)", 2304, 5120, true, 12},
-      {"6 experts w2 (fp4, x6)", 5120, 2304, true, 6}, {"wkv (fp8)", 512, 5120, false, 1},
-      {"wq_a (fp8)", 1280, 5120, false, 1},           {"wo_b (fp8)", 5120, 8192, false, 1}};
+  const Shape shapes[] = {{"shared w1 (fp8)", 2304, 5120, false, 1},
+                          {"shared w1+w3 (fp8, x2)", 2304, 5120, false, 2},
+                          {"shared w2 (fp8)", 5120, 2304, false, 1},
+                          {"q_lora -> heads wq_b (fp8)", 32768, 1280, false, 1},
+                          {"expert w1 (fp4)", 2304, 5120, true, 1},
+                          {"6 experts w1+w3 (fp4, x12)", 2304, 5120, true, 12},
+                          {"6 experts w2 (fp4, x6)", 5120, 2304, true, 6},
+                          {"wkv (fp8)", 512, 5120, false, 1},
+                          {"wq_a (fp8)", 1280, 5120, false, 1},
+                          {"wo_b (fp8)", 5120, 8192, false, 1}};
   {
     unsigned* sink;
     CHECK_CUDA(cudaMalloc(&sink, 4));

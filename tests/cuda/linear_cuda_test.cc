@@ -111,9 +111,12 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
         int in_flight;
         const char* name;
       };
-      for (const Variant v : {Variant{cuda::LinearKernel::kMma, 1, "mma"}, {cuda::LinearKernel::kFma, 1, "fma U1"},
-                              {cuda::LinearKernel::kFma, 2, "fma U2"}, {cuda::LinearKernel::kFma, 4, "fma U4"},
-                              {cuda::LinearKernel::kGemv, 2, "gemv"}, {cuda::LinearKernel::kGemv, 4, "gemv deep"}}) {
+      for (const Variant v : {Variant{cuda::LinearKernel::kMma, 1, "mma"},
+                              {cuda::LinearKernel::kFma, 1, "fma U1"},
+                              {cuda::LinearKernel::kFma, 2, "fma U2"},
+                              {cuda::LinearKernel::kFma, 4, "fma U4"},
+                              {cuda::LinearKernel::kGemv, 2, "gemv"},
+                              {cuda::LinearKernel::kGemv, 4, "gemv deep"}}) {
         if (v.kernel == cuda::LinearKernel::kGemv && n > 4) continue;  // it runs only up to 4 rows
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
         cuda::BlockLinearParams p;

@@ -38,10 +38,10 @@ namespace {
 using namespace linear_detail;
 
 constexpr int kWarp = 32;
-constexpr int kWarps = 8;      // per CTA
-constexpr int kPartK = 64;     // K of one part (two scale blocks): 4 lanes x 16
+constexpr int kWarps = 8;           // per CTA
+constexpr int kPartK = 64;          // K of one part (two scale blocks): 4 lanes x 16
 constexpr int kStepK = 8 * kPartK;  // K per warp step: the mma's 8 columns are 8 parts of one row
-constexpr int kMaxN = 4;       // activation rows (each one's own four mmas a step)
+constexpr int kMaxN = 4;            // activation rows (each one's own four mmas a step)
 constexpr int kLutWords = 256 * kWarp;
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
@@ -78,7 +78,7 @@ struct RowSource {
   const uint16_t* x = nullptr;
   const float* sx = nullptr;
   uint16_t* y = nullptr;
-  bool live = false;   // a row of the launch whose weights exist (a routed id out of range: zeros)
+  bool live = false;  // a row of the launch whose weights exist (a routed id out of range: zeros)
   bool in_range = false;
 };
 
@@ -184,7 +184,7 @@ __device__ void walk_rows(const BlockLinearParams& p, const Walk& walk, int item
       if (q0 + u + U < total) ring[u] = issue();
       const int s = walk.s0 + step_i;
       const bool in_k = s * 8 + g < parts;  // a part past K (in the last step) has zero weights
-      if (src.live) {  // warp-uniform: mma.sync needs every lane
+      if (src.live) {                       // warp-uniform: mma.sync needs every lane
         uint32_t b[8];
 #pragma unroll
         for (int m = 0; m < 4; ++m) b_fragment<kFp4>(cur, m, lut_lane, b[2 * m], b[2 * m + 1]);
@@ -205,8 +205,8 @@ __device__ void walk_rows(const BlockLinearParams& p, const Walk& walk, int item
             mma_f16(a, b[2 * m], b[2 * m + 1], d);
           }
           if (owner && in_k) {
-            const float2 xs = __ldg(reinterpret_cast<const float2*>(src.sx + static_cast<int64_t>(tok) * blocks +
-                                                                    s * (kStepK / 32)));
+            const float2 xs =
+                __ldg(reinterpret_cast<const float2*>(src.sx + static_cast<int64_t>(tok) * blocks + s * (kStepK / 32)));
             acc[tok] += ((g % 2 ? d[1] : d[0]) * xs.x) * sw_lo;
             acc[tok] += ((g % 2 ? d[3] : d[2]) * xs.y) * sw_hi;
           }
@@ -304,7 +304,9 @@ int gemv_split(int out, int k) {
   return split;
 }
 
-bool gemv_applies(const BlockLinearParams& p) { return p.n >= 1 && p.n <= kMaxN && p.k % kPartK == 0; }
+bool gemv_applies(const BlockLinearParams& p) {
+  return p.n >= 1 && p.n <= kMaxN && p.k % kPartK == 0;
+}
 
 cudaError_t launch_block_linear_gemv(const BlockLinearParams& p) {
   if (!gemv_applies(p)) return cudaErrorInvalidValue;
