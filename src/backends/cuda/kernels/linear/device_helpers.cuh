@@ -44,6 +44,29 @@ __device__ inline uint32_t e2m1x4_to_e4m3x4(uint32_t w) {
   return pos | neg | ((neg + 0x7F7F7F7Fu) & 0x80808080u);
 }
 
+/// The sum over a warp's 32 lanes (every lane gets it).
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  return v;
+}
+
+/// Two e4m3 codes (the low 16 bits) as an f16 pair (exact).
+__device__ inline uint32_t e4m3x2_to_f16x2(uint32_t two_codes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+}
+
+/// The fp4 table of a block's threads: entry [byte][lane] = the byte's two e2m1 codes (low nibble
+/// first) as an f16 pair, one copy per lane so that lookups never share a bank. Ends with a barrier.
+__device__ inline void fill_e2m1_table(uint32_t* lut) {
+  for (int idx = threadIdx.x; idx < 256 * 32; idx += blockDim.x) {
+    const uint32_t byte = static_cast<uint32_t>(idx / 32);
+    const __half lo = __float2half_rn(e2m1_value(byte & 15u)), hi = __float2half_rn(e2m1_value(byte >> 4));
+    lut[idx] = static_cast<uint32_t>(__half_as_ushort(lo)) | static_cast<uint32_t>(__half_as_ushort(hi)) << 16;
+  }
+  __syncthreads();
+}
+
 /// Multiprocessors of the current device (read once).
 inline int sm_count() {
   static const int count = [] {

@@ -31,11 +31,6 @@ __device__ inline float2 half2_bits_to_float2(uint32_t bits) {
   return __half22float2(h);
 }
 
-__device__ inline float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
-
 __global__ void sm90_quantize_input(QuantizeInputParams p) {
   const int lane = threadIdx.x % kWarp;
   const int groups_per_row = p.k / 32;
@@ -81,11 +76,8 @@ __device__ void fp8_row(const BlockLinearParams& p, const LinearOperands& g, int
       const uint32_t words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const __half2_raw lo =
-            __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[q] & 0xFFFFu), __NV_E4M3);
-        const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(words[q] >> 16), __NV_E4M3);
-        const float2 a = half2_bits_to_float2(static_cast<uint32_t>(lo.x) | static_cast<uint32_t>(lo.y) << 16);
-        const float2 d = half2_bits_to_float2(static_cast<uint32_t>(hi.x) | static_cast<uint32_t>(hi.y) << 16);
+        const float2 a = half2_bits_to_float2(e4m3x2_to_f16x2(words[q] & 0xFFFFu));
+        const float2 d = half2_bits_to_float2(e4m3x2_to_f16x2(words[q] >> 16));
         wf[4 * q] = a.x, wf[4 * q + 1] = a.y, wf[4 * q + 2] = d.x, wf[4 * q + 3] = d.y;
       }
       const int b = c / 2;
@@ -197,14 +189,7 @@ __device__ void one_row(const BlockLinearParams& p, int row, int i0, int lane, c
 template <int U>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_block_linear(BlockLinearParams p) {
   extern __shared__ uint32_t lut[];  // fp4 only: [256][32] fp16 pairs
-  if (p.fp4) {
-    for (int idx = threadIdx.x; idx < 256 * kWarp; idx += blockDim.x) {
-      const uint32_t byte = static_cast<uint32_t>(idx / kWarp);
-      const __half lo = __float2half_rn(e2m1_value(byte & 15u)), hi = __float2half_rn(e2m1_value(byte >> 4));
-      lut[idx] = static_cast<uint32_t>(__half_as_ushort(lo)) | static_cast<uint32_t>(__half_as_ushort(hi)) << 16;
-    }
-    __syncthreads();
-  }
+  if (p.fp4) fill_e2m1_table(lut);
   const int lane = threadIdx.x % kWarp;
   const int warps = gridDim.x * kWarpsPerBlock;
   const int rows = p.groups * p.out;

@@ -43,12 +43,6 @@ constexpr int kPartK = 64;          // K of one part (two scale blocks): 4 lanes
 constexpr int kStepK = 8 * kPartK;  // K per warp step: the mma's 8 columns are 8 parts of one row
 constexpr int kMaxN = 4;            // activation rows (each one's own four mmas a step)
 constexpr int kLutWords = 256 * kWarp;
-constexpr unsigned kFull = 0xFFFFFFFFu;
-
-__device__ inline float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
 
 __device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
   asm volatile(
@@ -56,11 +50,6 @@ __device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, fl
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ inline uint32_t e4m3x2_to_f16x2(uint32_t two_codes) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
 }
 
 // One step of a lane: its weights (fp8 all four words, fp4 the first two) and its part's two
@@ -246,14 +235,7 @@ __global__ void __launch_bounds__(kWarps* kWarp, N == 1 && U == 4 ? 3 : 2) sm90_
   extern __shared__ uint32_t smem[];  // fp4: the table [256][32]; then the warps' sums [8][N]
   uint32_t* lut = smem;
   float* sums = reinterpret_cast<float*>(smem + (kFp4 ? kLutWords : 0));
-  if constexpr (kFp4) {
-    for (int idx = threadIdx.x; idx < kLutWords; idx += blockDim.x) {
-      const uint32_t byte = static_cast<uint32_t>(idx / kWarp);
-      const __half lo = __float2half_rn(e2m1_value(byte & 15u)), hi = __float2half_rn(e2m1_value(byte >> 4));
-      lut[idx] = static_cast<uint32_t>(__half_as_ushort(lo)) | static_cast<uint32_t>(__half_as_ushort(hi)) << 16;
-    }
-    __syncthreads();
-  }
+  if constexpr (kFp4) fill_e2m1_table(lut);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int per_cta = kWarps / split, part = warp % split;
   const int rows = p.groups * p.out, steps = (p.k + kStepK - 1) / kStepK;
