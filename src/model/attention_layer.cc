@@ -1,7 +1,7 @@
 // The attention sublayer (spec §5–§7): low-rank q, the window KV ring, the compressor and the
 // indexer of kv/index sources, sparse attention over window + selected compressed rows, grouped
 // output projection. Per chunk where the reference works per sequence; per token elsewhere. Tensors
-// live in the backend's memory; positions, slot indices and the selections are built on the host.
+// and the selections live in the backend's memory; positions and window slots are built on the host.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,7 +10,6 @@
 
 #include "core/float_formats.h"
 #include "model/forward_batch.h"
-#include "model/selection.h"
 
 namespace dsinfer {
 namespace {
@@ -114,20 +113,19 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
       crows = pool.view(DType::kBF16, {static_cast<int64_t>(pool.size()) / hd, hd});
       k = b.topk_k[ci];
     }
-    // Selected compressed positions become rows of the shared pool, through the block table.
-    std::vector<int32_t> idx(s * (width + k));
-    const std::span<const int32_t> blocks = ch.state->blocks.blocks();
-    for (int64_t i = 0; i < s; ++i) {
-      std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
-      for (int64_t j = 0; j < k; ++j) {
-        const int32_t sel = b.topk[ci][i * k + j];
-        DSINFER_DCHECK(sel < ch.state->layers[src].compressed_rows,
-                       "layer {}: selected compressed position {} was never written", l, sel);
-        idx[i * (width + k) + width + j] =
-            sel < 0 ? -1 : static_cast<int32_t>(n_win_rows + store_->row(src, blocks, sel));
-      }
-    }
+    // The window's slots, then the selected compressed positions as rows of the shared pool
+    // (through the block table, on the device: the selection never leaves it).
+    std::vector<int32_t> idx(s * (width + k), -1);
+    for (int64_t i = 0; i < s; ++i) std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
     const DeviceArray<int32_t> didx = b.upload(idx);
+    if (k > 0) {
+      TensorView selected_rows = didx.view(DType::kI32, {s, k}, width);
+      selected_rows.stride[0] = width + k;
+      const DeviceArray<int32_t>& blocks = b.block_table(ci);
+      backend_.paged_rows({b.topk[ci].view(DType::kI32, {s, k}),
+                           blocks.view(DType::kI32, {static_cast<int64_t>(blocks.size())}), store_->rows_per_block(src),
+                           n_win_rows, selected_rows});
+    }
     backend_.sparse_attn({q.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd), wrows, crows,
                           didx.view(DType::kI32, {s, width + k}), w.attn_sink,
                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
@@ -251,7 +249,7 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   }
   const int64_t k = std::min<int64_t>(c.index_topk, T);
   b.topk_k[ci] = k;
-  b.topk[ci].assign(s * k, -1);
+  b.topk[ci] = b.scratch<int32_t>(s * k);
   if (T == 0) {
     b.record(ci, fmt::format("layer{}.topk_idxs", l), DType::kI32, {s, 0}, nullptr);
     return {};
@@ -282,45 +280,36 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
                            key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
                            wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
                            dscores.view(DType::kF32, {s, T}), dkey_rows.view(DType::kI32, {T}), wscale});
-  std::vector<float> scores = dscores.download();
+  const TensorView scores = dscores.view(DType::kF32, {s, T}), dvis = dvisible.view(DType::kI32, {s});
 
+  TensorView mask;
   if (c.is_candidate_source(l)) {
-    std::vector<uint8_t>& cand = b.candidates[ci];
-    cand.assign(s * T, 0);
-    host_pool_->parallel_for(s, 8, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const auto mask =
-            replay && !replay->candidates.empty()
-                ? std::vector<uint8_t>(replay->candidates.begin() + i * T, replay->candidates.begin() + (i + 1) * T)
-                : select_candidate_blocks(std::span(scores).subspan(i * T, T), visible[i], c.candidate_topk_blocks,
-                                          c.candidate_block_size);
-        std::copy(mask.begin(), mask.end(), cand.begin() + i * T);
-      }
-    });
-    b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, T}, cand.data());
+    if (replay && !replay->candidates.empty()) {
+      b.candidates[ci] = b.upload(replay->candidates);
+    } else {
+      b.candidates[ci] = b.scratch<uint8_t>(s * T);
+      backend_.candidate_blocks(
+          {scores, dvis, c.candidate_topk_blocks, c.candidate_block_size, b.candidates[ci].view(DType::kU8, {s, T})});
+    }
+    b.candidates_T[ci] = T;
+    b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, T}, b.candidates[ci], 0);
   } else if (c.uses_candidates(l)) {
-    const std::vector<uint8_t>& cand = b.candidates[ci];
-    if (static_cast<int64_t>(cand.size()) != s * T)
+    if (b.candidates_T[ci] != T || static_cast<int64_t>(b.candidates[ci].size()) != s * T)
       return error(ErrorKind::kInternal, fmt::format("layer {}: candidate mask missing", l));
-    for (int64_t e = 0; e < s * T; ++e)
-      if (!cand[e]) scores[e] = -std::numeric_limits<float>::infinity();
+    mask = b.candidates[ci].view(DType::kU8, {s, T});
   }
 
-  host_pool_->parallel_for(s, 8, [&](int64_t i0, int64_t i1) {  // each query writes its own row
-    for (int64_t i = i0; i < i1; ++i) {
-      const std::vector<int32_t> sel =
-          replay && !replay->topk.empty()
-              ? std::vector<int32_t>(replay->topk.begin() + i * k, replay->topk.begin() + (i + 1) * k)
-              : select_topk(std::span(scores).subspan(i * T, T), k, visible[i]);
-      std::copy(sel.begin(), sel.end(), b.topk[ci].begin() + i * k);
-    }
-  });
-  // Dumped as the reference passes them to sparse_attn: offset by its window rows (s or win).
-  std::vector<int32_t> dumped = b.topk[ci];
-  const int64_t offset = ch.decode ? c.window_size : s;
-  for (int32_t& v : dumped)
-    if (v >= 0) v += static_cast<int32_t>(offset);
-  b.record(ci, fmt::format("layer{}.topk_idxs", l), DType::kI32, {s, k}, dumped.data());
+  if (replay && !replay->topk.empty())
+    b.topk[ci].upload(replay->topk);
+  else
+    backend_.topk({scores, mask, dvis, b.topk[ci].view(DType::kI32, {s, k})});
+  if (ch.debug) {  // dumped as the reference passes them to sparse_attn: offset by its window rows (s or win)
+    std::vector<int32_t> dumped = b.topk[ci].download();
+    const int64_t offset = ch.decode ? c.window_size : s;
+    for (int32_t& v : dumped)
+      if (v >= 0) v += static_cast<int32_t>(offset);
+    b.record(ci, fmt::format("layer{}.topk_idxs", l), DType::kI32, {s, k}, dumped.data());
+  }
   return {};
 }
 

@@ -1,6 +1,6 @@
 // Model::Batch: the flattened tokens of one forward call and the per-call slots the reference
-// hands between layers (published top-k and candidate masks, per chunk). The residual stream lives
-// in the backend's memory; positions, ids and selections are host data.
+// hands between layers (published top-k and candidate masks, per chunk). The residual stream and
+// the selections live in the backend's memory; positions and ids are host data.
 #pragma once
 
 #include <cstring>
@@ -69,10 +69,12 @@ struct Model::Batch {
   std::vector<int64_t> hashes;  // [n, engram layers, columns]
   DeviceArray<uint16_t> x;      // [n, hc, dim] the residual stream
   DeviceArray<float> pre;       // [n, hc] the pending pre-mix
-  // Published by the most recent index source / candidate source in this call, per chunk.
-  std::vector<std::vector<int32_t>> topk;  // [s, k] compressed positions or -1
+  // Published by the most recent index source / candidate source in this call, per chunk, in the
+  // backend's memory (no step waits for the host to choose).
+  std::vector<DeviceArray<int32_t>> topk;  // [s, k] compressed positions or -1
   std::vector<int64_t> topk_k;
-  std::vector<std::vector<uint8_t>> candidates;  // [s, T]
+  std::vector<DeviceArray<uint8_t>> candidates;  // [s, T]
+  std::vector<int64_t> candidates_T;
 
   int64_t size(size_t c) const { return offset[c + 1] - offset[c]; }
 
@@ -99,10 +101,19 @@ struct Model::Batch {
       for (int64_t i = 0; i < s; ++i) pos.push_back(ch.start_pos + i), ids.push_back(ch.tokens[i]);
     }
     n = offset.back();
-    topk.assign(cs.size(), {});
+    topk.clear(), topk.resize(cs.size());
     topk_k.assign(cs.size(), 0);
-    candidates.assign(cs.size(), {});
+    candidates.clear(), candidates.resize(cs.size());
+    candidates_T.assign(cs.size(), 0);
+    block_tables_.clear(), block_tables_.resize(cs.size());
     return {};
+  }
+
+  /// Chunk c's block table in the backend's memory, copied at its first use in the call (forward
+  /// covers every position first, so the table does not change during the call).
+  const DeviceArray<int32_t>& block_table(size_t c) {
+    if (block_tables_[c].empty()) block_tables_[c] = DeviceArray<int32_t>(be, chunks[c].state->blocks.blocks());
+    return block_tables_[c];
   }
 
   /// Records host data for --dump-debug.
@@ -126,6 +137,7 @@ struct Model::Batch {
 
  private:
   std::map<const RopeTable*, RopeRows> rope_;
+  std::vector<DeviceArray<int32_t>> block_tables_;
 
   static size_t debug_bytes(const DebugTensor& t) {
     int64_t numel = 1;

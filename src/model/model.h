@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/threading.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/cache_store.h"
@@ -106,9 +105,6 @@ class Model {
   std::vector<const RopeTable*> rope_;  // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;
   std::unique_ptr<CacheStore> store_;
-  // The host's share of a forward on any backend: the indexer's per-query selections (a 4K-token
-  // prefill chunk makes 4096 top-k choices over up to 32K scores per index layer).
-  std::unique_ptr<ThreadPool> host_pool_ = std::make_unique<ThreadPool>(0);
 };
 
 }  // namespace dsinfer

@@ -101,6 +101,35 @@ struct IndexerScoresArgs {
   float weight_scale = 1.0f;  // d_idx^-1/2 * h_idx^-1/2 (spec §7.2)
 };
 
+/// The indexer's candidate pool (spec §7.5) for n queries: blocks of `block_size` columns of a
+/// score row scored by their maximum, the block holding column visible - 1 pinned, the best
+/// `topk_blocks` kept (equal maxima: the lower block), blocks of only -inf dropped.
+struct CandidateBlocksArgs {
+  TensorView scores;   // [n, T] f32 (-inf: masked)
+  TensorView visible;  // [n] int32
+  int64_t topk_blocks = 0, block_size = 0;
+  TensorView mask;  // [n, T] u8 out: 1 inside a kept block
+};
+
+/// The indexer's top-k (spec §7.4): per row the k largest scores (equal scores: the lower column;
+/// where `mask` is given, a column it holds 0 for scores -inf), listed by ascending column, and
+/// columns >= visible replaced by -1 (they sort last, so the -1s end the row).
+struct TopkArgs {
+  TensorView scores;   // [n, T] f32
+  TensorView mask;     // [n, T] u8, or empty
+  TensorView visible;  // [n] int32
+  TensorView out;      // [n, k] int32, k <= T
+};
+
+/// Positions of a paged cache to rows of its pool: out[i][j] = -1 for position -1, else base +
+/// blocks[p / per] * per + p % per (per = rows_per_block), as CacheStore::row.
+struct PagedRowsArgs {
+  TensorView positions;  // [n, k] int32
+  TensorView blocks;     // [b] int32: the sequence's block table
+  int64_t rows_per_block = 0, base = 0;
+  TensorView out;  // [n, k] int32, any row stride
+};
+
 /// a = silu(min(g, limit)) * clamp(u, -limit, limit) * row_weight, rounded once to bf16 (spec §8.2).
 struct SwigluArgs {
   TensorView gate;        // [n, f] bf16 (w1 output)

@@ -37,6 +37,9 @@ class Backend {
   virtual void hc_post(const HcPostArgs& a) = 0;
   virtual void sparse_attn(const SparseAttnArgs& a) = 0;
   virtual void indexer_scores(const IndexerScoresArgs& a) = 0;
+  virtual void candidate_blocks(const CandidateBlocksArgs& a) = 0;
+  virtual void topk(const TopkArgs& a) = 0;
+  virtual void paged_rows(const PagedRowsArgs& a) = 0;
   virtual void swiglu(const SwigluArgs& a) = 0;
   virtual void router(const RouterArgs& a) = 0;
   virtual void compress_pool(const CompressPoolArgs& a) = 0;

@@ -222,9 +222,14 @@ TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
     // The Mirrors by address: a reference into `store` would not survive its next growth.
     Mirror* mw = store.emplace_back(std::make_unique<Mirror>(w.size(), w.data())).get();
     Mirror* ms = store.emplace_back(std::make_unique<Mirror>(sc.size(), sc.data())).get();
-    for (const bool device : {false, true})
-      (device ? d : h) = {LinearFormat::kFp4, out, in, mw->view(device, DType::kU8, {out, in / 2}),
-                          ms->view(device, DType::kU8, {out, in / 32})};
+    // Each assigned on its own line: GCC 12 miscompiled `(device ? d : h) = {...}` in a loop over
+    // both (the host weight took the previous call's views, the first a null one).
+    const auto weight = [&](bool device) -> LinearWeight {
+      return {LinearFormat::kFp4, out, in, mw->view(device, DType::kU8, {out, in / 2}),
+              ms->view(device, DType::kU8, {out, in / 32})};
+    };
+    h = weight(false);
+    d = weight(true);
   };
   for (int64_t e = 0; e < experts; ++e) {
     fp4_weight(ff, dim, host[e].w1, dev[e].w1);

@@ -1,6 +1,6 @@
 // Top-k and candidate-block logic fed the golden run's own scores: the chosen sets must equal the
 // golden's except on the tie rows golden.json lists (where torch's choice is arbitrary).
-#include "model/selection.h"
+#include "backends/cpu/selection.h"
 
 #include <gtest/gtest.h>
 

@@ -428,6 +428,37 @@ void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
   launched(cuda::launch_indexer_scores(p), "indexer_scores");
 }
 
+void CudaBackend::candidate_blocks(const CandidateBlocksArgs& a) {
+  check_device({&a.scores, &a.visible, &a.mask}, "candidate_blocks");
+  cuda::CandidateBlocksParams p;
+  p.scores = a.scores.as<const float>(), p.score_stride = a.scores.stride[0], p.visible = a.visible.as<const int32_t>();
+  p.mask = a.mask.as<uint8_t>(), p.mask_stride = a.mask.stride[0];
+  p.n = static_cast<int>(a.scores.size(0)), p.T = static_cast<int>(a.scores.size(1));
+  p.block_size = static_cast<int>(a.block_size), p.topk_blocks = static_cast<int>(a.topk_blocks), p.stream = stream_;
+  launched(cuda::launch_candidate_blocks(p), "candidate_blocks");
+}
+
+void CudaBackend::topk(const TopkArgs& a) {
+  check_device({&a.scores, &a.mask, &a.visible, &a.out}, "topk");
+  cuda::TopkParams p;
+  p.scores = a.scores.as<const float>(), p.score_stride = a.scores.stride[0];
+  p.mask = a.mask.data ? a.mask.as<const uint8_t>() : nullptr, p.mask_stride = a.mask.data ? a.mask.stride[0] : 0;
+  p.visible = a.visible.as<const int32_t>(), p.out = a.out.as<int32_t>(), p.out_stride = a.out.stride[0];
+  p.n = static_cast<int>(a.scores.size(0)), p.T = static_cast<int>(a.scores.size(1));
+  p.k = static_cast<int>(a.out.size(1)), p.stream = stream_;
+  launched(cuda::launch_topk(p), "topk");
+}
+
+void CudaBackend::paged_rows(const PagedRowsArgs& a) {
+  check_device({&a.positions, &a.blocks, &a.out}, "paged_rows");
+  cuda::PagedRowsParams p;
+  p.positions = a.positions.as<const int32_t>(), p.pos_stride = a.positions.stride[0];
+  p.blocks = a.blocks.as<const int32_t>(), p.out = a.out.as<int32_t>(), p.out_stride = a.out.stride[0];
+  p.n = static_cast<int>(a.positions.size(0)), p.k = static_cast<int>(a.positions.size(1));
+  p.rows_per_block = static_cast<int>(a.rows_per_block), p.base = a.base, p.stream = stream_;
+  launched(cuda::launch_paged_rows(p), "paged_rows");
+}
+
 void CudaBackend::swiglu(const SwigluArgs& a) {
   check_device({&a.gate, &a.up, &a.row_weight, &a.out}, "swiglu");
   cuda::SwigluParams p;

@@ -59,6 +59,9 @@ class CudaBackend final : public Backend {
   void hc_post(const HcPostArgs& a) override;
   void sparse_attn(const SparseAttnArgs& a) override;
   void indexer_scores(const IndexerScoresArgs& a) override;
+  void candidate_blocks(const CandidateBlocksArgs& a) override;
+  void topk(const TopkArgs& a) override;
+  void paged_rows(const PagedRowsArgs& a) override;
   void swiglu(const SwigluArgs& a) override;
   void router(const RouterArgs& a) override;
   void compress_pool(const CompressPoolArgs& a) override;

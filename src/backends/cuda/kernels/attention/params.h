@@ -41,4 +41,42 @@ struct IndexerScoresParams {
   cudaStream_t stream = nullptr;
 };
 
+/// The indexer's top-k of each score row (ties: the lower column; mask 0 scores -inf), by
+/// ascending column, columns >= visible as -1.
+struct TopkParams {
+  const float* scores = nullptr;  // [n, T], row stride score_stride
+  int64_t score_stride = 0;
+  const uint8_t* mask = nullptr;  // [n, T] or null, row stride mask_stride
+  int64_t mask_stride = 0;
+  const int32_t* visible = nullptr;  // [n]
+  int32_t* out = nullptr;            // [n, k], row stride out_stride
+  int64_t out_stride = 0;
+  int n = 0, T = 0, k = 0;
+  cudaStream_t stream = nullptr;
+};
+
+/// The candidate pool: blocks of block_size columns by their maximum, the block of column
+/// visible - 1 pinned, the best topk_blocks kept (ties: the lower block), -inf blocks dropped.
+struct CandidateBlocksParams {
+  const float* scores = nullptr;  // [n, T], row stride score_stride
+  int64_t score_stride = 0;
+  const int32_t* visible = nullptr;  // [n]
+  uint8_t* mask = nullptr;           // [n, T], row stride mask_stride
+  int64_t mask_stride = 0;
+  int n = 0, T = 0, block_size = 0, topk_blocks = 0;
+  cudaStream_t stream = nullptr;
+};
+
+/// out[i][j] = positions[i][j] < 0 ? -1 : base + blocks[p / per] * per + p % per.
+struct PagedRowsParams {
+  const int32_t* positions = nullptr;  // [n, k], row stride pos_stride
+  int64_t pos_stride = 0;
+  const int32_t* blocks = nullptr;
+  int32_t* out = nullptr;  // [n, k], row stride out_stride
+  int64_t out_stride = 0;
+  int n = 0, k = 0, rows_per_block = 0;
+  int64_t base = 0;
+  cudaStream_t stream = nullptr;
+};
+
 }  // namespace dsinfer::cuda

@@ -1,0 +1,158 @@
+// sm90_topk, sm90_candidate_blocks, sm90_paged_rows: the indexer's selections (spec §7.4–7.5)
+// without a trip to the host. A score becomes a 32-bit key whose unsigned order is the float
+// order (-0 taken as +0, so scores the CPU's comparison sees as equal stay equal); four 8-bit
+// histogram passes find the k-th largest key K and how many keys equal to K are among the k
+// largest; a last pass in column order takes every key above K and the first such equal ones (the
+// lowest columns: the CPU's tie rule), so the top-k comes out sorted by column without a sort.
+#include <cub/block/block_scan.cuh>
+
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/kernels/attention/attention.h"
+
+namespace dsinfer::cuda {
+namespace {
+
+constexpr int kThreads = 1024;  // one block per query row
+using Scan = cub::BlockScan<int, kThreads>;
+
+__device__ inline uint32_t order_key(float f) {
+  const uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+struct ScoreKeys {  // a score row, -inf where the mask holds 0
+  const float* row;
+  const uint8_t* mask;
+  __device__ uint32_t operator()(int j) const { return order_key(mask && !mask[j] ? -INFINITY : row[j]); }
+};
+
+struct BlockKeys {  // a row's blocks by their maximum; block `pinned` first of all
+  const float* row;
+  int T, block_size, pinned;
+  __device__ uint32_t operator()(int b) const {
+    if (b == pinned) return order_key(INFINITY);
+    float m = -INFINITY;
+    for (int c = b * block_size; c < min(T, (b + 1) * block_size); ++c) m = fmaxf(m, row[c]);
+    return order_key(m);
+  }
+};
+
+struct Threshold {
+  uint32_t key;     // the k-th largest key
+  int equal_taken;  // how many keys equal to it are among the k largest
+};
+
+struct Shared {
+  int hist[256];
+  Threshold threshold;
+  Scan::TempStorage scan;
+};
+
+// The k-th largest of `len` keys (1 <= k <= len), eight bits a pass from the top.
+template <class Keys>
+__device__ Threshold kth_largest(const Keys& keys, int len, int k, Shared& sh) {
+  uint32_t prefix = 0, fixed = 0;  // the bits of K found so far, and which bits those are
+  int remaining = k;               // of the keys matching the prefix, how many are still to take
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) sh.hist[b] = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < len; j += blockDim.x) {
+      const uint32_t key = keys(j);
+      if ((key & fixed) == prefix) atomicAdd(&sh.hist[(key >> shift) & 255], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int above = 0, b = 255;
+      while (above + sh.hist[b] < remaining) above += sh.hist[b--];  // the keys matching hold >= remaining
+      sh.threshold = {prefix | (static_cast<uint32_t>(b) << shift), remaining - above};
+    }
+    __syncthreads();
+    prefix = sh.threshold.key, remaining = sh.threshold.equal_taken, fixed |= 255u << shift;
+  }
+  return {prefix, remaining};
+}
+
+// Walks the keys in column order and calls emit(j, taken, rank among the taken, key) for each.
+template <class Keys, class Emit>
+__device__ void take_in_order(const Keys& keys, int len, Threshold th, Shared& sh, Emit emit) {
+  int equal_before = 0, taken_before = 0;
+  for (int base = 0; base < len; base += kThreads) {
+    const int j = base + static_cast<int>(threadIdx.x);
+    const uint32_t key = j < len ? keys(j) : 0;
+    const int equal = j < len && key == th.key;
+    int equal_rank, equal_total, rank, total;
+    Scan(sh.scan).ExclusiveSum(equal, equal_rank, equal_total);
+    __syncthreads();  // the scan's storage is used again
+    const int take = j < len && (key > th.key || (equal && equal_before + equal_rank < th.equal_taken));
+    Scan(sh.scan).ExclusiveSum(take, rank, total);
+    __syncthreads();
+    if (j < len) emit(j, take, taken_before + rank, key);
+    equal_before += equal_total, taken_before += total;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) sm90_topk(TopkParams p) {
+  __shared__ Shared sh;
+  const int64_t i = blockIdx.x;
+  const ScoreKeys keys{p.scores + i * p.score_stride, p.mask ? p.mask + i * p.mask_stride : nullptr};
+  const Threshold th = p.k > 0 ? kth_largest(keys, p.T, p.k, sh) : Threshold{UINT32_MAX, 0};
+  const int visible = p.visible[i];
+  int32_t* out = p.out + i * p.out_stride;
+  take_in_order(keys, p.T, th, sh, [&](int j, int take, int rank, uint32_t) {
+    if (take) out[rank] = j >= visible ? -1 : j;
+  });
+}
+
+__global__ void __launch_bounds__(kThreads) sm90_candidate_blocks(CandidateBlocksParams p) {
+  __shared__ Shared sh;
+  const int64_t i = blockIdx.x;
+  const int blocks = (p.T + p.block_size - 1) / p.block_size, visible = p.visible[i];
+  const int last = visible > 0 ? (visible - 1) / p.block_size : -1;
+  const BlockKeys keys{p.scores + i * p.score_stride, p.T, p.block_size, last < blocks ? last : -1};
+  const int k = min(p.topk_blocks, blocks);
+  const Threshold th = k > 0 ? kth_largest(keys, blocks, k, sh) : Threshold{UINT32_MAX, 0};
+  const uint32_t unreachable = order_key(-INFINITY);
+  uint8_t* mask = p.mask + i * p.mask_stride;
+  take_in_order(keys, blocks, th, sh, [&](int b, int take, int, uint32_t key) {
+    const uint8_t kept = take && key != unreachable;
+    for (int c = b * p.block_size; c < min(p.T, (b + 1) * p.block_size); ++c) mask[c] = kept;
+  });
+}
+
+__global__ void sm90_paged_rows(PagedRowsParams p) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<int64_t>(p.n) * p.k) return;
+  const int64_t i = e / p.k, j = e % p.k;
+  const int32_t pos = p.positions[i * p.pos_stride + j], per = p.rows_per_block;
+  p.out[i * p.out_stride + j] =
+      pos < 0 ? -1 : static_cast<int32_t>(p.base + int64_t{p.blocks[pos / per]} * per + pos % per);
+}
+
+}  // namespace
+
+cudaError_t launch_topk(const TopkParams& p) {
+  if (p.n < 0 || p.T < 0 || p.k < 0 || p.k > p.T) return cudaErrorInvalidValue;
+  if (p.n == 0 || p.k == 0) return cudaSuccess;
+  sm90_topk<<<p.n, kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_candidate_blocks(const CandidateBlocksParams& p) {
+  if (p.n < 0 || p.T < 0 || p.block_size <= 0 || p.topk_blocks < 0) return cudaErrorInvalidValue;
+  if (p.n == 0 || p.T == 0) return cudaSuccess;
+  sm90_candidate_blocks<<<p.n, kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_paged_rows(const PagedRowsParams& p) {
+  if (p.n < 0 || p.k < 0 || p.rows_per_block <= 0) return cudaErrorInvalidValue;
+  const int64_t count = static_cast<int64_t>(p.n) * p.k;
+  if (count == 0) return cudaSuccess;
+  constexpr int kBlock = 256;
+  sm90_paged_rows<<<static_cast<unsigned>((count + kBlock - 1) / kBlock), kBlock, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace dsinfer::cuda
