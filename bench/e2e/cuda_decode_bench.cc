@@ -175,44 +175,60 @@ int main(int argc, char** argv) {
   for (uint16_t& x : pool) x = f32_to_bf16(normal(rng));
 
   std::printf(
-      "| context | batch | ms/step mean | ms/step best | tokens/s | weight bytes / step (expected) | bandwidth | per "
-      "step: kernels, allocations, uploads, downloads (host waiting) |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      "| context | batch | steps | ms/step mean | ms/step best | tokens/s | weight bytes / step (expected) | bandwidth "
+      "| "
+      "per step: kernels, allocations, uploads, downloads (host waiting) | graphs made; host ms recording a step; "
+      "device ms a step (its graph replayed) |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const int context : contexts)
-    for (const int batch : batches) {
-      std::vector<SequenceState> seqs;
-      for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
-      std::vector<ForwardChunk> chunks(batch);
-      std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
-      double sum = 0, best = 1e30;
-      CudaBackend::Stats before;
-      for (int step = -1; step < steps; ++step) {  // step -1 warms the allocator's pool up
-        if (step == 0) before = backend.stats();
-        for (int b = 0; b < batch; ++b) {
-          chunks[b].state = &seqs[b];
-          chunks[b].start_pos = seqs[b].length;
-          chunks[b].decode = true;
-          chunks[b].tokens = {static_cast<int32_t>(3 + (step + b + 8) % 200)};
+    for (const int batch : batches)
+      for (const bool graphs : {false, true}) {  // one sequence's steps also as CUDA graphs
+        if (graphs && batch != 1) continue;
+        backend.set_step_graphs(graphs);
+        std::vector<SequenceState> seqs;
+        for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
+        std::vector<ForwardChunk> chunks(batch);
+        std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
+        double sum = 0, best = 1e30;
+        CudaBackend::Stats before;
+        // Step -2 warms the allocator's pool up (and makes the experts' tables), -1 the graphs' arena.
+        for (int step = -2; step < steps; ++step) {
+          if (step == 0) before = backend.stats();
+          for (int b = 0; b < batch; ++b) {
+            chunks[b].state = &seqs[b];
+            chunks[b].start_pos = seqs[b].length;
+            chunks[b].decode = true;
+            chunks[b].tokens = {static_cast<int32_t>(3 + (step + b + 8) % 200)};
+          }
+          const auto s0 = Clock::now();
+          if (Status s = (*model)->forward(chunks, logits); !s.ok())
+            return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+          const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
+          if (step >= 0) sum += dt, best = std::min(best, dt);
         }
-        const auto s0 = Clock::now();
-        if (Status s = (*model)->forward(chunks, logits); !s.ok())
-          return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
-        const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
-        if (step >= 0) sum += dt, best = std::min(best, dt);
+        const double mean = sum / steps;
+        const CudaBackend::Stats& after = backend.stats();
+        const double bytes = step_bytes(batch);
+        const int64_t captured = after.graph_steps - before.graph_steps;
+        const double replay = captured ? backend.replay_last_step(steps) : 0;
+        std::printf(
+            "| %d | %d | %s | %.2f | %.2f | %.1f | %.2f GB | %.0f GB/s = %.1f %% of copy | %lld, %lld, %lld, %lld "
+            "(%.1f "
+            "ms) | ",
+            context, batch, graphs ? "graphs" : "launched", mean * 1e3, best * 1e3, batch / mean, bytes / 1e9,
+            bytes / mean / 1e9, 100.0 * bytes / mean / 1e12 / copy,
+            static_cast<long long>((after.ops - before.ops) / steps),
+            static_cast<long long>((after.allocations - before.allocations) / steps),
+            static_cast<long long>((after.uploads - before.uploads) / steps),
+            static_cast<long long>((after.downloads - before.downloads) / steps),
+            (after.download_wait_s - before.download_wait_s) / steps * 1e3);
+        if (captured)
+          std::printf("%lld; %.1f; %.2f |\n",
+                      static_cast<long long>(after.graph_instantiations - before.graph_instantiations),
+                      (after.capture_s - before.capture_s) / captured * 1e3, replay * 1e3);
+        else
+          std::printf("- |\n");
       }
-      const double mean = sum / steps;
-      const CudaBackend::Stats& after = backend.stats();
-      const double bytes = step_bytes(batch);
-      std::printf(
-          "| %d | %d | %.2f | %.2f | %.1f | %.2f GB | %.0f GB/s = %.1f %% of copy | %lld, %lld, %lld, %lld (%.1f ms) "
-          "|\n",
-          context, batch, mean * 1e3, best * 1e3, batch / mean, bytes / 1e9, bytes / mean / 1e9,
-          100.0 * bytes / mean / 1e12 / copy, static_cast<long long>((after.ops - before.ops) / steps),
-          static_cast<long long>((after.allocations - before.allocations) / steps),
-          static_cast<long long>((after.uploads - before.uploads) / steps),
-          static_cast<long long>((after.downloads - before.downloads) / steps),
-          (after.download_wait_s - before.download_wait_s) / steps * 1e3);
-    }
   // Prefill: fresh prompts in chunks of `chunk` tokens (as the server's token budget feeds them).
   // FLOPs per token: 2 per weight of every linear the token passes (6 routed experts of each layer).
   const double linear_flops = 2.0 * made->token_weights;

@@ -78,9 +78,9 @@ struct Model::Batch {
 
   int64_t size(size_t c) const { return offset[c + 1] - offset[c]; }
 
-  Status init(const ModelConfig& cfg, std::span<ForwardChunk> cs) {
-    chunks = cs;
-    offset.assign(1, 0);
+  /// Bad input, named: chunks without a sequence or tokens, positions past max_seq_len, token ids
+  /// outside the vocab.
+  static Status validate(const ModelConfig& cfg, std::span<const ForwardChunk> cs) {
     for (const ForwardChunk& ch : cs) {
       const int64_t s = static_cast<int64_t>(ch.tokens.size());
       if (!ch.state || s == 0) return error(ErrorKind::kInvalidArgument, "a chunk needs a sequence and tokens");
@@ -97,6 +97,16 @@ struct Model::Batch {
         if (t < 0 || t >= cfg.vocab_size)
           return error(ErrorKind::kInvalidArgument,
                        fmt::format("token id {} outside the vocab of {}", t, cfg.vocab_size));
+    }
+    return {};
+  }
+
+  /// The flattened tokens of validated chunks.
+  void init(std::span<ForwardChunk> cs) {
+    chunks = cs;
+    offset.assign(1, 0);
+    for (const ForwardChunk& ch : cs) {
+      const int64_t s = static_cast<int64_t>(ch.tokens.size());
       offset.push_back(offset.back() + s);
       for (int64_t i = 0; i < s; ++i) pos.push_back(ch.start_pos + i), ids.push_back(ch.tokens[i]);
     }
@@ -106,7 +116,6 @@ struct Model::Batch {
     candidates.clear(), candidates.resize(cs.size());
     candidates_T.assign(cs.size(), 0);
     block_tables_.clear(), block_tables_.resize(cs.size());
-    return {};
   }
 
   /// Chunk c's block table in the backend's memory, copied at its first use in the call (forward

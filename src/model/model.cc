@@ -96,15 +96,30 @@ Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<co
 
 Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
   const ModelConfig& c = config_;
-  Batch b(backend_);
-  DSINFER_RETURN_IF_ERROR(b.init(c, chunks));
+  DSINFER_RETURN_IF_ERROR(Batch::validate(c, chunks));
   // Blocks for every position first: taking them may grow the store (and move its pools).
   for (ForwardChunk& ch : chunks)
     DSINFER_RETURN_IF_ERROR(ch.state->blocks.cover(ch.start_pos + static_cast<int64_t>(ch.tokens.size())));
   if (logits.size() != chunks.size() * static_cast<size_t>(c.vocab_size))
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
-  const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
+  DeviceArray<float> out = DeviceArray<float>::uninitialized(backend_, logits.size());
+  // One sequence's decode step reads nothing back before its logits (the router's choice and the
+  // indexer's selections stay on the device): the backend may run it as one unit.
+  const bool captured =
+      chunks.size() == 1 && chunks[0].decode && !chunks[0].debug && !chunks[0].replay && backend_.begin_step_capture();
+  const Status st = run(chunks, out);
+  if (captured) backend_.end_step_capture(st.ok());
+  DSINFER_RETURN_IF_ERROR(st);
+  backend_.copy_to_host(logits.data(), out.data(), logits.size() * sizeof(float));
+  for (ForwardChunk& ch : chunks) ch.state->length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+  return {};
+}
 
+Status Model::run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits) {
+  const ModelConfig& c = config_;
+  Batch b(backend_);
+  b.init(chunks);
+  const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
   if (hasher_) {
     b.hashes.resize(n * hasher_->n_layers() * hasher_->n_columns());
     for (size_t ci = 0; ci < chunks.size(); ++ci) {
@@ -137,7 +152,7 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
   // Final collapse with the last FFN's pre, norm, head on each chunk's last token.
   const int64_t nc = static_cast<int64_t>(chunks.size());
   DeviceArray<uint16_t> last_x = b.scratch<uint16_t>(nc * hc * dim), collapsed = b.scratch<uint16_t>(nc * dim);
-  DeviceArray<float> last_pre = b.scratch<float>(nc * hc), out = b.scratch<float>(nc * c.vocab_size);
+  DeviceArray<float> last_pre = b.scratch<float>(nc * hc);
   for (int64_t ci = 0; ci < nc; ++ci) {
     const int64_t t = b.offset[ci + 1] - 1;
     backend_.copy_on_device(last_x.data() + ci * hc * dim, b.x.data() + t * hc * dim, hc * dim * 2);
@@ -146,9 +161,7 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
   const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
   backend_.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
   backend_.rms_norm({xc, weights_.norm, c.norm_eps, xc});
-  backend_.linear({xc, &weights_.head, out.view(DType::kF32, {nc, c.vocab_size})});
-  backend_.copy_to_host(logits.data(), out.data(), logits.size() * sizeof(float));
-  for (ForwardChunk& ch : chunks) ch.state->length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+  backend_.linear({xc, &weights_.head, logits.view(DType::kF32, {nc, c.vocab_size})});
   return {};
 }
 

@@ -88,6 +88,7 @@ class Model {
   Model(ModelConfig config, Checkpoint ckpt, Backend& backend, Communicator& comm)
       : config_(std::move(config)), ckpt_(std::move(ckpt)), backend_(backend), comm_(comm) {}
   struct Batch;
+  Status run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits);  // forward's ops, into the logits
   Status block(int layer, Batch& b);
   Status attention(int layer, Batch& b, const TensorView& x, const TensorView& out);
   Status compressed_kv(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr);

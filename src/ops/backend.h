@@ -24,6 +24,13 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
 
+  // A forward step that reads nothing back until its end (one sequence's decode) may be handed to
+  // the device as one unit: between begin_step_capture() (false: not on this backend, or not now)
+  // and end_step_capture(run) the ops are recorded, not run, and no copy to the host is allowed;
+  // end_step_capture(true) then runs them all (false drops them: the step failed).
+  virtual bool begin_step_capture() { return false; }
+  virtual void end_step_capture(bool /*run*/) {}
+
   virtual void embed(const EmbedArgs& a) = 0;
   virtual void rms_norm(const RmsNormArgs& a) = 0;
   virtual void linear(const LinearArgs& a) = 0;

@@ -49,6 +49,8 @@ CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
   staging_.half_bytes = size_t{16} << 20;
   check_launch(cudaMallocHost(&staging_.host, 2 * staging_.half_bytes), "pinned staging");
   for (cudaEvent_t& e : staging_.done) check_launch(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
+  const char* graphs = std::getenv("DSINFER_CUDA_GRAPH");
+  capture_.enabled = graphs && std::string(graphs) == "1";
   if (const char* k = std::getenv("DSINFER_CUDA_LINEAR")) {
     const std::string name = k;
     linear_kernel_ = name == "fma"     ? cuda::LinearKernel::kFma
@@ -62,11 +64,24 @@ CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
 void* CudaBackend::allocate(size_t bytes) {
   ++stats_.allocations;
   void* p = nullptr;
+  if (capture_.active) {
+    const size_t aligned = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+    capture_.needed += aligned;
+    if (capture_.used + aligned <= capture_.arena_bytes) {
+      p = capture_.arena + capture_.used;
+      capture_.used += aligned, ++capture_.live;
+      return p;
+    }
+  }
   check_launch(cudaMallocAsync(&p, bytes ? bytes : 1, stream_), "allocation");
   return p;
 }
 
 void CudaBackend::deallocate(void* p) {
+  if (in_arena(p)) {
+    --capture_.live;
+    return;
+  }
   check_launch(cudaFreeAsync(p, stream_), "free");
 }
 
@@ -77,6 +92,8 @@ void CudaBackend::zero(void* p, size_t bytes) {
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   ++stats_.uploads;
   Staging& st = staging_;
+  DSINFER_CHECK(!capture_.active || st.used + bytes <= st.half_bytes,
+                "CudaBackend: a captured step's uploads must fit the pinned ring's half");
   if (bytes > st.half_bytes) {  // from pageable memory: returns once the source is staged
     check_launch(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
     return;
@@ -93,6 +110,7 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) 
 }
 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  DSINFER_CHECK(!capture_.active, "CudaBackend: a captured step may not read device memory back");
   ++stats_.downloads;
   const auto t0 = std::chrono::steady_clock::now();
   check_launch(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
@@ -114,6 +132,10 @@ CudaBackend::~CudaBackend() {
     cudaFree(s->data);
   if (cublas_) cublasDestroy(cublas_);
   for (RouteTable& t : route_tables_) cudaFree(t.device);
+  for (const Capture::Exec& e : capture_.execs) cudaGraphExecDestroy(e.exec);
+  cudaFree(capture_.arena);
+  if (capture_.ready) cudaEventDestroy(capture_.ready);
+  if (capture_.stream) cudaStreamDestroy(capture_.stream);
 }
 
 void CudaBackend::launched(cudaError_t e, const char* op) {
@@ -123,7 +145,10 @@ void CudaBackend::launched(cudaError_t e, const char* op) {
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes) {
   if (bytes > s.bytes) {
-    cudaFree(s.data);
+    if (capture_.active)  // the graph's earlier nodes may read the old buffer: freed once it ran
+      capture_.retired.push_back(s.data);
+    else
+      cudaFree(s.data);
     s.data = nullptr;
     check_launch(cudaMalloc(&s.data, bytes), "scratch allocation");
     s.bytes = bytes;
@@ -222,8 +247,8 @@ bool CudaBackend::tensor_core_linear(const LinearArgs& a) {
     return false;
   if (!cublas_) {
     DSINFER_CHECK(cublasCreate(&cublas_) == CUBLAS_STATUS_SUCCESS, "cuBLAS could not start");
-    DSINFER_CHECK(cublasSetStream(cublas_, stream_) == CUBLAS_STATUS_SUCCESS, "cuBLAS stream");
   }
+  DSINFER_CHECK(cublasSetStream(cublas_, stream_) == CUBLAS_STATUS_SUCCESS, "cuBLAS stream");  // a capture's, maybe
   const uint16_t* wb = bf16(w.weight);
   int64_t ldw = w.weight.stride[0];
   if (dequantised) {
@@ -561,15 +586,14 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
   const bool exact_gemv = linear_kernel_ == cuda::LinearKernel::kAuto || linear_kernel_ == cuda::LinearKernel::kFma ||
                           linear_kernel_ == cuda::LinearKernel::kGemv;
-  if (n != 1 || experts == 0 || 2 * k > cuda::kMaxLinearGroups || !exact_gemv || a.x.dtype != DType::kBF16) {
+  const bool device_route = n == 1 && experts > 0 && 2 * k <= cuda::kMaxLinearGroups && exact_gemv &&
+                            a.x.dtype == DType::kBF16 && route_table(a.experts).ok;
+  if (!device_route) {
+    if (n == 1) capture_.enabled = false;  // this model's single-token steps read the choice back
     Backend::routed_experts(a);
     return;
   }
   const RouteTable& table = route_table(a.experts);
-  if (!table.ok) {
-    Backend::routed_experts(a);
-    return;
-  }
   check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
   DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32,
                 "routed_experts: contiguous choices, an f32 accumulator");

@@ -37,12 +37,29 @@ class CudaBackend final : public Backend {
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  /// The step as a CUDA graph (step_capture.cc): its kernels run back to back, without the gaps
+  /// of launches one by one. The instantiated graph of the step before is updated in place when the
+  /// two agree in shape (a decode step at the next position does, but for lengths); temporaries come
+  /// from an arena at the same addresses every step. The first single-token step runs as it is
+  /// (it makes the experts' device tables and grows the scratch buffers, which a capture may not).
+  /// Opt-in (DSINFER_CUDA_GRAPH=1): recording a step costs the host about what launching it does,
+  /// and the device then waits for the whole recording, so the steps measured slower than launched
+  /// one by one (docs/perf-notes.md); replay_last_step() gives a step's device time alone.
+  bool begin_step_capture() override;
+  void end_step_capture(bool run) override;
+  /// For the benchmarks: runs the last captured step's graph `times` more times (its uploads read
+  /// the pinned ring as it is: call it right after the step) and returns the seconds per run, 0
+  /// when no step was captured. The device time of a step without any host in between.
+  double replay_last_step(int times);
+  void set_step_graphs(bool on) { capture_.enabled = on; }
 
   /// What the host did for the device since construction (for the benchmarks): API calls by
   /// kind, and the time the host spent waiting for the device in copies to the host.
   struct Stats {
     int64_t ops = 0, allocations = 0, uploads = 0, downloads = 0, device_copies = 0;
     double download_wait_s = 0;
+    int64_t graph_steps = 0, graph_instantiations = 0;  // captured steps; of them, not updated in place
+    double capture_s = 0;                               // host time recording and updating them
   };
   const Stats& stats() const { return stats_; }
 
@@ -119,8 +136,35 @@ class CudaBackend final : public Backend {
     cudaEvent_t done[2] = {nullptr, nullptr};
   };
 
+  // The capture of a step: its own stream (the legacy stream cannot be captured), the graph of
+  // the last step, and the arena its temporaries come from (grown between steps to what the last
+  // capture needed; what did not fit came from graph allocations meanwhile).
+  struct Capture {
+    bool enabled = false, active = false;
+    int64_t single_token_steps = 0;
+    cudaStream_t stream = nullptr, eager = nullptr;
+    cudaEvent_t ready = nullptr;
+    // Instantiated graphs by the step's shape (kernels, copies, uploads, allocations recorded):
+    // consecutive decode steps alternate (ratio-2 groups complete at odd positions), so each
+    // shape keeps its own and is updated in place; `last` is the one run most recently.
+    struct Exec {
+      int64_t ops, copies, uploads, allocations;
+      cudaGraphExec_t exec;
+    };
+    std::vector<Exec> execs;
+    cudaGraphExec_t last = nullptr;
+    Stats at_begin;
+    uint8_t* arena = nullptr;
+    size_t arena_bytes = 0, used = 0, needed = 0;
+    int64_t live = 0;            // arena allocations not yet freed
+    std::vector<void*> retired;  // scratch buffers replaced during a capture, freed after it ran
+    double started = 0;          // steady-clock seconds at begin
+  };
+  bool in_arena(const void* p) const;
+
   cudaStream_t stream_;
   Staging staging_;
+  Capture capture_;
   Stats stats_;
   // DSINFER_CUDA_LINEAR=gemv|fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
   // comparisons); unset or auto: the fastest measured for each shape.

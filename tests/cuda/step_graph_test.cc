@@ -1,0 +1,75 @@
+// Decode steps run as CUDA graphs (CudaBackend::begin_step_capture) give the logits of the same
+// steps run op by op, bit for bit, on both fixture models: a prompt, then single-token steps past
+// the window and through new compressed rows (skipped without a GPU).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/device.h"
+#include "model/model.h"
+#include "ops/communicator.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+struct Decoded {
+  std::vector<float> logits;  // every forward's, in order
+  CudaBackend::Stats stats;
+};
+
+Decoded decode(const char* fixture, bool graphs, int steps) {
+  // The backend reads DSINFER_CUDA_GRAPH when it is made.
+  setenv("DSINFER_CUDA_GRAPH", graphs ? "1" : "0", 1);  // graphs are opt-in
+  CudaBackend backend;
+  unsetenv("DSINFER_CUDA_GRAPH");
+  LocalCommunicator comm;
+  auto model = Model::load(testing::data_dir() / fixture / "checkpoint", backend, comm);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  Decoded run;
+  if (!model.ok()) return run;
+  const int64_t vocab = (*model)->config().vocab_size;
+  SequenceState seq = (*model)->new_sequence();
+  std::vector<float> logits(vocab);
+  std::vector<ForwardChunk> chunk(1);
+  chunk[0].state = &seq;
+  chunk[0].tokens = {1, 200, 201, 202, 203, 204, 205};
+  chunk[0].prompt_len = 7;
+  EXPECT_TRUE((*model)->forward(chunk, logits).ok());
+  run.logits = logits;
+  for (int s = 0; s < steps; ++s) {
+    chunk[0].start_pos = seq.length, chunk[0].decode = true,
+    chunk[0].tokens = {static_cast<int32_t>(17 + 31 * s % 300)};  // ids below both vocabs (384, 512)
+    const Status st = (*model)->forward(chunk, logits);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    run.logits.insert(run.logits.end(), logits.begin(), logits.end());
+  }
+  run.stats = backend.stats();
+  return run;
+}
+
+class StepGraph : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(StepGraph, LogitsAsStepsOneByOne) {
+  const int steps = 40;
+  const Decoded eager = decode(GetParam(), false, steps), graphs = decode(GetParam(), true, steps);
+  EXPECT_EQ(eager.stats.graph_steps, 0);
+  EXPECT_EQ(graphs.stats.graph_steps, steps - 1) << "every single-token step after the first";
+  // A graph per step shape (decode steps alternate between two), and one more each after the
+  // arena grew and when a kv source first holds enough compressed rows for the full top-k.
+  EXPECT_LE(graphs.stats.graph_instantiations, 8) << "later steps update their shape's graph in place";
+  ASSERT_EQ(eager.logits.size(), graphs.logits.size());
+  EXPECT_TRUE(eager.logits == graphs.logits) << "captured steps give other logits";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, StepGraph, ::testing::Values("v41-tiny-a", "v41-tiny-b"));
+
+}  // namespace
+}  // namespace dsinfer
