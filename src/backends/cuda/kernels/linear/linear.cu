@@ -242,15 +242,16 @@ cudaError_t launch_block_linear(const BlockLinearParams& p) {
   if (p.n == 0 || p.out == 0) return cudaSuccess;
   LinearKernel kernel = p.kernel;
   // Auto: the kernels that equal the CPU's exact block sums (gemv, fma and mma, bit for bit on over
-  // 99 % of outputs), the fastest measured for the shape: gemv for one fp8 row (faster than fma on
-  // every decode shape), fma for one fp4 row (gemv's byte table is slower there), mma above.
+  // 99 % of outputs), the fastest measured for the shape: gemv for one row (fp8: a row a warp; fp4:
+  // 8 rows a warp, linear_gemv_fp4.cu; faster than fma on every decode shape), fma where gemv does
+  // not apply, mma above.
   // wgmma is fast from batch 1 to 8 but Hopper's fp8 tensor cores round inside a block's sum: 4-7 %
   // of outputs differ by 1-2 bf16 ulps, and end to end that takes a golden fixture past its
   // tolerance (docs/perf-notes.md), so it runs only when asked for. A forced kGemv where it does
   // not apply runs as kAuto would.
   if (kernel == LinearKernel::kGemv && !gemv_applies(p)) kernel = LinearKernel::kAuto;
   if (kernel == LinearKernel::kAuto)
-    kernel = p.n > 1 ? LinearKernel::kMma : !p.fp4 && gemv_applies(p) ? LinearKernel::kGemv : LinearKernel::kFma;
+    kernel = p.n > 1 ? LinearKernel::kMma : gemv_applies(p) ? LinearKernel::kGemv : LinearKernel::kFma;
   const bool routable = kernel == LinearKernel::kFma || kernel == LinearKernel::kGemv;
   if (p.routes && (!routable || !p.route_table || p.per_route < 1 || p.groups % p.per_route != 0))
     return cudaErrorInvalidValue;

@@ -287,10 +287,11 @@ int gemv_split(int out, int k) {
 }
 
 bool gemv_applies(const BlockLinearParams& p) {
-  return p.n >= 1 && p.n <= kMaxN && p.k % kPartK == 0;
+  return gemv_fp4_applies(p) || (p.n >= 1 && p.n <= kMaxN && p.k % kPartK == 0);
 }
 
 cudaError_t launch_block_linear_gemv(const BlockLinearParams& p) {
+  if (gemv_fp4_applies(p)) return launch_block_linear_gemv_fp4(p);  // one token's fp4 rows: 8 a warp
   if (!gemv_applies(p)) return cudaErrorInvalidValue;
   return p.fp4 ? launch_n<true>(p) : launch_n<false>(p);
 }
