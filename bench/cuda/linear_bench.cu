@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
       // in_flight: 0 mma.sync, -1 - v wgmma variant v, kGemvVariant + c the gemv kernel with
       // chunks_in_flight c, else the FMA kernel with that many loads in flight
       constexpr int kGemvVariant = 100;
-      auto run = [&](bool quantize, int in_flight, int blocks_per_sm) {
+      auto run = [&](bool quantize, int in_flight, int blocks_per_sm, int gemv_rows = 0) {
         int turn = 0;
         return graph_time_us([&](cudaStream_t stream) {
           q.stream = stream;
@@ -311,7 +311,7 @@ int main(int argc, char** argv) {
           p.groups = s.groups, p.n = n, p.k = s.k, p.out = s.out, p.fp4 = s.fp4;
           p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
           p.kernel = in_flight == 0 ? dsinfer::cuda::LinearKernel::kMma : dsinfer::cuda::LinearKernel::kFma;
-          p.chunks_in_flight = std::max(in_flight, 1), p.blocks_per_sm = blocks_per_sm;
+          p.chunks_in_flight = std::max(in_flight, 1), p.blocks_per_sm = blocks_per_sm, p.gemv_rows = gemv_rows;
           if (in_flight > kGemvVariant)
             p.kernel = dsinfer::cuda::LinearKernel::kGemv, p.chunks_in_flight = in_flight - kGemvVariant;
           if (in_flight < 0)
@@ -337,8 +337,10 @@ int main(int argc, char** argv) {
           for (const int ctas : {2, 3, 4, 8}) {
             char variant[32];
             std::snprintf(variant, sizeof variant, "gemv%s C%d", deep == 4 ? " deep" : "", ctas);
-            report(variant, run(false, kGemvVariant + deep, ctas));
+            report(variant, run(false, kGemvVariant + deep, ctas, 1));
           }
+      if (n == 1)  // 8 rows a warp (the grid is one warp per 8 rows: no CTA count)
+        for (const int deep : {2, 4}) report(deep == 4 ? "gemv8 deep" : "gemv8", run(false, kGemvVariant + deep, 4, 8));
       if (n <= 8)
         for (const int variant : {0, 1, 2, 3})
           for (const int ctas : {8, 16}) {

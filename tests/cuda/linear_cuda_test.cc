@@ -63,7 +63,7 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
   for (const Shape s :
        {Shape{2304, 5120, false}, Shape{5120, 2304, false}, Shape{1280, 5120, false}, Shape{2304, 5120, true},
         Shape{5120, 2304, true}, Shape{1000, 1024, false}, Shape{1000, 1024, true},  // 1000: a partial 16-row tile
-        Shape{1000, 1056, true}}) {  // 33 scale blocks: a partial last step of the fp4 gemv
+        Shape{1000, 1056, true}, Shape{1000, 1056, false}}) {  // 33 scale blocks: a partial last gemv8 step
     const int64_t o = s.out, k = s.k;
     std::vector<uint8_t> w(s.fp4 ? o * k / 2 : o * k), ws(s.fp4 ? o * k / 32 : ((o + 31) / 32) * (k / 32));
     for (auto& b : w)  // fp8: normal codes of both signs (as quantised weights are); fp4: any byte
@@ -111,20 +111,24 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
         cuda::LinearKernel kernel;
         int in_flight;
         const char* name;
+        int gemv_rows = 0;
       };
       for (const Variant v : {Variant{cuda::LinearKernel::kMma, 1, "mma"},
                               {cuda::LinearKernel::kFma, 1, "fma U1"},
                               {cuda::LinearKernel::kFma, 2, "fma U2"},
                               {cuda::LinearKernel::kFma, 4, "fma U4"},
                               {cuda::LinearKernel::kGemv, 2, "gemv"},
-                              {cuda::LinearKernel::kGemv, 4, "gemv deep"}}) {
+                              {cuda::LinearKernel::kGemv, 4, "gemv deep"},
+                              {cuda::LinearKernel::kGemv, 2, "gemv1", 1},
+                              {cuda::LinearKernel::kGemv, 2, "gemv8", 8},
+                              {cuda::LinearKernel::kGemv, 4, "gemv8 deep", 8}}) {
         if (v.kernel == cuda::LinearKernel::kGemv && n > 4) continue;  // it runs only up to 4 rows
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
         cuda::BlockLinearParams p;
         p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p, dcodes.p};
         p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k, p.s_stride = k / 32;
         p.out = static_cast<int>(o), p.y_stride = o;
-        p.kernel = v.kernel, p.chunks_in_flight = v.in_flight;
+        p.kernel = v.kernel, p.chunks_in_flight = v.in_flight, p.gemv_rows = v.gemv_rows;
         ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint16_t> out(got.size());

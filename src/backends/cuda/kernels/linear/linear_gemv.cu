@@ -43,6 +43,10 @@ constexpr int kPartK = 64;          // K of one part (two scale blocks): 4 lanes
 constexpr int kStepK = 8 * kPartK;  // K per warp step: the mma's 8 columns are 8 parts of one row
 constexpr int kMaxN = 4;            // activation rows (each one's own four mmas a step)
 constexpr int kLutWords = 256 * kWarp;
+// fp8 at one token: from this many rows in a launch, 8 rows a warp (linear_gemv_rows.cu) measured
+// faster than a row a warp with its K split (wq_b, 32768 rows: 35 -> 21 us); with fewer rows it has
+// too few warps (2304 x 5120: 10 -> 31 us).
+constexpr int kRowsWarpFp8Rows = 16384;
 
 __device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
   asm volatile(
@@ -287,12 +291,17 @@ int gemv_split(int out, int k) {
 }
 
 bool gemv_applies(const BlockLinearParams& p) {
-  return gemv_fp4_applies(p) || (p.n >= 1 && p.n <= kMaxN && p.k % kPartK == 0);
+  return gemv_rows_applies(p) || (p.n >= 1 && p.n <= kMaxN && p.k % kPartK == 0);
 }
 
 cudaError_t launch_block_linear_gemv(const BlockLinearParams& p) {
-  if (gemv_fp4_applies(p)) return launch_block_linear_gemv_fp4(p);  // one token's fp4 rows: 8 a warp
-  if (!gemv_applies(p)) return cudaErrorInvalidValue;
+  // One token: 8 rows a warp where that applies and is asked for, or by default for fp4 (every
+  // shape measured faster) and for fp8 with many rows (docs/perf-notes.md).
+  const bool a_row_a_warp = p.n >= 1 && p.n <= kMaxN && p.k % kPartK == 0;
+  if (gemv_rows_applies(p) &&
+      (!a_row_a_warp || p.gemv_rows == 8 || (p.gemv_rows == 0 && (p.fp4 || p.groups * p.out >= kRowsWarpFp8Rows))))
+    return launch_block_linear_gemv_rows(p);
+  if (!a_row_a_warp) return cudaErrorInvalidValue;
   return p.fp4 ? launch_n<true>(p) : launch_n<false>(p);
 }
 

@@ -62,6 +62,7 @@ struct BlockLinearParams {
   int chunks_in_flight = 2;    // kFma: 16-byte weight loads each lane issues before using them: 1, 2 or 4;
                                // kGemv: 2 or 4 (4 doubles the steps each warp keeps in flight)
   int blocks_per_sm = 4;       // kFma, kGemv: blocks of 8 warps in the persistent grid, per SM
+  int gemv_rows = 0;           // kGemv at n = 1: weight rows a warp, 8 (linear_gemv_rows.cu) or 1; 0: by shape
   int wgmma_ctas_per_sm = 16;  // kWgmma: CTAs aimed at per SM (sets how finely K is split)
   int wgmma_variant = 2;       // kWgmma: K blocks per wgmma group and buffering: 0: 4; 1: 4, double-buffered;
                                // 2: 2, double-buffered (the default: best measured); 3: 8
