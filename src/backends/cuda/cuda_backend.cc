@@ -51,6 +51,8 @@ CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
   for (cudaEvent_t& e : staging_.done) check_launch(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
   const char* graphs = std::getenv("DSINFER_CUDA_GRAPH");
   capture_.enabled = graphs && std::string(graphs) == "1";
+  if (const char* r = std::getenv("DSINFER_CUDA_GEMV_ROWS"))
+    gemv_rows_ = std::atoi(r) == 8 ? 8 : std::atoi(r) == 1 ? 1 : 0;
   if (const char* k = std::getenv("DSINFER_CUDA_LINEAR")) {
     const std::string name = k;
     linear_kernel_ = name == "fma"     ? cuda::LinearKernel::kFma
@@ -355,6 +357,7 @@ void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
   p.out = static_cast<int>(w0.out), p.fp4 = w0.format == LinearFormat::kFp4, p.w_stride = w0.weight.stride[0];
   p.s_stride = w0.scale.stride[0], p.y_stride = ops[0].out.stride[0], p.stream = stream_;
   if (linear_kernel_ != cuda::LinearKernel::kWgmma || n <= 8) p.kernel = linear_kernel_;
+  p.gemv_rows = gemv_rows_;
   if (const size_t bytes = p.kernel == cuda::LinearKernel::kWgmma ? cuda::block_linear_workspace_bytes(p) : 0)
     p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
   launched(cuda::launch_block_linear(p), "linear");
@@ -617,7 +620,7 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
     }
     p.groups = static_cast<int>(outs.size()), p.n = 1, p.k = static_cast<int>(in), p.out = static_cast<int>(w.out);
     p.fp4 = w.format == LinearFormat::kFp4, p.w_stride = w.weight.stride[0], p.s_stride = w.scale.stride[0];
-    p.y_stride = w.out, p.kernel = linear_kernel_, p.stream = stream_;
+    p.y_stride = w.out, p.kernel = linear_kernel_, p.gemv_rows = gemv_rows_, p.stream = stream_;
     p.routes = a.indices.as<const int32_t>(), p.route_table = entries, p.per_route = per_route;
     p.route_count = static_cast<int>(experts);
     launched(cuda::launch_block_linear(p), "routed experts");

@@ -169,6 +169,9 @@ class CudaBackend final : public Backend {
   // DSINFER_CUDA_LINEAR=gemv|fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
   // comparisons); unset or auto: the fastest measured for each shape.
   cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
+  // DSINFER_CUDA_GEMV_ROWS=1|8: one token's GEMVs with a row or 8 rows a warp wherever that applies
+  // (for comparisons); unset: by shape (cuda/kernels/linear/linear_gemv.cu).
+  int gemv_rows_ = 0;
   Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_, attn_scores_,
       router_logits_;
   cublasContext* cublas_ = nullptr;       // made on the first large batch
