@@ -285,6 +285,10 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   TensorView mask;
   if (c.is_candidate_source(l)) {
     if (replay && !replay->candidates.empty()) {
+      if (static_cast<int64_t>(replay->candidates.size()) != s * T)
+        return error(ErrorKind::kInvalidArgument,
+                     fmt::format("layer {}: the replayed candidates hold {} values, not {}", l,
+                                 replay->candidates.size(), s * T));
       b.candidates[ci] = b.upload(replay->candidates);
     } else {
       b.candidates[ci] = b.scratch<uint8_t>(s * T);
@@ -299,10 +303,14 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
     mask = b.candidates[ci].view(DType::kU8, {s, T});
   }
 
-  if (replay && !replay->topk.empty())
+  if (replay && !replay->topk.empty()) {
+    if (static_cast<int64_t>(replay->topk.size()) != s * k)
+      return error(ErrorKind::kInvalidArgument,
+                   fmt::format("layer {}: the replayed top-k holds {} values, not {}", l, replay->topk.size(), s * k));
     b.topk[ci].upload(replay->topk);
-  else
+  } else {
     backend_.topk({scores, mask, dvis, b.topk[ci].view(DType::kI32, {s, k})});
+  }
   if (ch.debug) {  // dumped as the reference passes them to sparse_attn: offset by its window rows (s or win)
     std::vector<int32_t> dumped = b.topk[ci].download();
     const int64_t offset = ch.decode ? c.window_size : s;

@@ -38,9 +38,9 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   /// The step as a CUDA graph (step_capture.cc): its kernels run back to back, without the gaps
-  /// of launches one by one. The instantiated graph of the step before is updated in place when the
-  /// two agree in shape (a decode step at the next position does, but for lengths); temporaries come
-  /// from an arena at the same addresses every step. The first single-token step runs as it is
+  /// of launches one by one. An instantiated graph is kept per step shape and updated in place by
+  /// the next step of that shape (decode steps differ only in lengths and addresses); temporaries
+  /// come from an arena at the same addresses every step. The first single-token step runs as it is
   /// (it makes the experts' device tables and grows the scratch buffers, which a capture may not).
   /// Opt-in (DSINFER_CUDA_GRAPH=1): recording a step costs the host about what launching it does,
   /// and the device then waits for the whole recording, so the steps measured slower than launched

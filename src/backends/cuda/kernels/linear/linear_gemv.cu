@@ -48,14 +48,6 @@ constexpr int kLutWords = 256 * kWarp;
 // too few warps (2304 x 5120: 10 -> 31 us).
 constexpr int kRowsWarpFp8Rows = 16384;
 
-__device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // One step of a lane: its weights (fp8 all four words, fp4 the first two) and its part's two
 // block scales (loaded with the weights, so no step waits on a scale).
 struct Frag {

@@ -33,14 +33,6 @@ constexpr int kStepBlocks = 4;                    // scale blocks a step
 constexpr int kLutWords = 256 * kWarp;
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
-__device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // The 32 activations (f16 codes) of block b, or zeros.
 struct BlockX {
   uint4 v[4];
