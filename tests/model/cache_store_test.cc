@@ -1,5 +1,6 @@
 // CacheStore and BlockTable: blocks taken and given back, the pools growing without losing rows,
-// the bound of a budgeted store, and a forward pass that runs out of blocks failing cleanly.
+// the bound of a budgeted store, rows through a block table (and the backend op that maps
+// selected positions the same way).
 #include <gtest/gtest.h>
 
 #include "backends/cpu/cpu_backend.h"
@@ -63,6 +64,17 @@ TEST(CacheStore, RowsOfARatioTwoLayerFollowTheBlockTable) {
   ASSERT_TRUE(t.cover(16).ok());
   EXPECT_EQ(store.rows_per_block(layer), 4);
   for (int64_t g = 0; g < 8; ++g) EXPECT_EQ(store.row(layer, t.blocks(), g), t.blocks()[g / 4] * 4 + g % 4);
+
+  // The backend op the attention uses on selected positions gives the same rows (after `base`,
+  // the window's rows), and -1 for an empty pick.
+  std::vector<int32_t> picks = {7, -1, 0, 5}, blocks(t.blocks().begin(), t.blocks().end()), rows(6, 99);
+  TensorView out = TensorView::contiguous(rows.data() + 2, DType::kI32, {1, 4});
+  be.paged_rows({TensorView::contiguous(picks.data(), DType::kI32, {1, 4}),
+                 TensorView::contiguous(blocks.data(), DType::kI32, {static_cast<int64_t>(blocks.size())}),
+                 store.rows_per_block(layer), 16, out});
+  EXPECT_EQ(rows, (std::vector<int32_t>{99, 99, static_cast<int32_t>(16 + store.row(layer, t.blocks(), 7)), -1,
+                                        static_cast<int32_t>(16 + store.row(layer, t.blocks(), 0)),
+                                        static_cast<int32_t>(16 + store.row(layer, t.blocks(), 5))}));
 }
 
 }  // namespace
