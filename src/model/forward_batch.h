@@ -118,6 +118,16 @@ struct Model::Batch {
     block_tables_.clear(), block_tables_.resize(cs.size());
   }
 
+  /// 0 .. n - 1 in the backend's memory (every token's own row), copied at its first use in the call.
+  const DeviceArray<int32_t>& token_rows() {
+    if (token_rows_.empty()) {
+      std::vector<int32_t> rows(n);
+      for (int64_t t = 0; t < n; ++t) rows[t] = static_cast<int32_t>(t);
+      token_rows_ = upload(rows);
+    }
+    return token_rows_;
+  }
+
   /// Chunk c's block table in the backend's memory, copied at its first use in the call (forward
   /// covers every position first, so the table does not change during the call).
   const DeviceArray<int32_t>& block_table(size_t c) {
@@ -147,6 +157,7 @@ struct Model::Batch {
  private:
   std::map<const RopeTable*, RopeRows> rope_;
   std::vector<DeviceArray<int32_t>> block_tables_;
+  DeviceArray<int32_t> token_rows_;
 
   static size_t debug_bytes(const DebugTensor& t) {
     int64_t numel = 1;

@@ -44,11 +44,8 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   backend_.swiglu({sg.view(DType::kBF16, {n, ff}), su.view(DType::kBF16, {n, ff}), TensorView{},
                    static_cast<float>(c.swiglu_limit), sact.view(DType::kBF16, {n, ff})});
   backend_.linear({sact.view(DType::kBF16, {n, ff}), &w.shared.w2, so.view(DType::kBF16, {n, dim})});
-  std::vector<int32_t> all(n);
-  for (int64_t t = 0; t < n; ++t) all[t] = static_cast<int32_t>(t);
-  const DeviceArray<int32_t> dall = b.upload(all);
   backend_.scatter_add(
-      {so.view(DType::kBF16, {n, dim}), dall.view(DType::kI32, {n}), y.view(DType::kF32, {n, dim}), out});
+      {so.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), y.view(DType::kF32, {n, dim}), out});
 }
 
 }  // namespace dsinfer

@@ -589,14 +589,16 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
   const bool exact_gemv = linear_kernel_ == cuda::LinearKernel::kAuto || linear_kernel_ == cuda::LinearKernel::kFma ||
                           linear_kernel_ == cuda::LinearKernel::kGemv;
-  const bool device_route = n == 1 && experts > 0 && 2 * k <= cuda::kMaxLinearGroups && exact_gemv &&
-                            a.x.dtype == DType::kBF16 && route_table(a.experts).ok;
-  if (!device_route) {
+  const RouteTable* routes =
+      n == 1 && experts > 0 && 2 * k <= cuda::kMaxLinearGroups && exact_gemv && a.x.dtype == DType::kBF16
+          ? &route_table(a.experts)
+          : nullptr;
+  if (!routes || !routes->ok) {
     if (n == 1) capture_.enabled = false;  // this model's single-token steps read the choice back
     Backend::routed_experts(a);
     return;
   }
-  const RouteTable& table = route_table(a.experts);
+  const RouteTable& table = *routes;
   check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
   DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32,
                 "routed_experts: contiguous choices, an f32 accumulator");

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/cuda/kernels/linear/params.h"
+
 namespace dsinfer::cuda::linear_detail {
 
 /// e8m0 scale byte -> its power of two (2^-127 for 0, a subnormal float).
@@ -75,6 +77,18 @@ __device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, fl
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Group `group`'s weights and scales: its own, or in a routed call the chosen expert's from the
+/// device table. false for an expert id outside [0, route_count) (the group's outputs are zeros).
+__device__ inline bool group_weights(const BlockLinearParams& p, int group, const uint8_t*& w, const uint8_t*& sw) {
+  w = p.op[group].w, sw = p.op[group].w_scales;
+  if (!p.routes) return true;
+  const int32_t e = p.routes[group / p.per_route];
+  if (e < 0 || e >= p.route_count) return false;
+  const RoutedWeight entry = p.route_table[e * p.per_route + group % p.per_route];
+  w = entry.w, sw = entry.w_scales;
+  return true;
 }
 
 /// Multiprocessors of the current device (read once).

@@ -170,15 +170,10 @@ template <int NB, int U>
 __device__ void one_row(const BlockLinearParams& p, int row, int i0, int lane, const uint32_t* lut) {
   const int group = row / p.out;
   LinearOperands g = p.op[group];
-  if (p.routes) {
-    const int32_t e = p.routes[group / p.per_route];
-    if (e < 0 || e >= p.route_count) {
-      if (lane == 0)
-        for (int i = 0; i < NB; ++i) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row % p.out] = 0;
-      return;
-    }
-    const RoutedWeight r = p.route_table[e * p.per_route + group % p.per_route];
-    g.w = r.w, g.w_scales = r.w_scales;
+  if (!group_weights(p, group, g.w, g.w_scales)) {
+    if (lane == 0)
+      for (int i = 0; i < NB; ++i) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row % p.out] = 0;
+    return;
   }
   if (p.fp4)
     fp4_row<NB, U>(p, g, row % p.out, i0, lane, lut);

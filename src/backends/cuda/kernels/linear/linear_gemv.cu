@@ -115,14 +115,8 @@ __device__ inline RowSource row_source(const BlockLinearParams& p, const Walk& w
   r.x = op.x_values + g * kPartK + t * 16;
   r.sx = op.x_scales + 2 * g;
   r.y = op.y + row;
-  const uint8_t* w = op.w;
-  const uint8_t* sw = op.w_scales;
-  if (p.routes) {
-    const int32_t e = p.routes[group / p.per_route];
-    if (e < 0 || e >= p.route_count) return r;  // not live: zeros
-    const RoutedWeight entry = p.route_table[e * p.per_route + group % p.per_route];
-    w = entry.w, sw = entry.w_scales;
-  }
+  const uint8_t *w, *sw;
+  if (!group_weights(p, group, w, sw)) return r;  // not live: zeros
   r.live = true;
   r.w = w + static_cast<int64_t>(row) * p.w_stride + lane * (kStepBytes / 32);
   // fp8: one scale per 32 x 32 tile; fp4: per row and block. Lane (g, t) reads part g's pair.

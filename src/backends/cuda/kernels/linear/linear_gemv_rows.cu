@@ -62,16 +62,10 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_gemv_rows(BlockLinearParam
   const int group = task / octets, r0 = (task % octets) * kRows;
   const LinearOperands& op = p.op[group];
   uint16_t* y = op.y + r0;
-  const uint8_t* w = op.w;
-  const uint8_t* sw = op.w_scales;
-  if (p.routes) {
-    const int32_t e = p.routes[group / p.per_route];
-    if (e < 0 || e >= p.route_count) {  // no such expert: zeros
-      if (lane < kRows) y[lane] = 0;
-      return;
-    }
-    const RoutedWeight entry = p.route_table[e * p.per_route + group % p.per_route];
-    w = entry.w, sw = entry.w_scales;
+  const uint8_t *w, *sw;
+  if (!group_weights(p, group, w, sw)) {  // no such expert: zeros
+    if (lane < kRows) y[lane] = 0;
+    return;
   }
   constexpr int kBlockBytes = kFp4 ? 16 : 32, kStepBytes = kStepBlocks * kBlockBytes;
   const int blocks = p.k / 32, steps = (blocks + kStepBlocks - 1) / kStepBlocks;

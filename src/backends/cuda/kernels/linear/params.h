@@ -37,10 +37,10 @@ struct RoutedWeight {
 };
 
 enum class LinearKernel {
-  kAuto,   // the exact kernels, the fastest measured for the shape: at n = 1 kGemv for fp8 and kFma
-           // for fp4, kMma above (kWgmma rounds inside a block's sum: docs/perf-notes.md)
-  kGemv,   // f16 tensor cores, a warp per weight row (K split over a CTA's warps for short matrices):
-           // n <= 4, k % 64 == 0
+  kAuto,   // the exact kernels, the fastest measured for the shape: kGemv at n = 1 (kFma where it
+           // does not apply), kMma above (kWgmma rounds inside a block's sum: docs/perf-notes.md)
+  kGemv,   // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
+           // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
   kFma,    // CUDA cores: one warp per output row, fp32 FMAs
   kMma,    // tensor cores through mma.sync e4m3 (lowered to f16 HMMA on sm_90), any n
   kWgmma,  // Hopper's fp8 tensor cores (wgmma), n <= 8, needs `workspace`
