@@ -56,6 +56,8 @@ struct TensorView {
   T* as() const {
     return static_cast<T*>(data);
   }
+  /// The same memory, type and layout (a recorded step compares its ops' views: ops/step_recorder.h).
+  bool operator==(const TensorView&) const = default;
 };
 
 }  // namespace dsinfer

@@ -1,7 +1,9 @@
 // Argument structs of the backend ops: plain views and scalars, a shape comment on each field.
-// bf16 tensors hold uint16_t bit patterns. Row strides are in elements.
+// bf16 tensors hold uint16_t bit patterns. Row strides are in elements. Two args are equal when
+// they name the same memory, layouts and scalars: the op they describe is the same call.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -16,6 +18,7 @@ struct EmbedArgs {
   TensorView table;      // [V_local, dim] bf16: rows [vocab_offset, vocab_offset + V_local) of the vocab
   int64_t vocab_offset;  // ids outside the local rows give zero rows (summed over ranks)
   TensorView out;        // [n, dim] bf16
+  bool operator==(const EmbedArgs&) const = default;
 };
 
 struct RmsNormArgs {
@@ -23,6 +26,7 @@ struct RmsNormArgs {
   TensorView weight;  // [d] bf16
   double eps;
   TensorView out;  // [n, d] bf16, may alias x
+  bool operator==(const RmsNormArgs&) const = default;
 };
 
 /// out = x · W^T in W's format (spec §3.6): fp8/fp4 quantise x with act_quant first.
@@ -30,12 +34,16 @@ struct LinearArgs {
   TensorView x;  // [n, in] bf16 (or f32 for kBf16AsF32); may be a strided row view
   const LinearWeight* w;
   TensorView out;  // [n, out] bf16 (f32 for kBf16AsF32); may be a strided row view
+  bool operator==(const LinearArgs&) const = default;
 };
 
 /// Several linears at once (the routed experts of a step; w1 and w3 of one input): the same
 /// results as one `linear` call each, in one launch where the backend can.
 struct GroupedLinearArgs {
   std::span<const LinearArgs> ops;
+  bool operator==(const GroupedLinearArgs& o) const {
+    return std::equal(ops.begin(), ops.end(), o.ops.begin(), o.ops.end());
+  }
 };
 
 /// Interleaved RoPE on the last `rope_dim` dims of each head vector (spec §3.2).
@@ -44,12 +52,14 @@ struct RopeArgs {
   TensorView cos;  // [n, rope_dim / 2] f32: the table rows of each token's position
   TensorView sin;  // [n, rope_dim / 2] f32
   bool inverse;
+  bool operator==(const RopeArgs&) const = default;
 };
 
 enum class FakeQuant : uint8_t { kFp8Group32, kFp4E8M0Group32, kFp4E4M3Group16 };
 struct FakeQuantArgs {
   TensorView x;  // [n, d] bf16, quantised and dequantised in place (groups along d)
   FakeQuant kind;
+  bool operator==(const FakeQuantArgs&) const = default;
 };
 
 struct HcMixesArgs {
@@ -62,12 +72,14 @@ struct HcMixesArgs {
   TensorView pre;   // [n, hc] f32
   TensorView post;  // [n, hc] f32
   TensorView comb;  // [n, hc, hc] f32
+  bool operator==(const HcMixesArgs&) const = default;
 };
 
 struct HcPreArgs {
   TensorView x;    // [n, hc, dim] bf16
   TensorView pre;  // [n, hc] f32
   TensorView out;  // [n, dim] bf16
+  bool operator==(const HcPreArgs&) const = default;
 };
 
 struct HcPostArgs {
@@ -76,6 +88,7 @@ struct HcPostArgs {
   TensorView post;      // [n, hc] f32
   TensorView comb;      // [n, hc, hc] f32
   TensorView out;       // [n, hc, dim] bf16, may alias residual
+  bool operator==(const HcPostArgs&) const = default;
 };
 
 /// Attention of each query over its own list of KV rows, with a sink (spec §5.3). Row index i
@@ -88,6 +101,7 @@ struct SparseAttnArgs {
   TensorView sink;        // [h] f32
   float scale;
   TensorView out;  // [n, h, d] bf16
+  bool operator==(const SparseAttnArgs&) const = default;
 };
 
 /// Indexer scores (spec §7.2): I[t, tau] = bf16(sum_h bf16(relu(bf16(q[t,h] . K[tau])) * w[t,h])).
@@ -99,6 +113,7 @@ struct IndexerScoresArgs {
   TensorView out;             // [n, T] f32 holding bf16 values (-inf where masked)
   TensorView key_rows;        // [T] int32: key tau is row key_rows[tau] of `keys` (a paged pool); empty: row tau
   float weight_scale = 1.0f;  // d_idx^-1/2 * h_idx^-1/2 (spec §7.2)
+  bool operator==(const IndexerScoresArgs&) const = default;
 };
 
 /// The indexer's candidate pool (spec §7.5) for n queries: blocks of `block_size` columns of a
@@ -109,6 +124,7 @@ struct CandidateBlocksArgs {
   TensorView visible;  // [n] int32
   int64_t topk_blocks = 0, block_size = 0;
   TensorView mask;  // [n, T] u8 out: 1 inside a kept block
+  bool operator==(const CandidateBlocksArgs&) const = default;
 };
 
 /// The indexer's top-k (spec §7.4): per row the k largest scores (equal scores: the lower column;
@@ -119,6 +135,7 @@ struct TopkArgs {
   TensorView mask;     // [n, T] u8, or empty
   TensorView visible;  // [n] int32
   TensorView out;      // [n, k] int32, k <= T
+  bool operator==(const TopkArgs&) const = default;
 };
 
 /// Positions of a paged cache to rows of its pool: out[i][j] = -1 for position -1, else base +
@@ -128,6 +145,7 @@ struct PagedRowsArgs {
   TensorView blocks;     // [b] int32: the sequence's block table
   int64_t rows_per_block = 0, base = 0;
   TensorView out;  // [n, k] int32, any row stride
+  bool operator==(const PagedRowsArgs&) const = default;
 };
 
 /// a = silu(min(g, limit)) * clamp(u, -limit, limit) * row_weight, rounded once to bf16 (spec §8.2).
@@ -137,6 +155,7 @@ struct SwigluArgs {
   TensorView row_weight;  // [n] f32 routing weight, or empty for the shared expert
   float limit;            // 0 disables the clamp
   TensorView out;         // [n, f] bf16
+  bool operator==(const SwigluArgs&) const = default;
 };
 
 enum class RouterScore : uint8_t { kSoftmax, kSigmoid, kSqrtSoftplus };
@@ -155,6 +174,7 @@ struct RouterArgs {
   bool given_indices;  // true: `indices` is an input (replayed selections); weights follow from it
   TensorView indices;  // [n, k] int32, in descending order of s + bias
   TensorView weights;  // [n, k] f32
+  bool operator==(const RouterArgs&) const = default;
 };
 
 /// Ratio-2 compressor pooling (spec §6.1): per channel softmax over the 2 tokens of a group.
@@ -162,6 +182,7 @@ struct CompressPoolArgs {
   TensorView kv;     // [groups, 2, d] f32
   TensorView score;  // [groups, 2, d] f32
   TensorView out;    // [groups, d] bf16 (before the RMSNorm)
+  bool operator==(const CompressPoolArgs&) const = default;
 };
 
 /// Engram gate and injection (spec §9.7), per token and copy.
@@ -171,6 +192,7 @@ struct EngramGateArgs {
   TensorView wgt;   // [hc, dim] f32: q_weight * k_weight
   TensorView live;  // [n] uint8: 0 forces the gate to 0 (image tokens); may be empty
   double norm_eps;
+  bool operator==(const EngramGateArgs&) const = default;
 };
 
 /// out[i] = src[rows[i]]: the tokens routed to one expert.
@@ -178,6 +200,7 @@ struct GatherRowsArgs {
   TensorView src;   // [n, d] bf16
   TensorView rows;  // [m] int32
   TensorView out;   // [m, d] bf16
+  bool operator==(const GatherRowsArgs&) const = default;
 };
 
 /// The routed experts (spec §8.2): for each token, over its k choices in ascending expert id,
@@ -188,8 +211,21 @@ struct RoutedExpertsArgs {
   TensorView indices;  // [n, k] int32, distinct experts per token
   TensorView weights;  // [n, k] f32 routing weights
   std::span<const ExpertWeights> experts;
-  float swiglu_limit;  // 0 disables the clamp
-  TensorView acc;      // [n, dim] f32, added into
+  float swiglu_limit;                                  // 0 disables the clamp
+  TensorView acc;                                      // [n, dim] f32, added into
+  bool operator==(const RoutedExpertsArgs& o) const {  // the same experts: the same table
+    return x == o.x && indices == o.indices && weights == o.weights && experts.data() == o.experts.data() &&
+           experts.size() == o.experts.size() && swiglu_limit == o.swiglu_limit && acc == o.acc;
+  }
+};
+
+/// out[rows[i]] = src[i] (rows distinct): rows written into a ring or a paged pool at places the
+/// device reads, so a step's copies do not depend on where its rows go.
+struct ScatterRowsArgs {
+  TensorView src;   // [m, d] bf16
+  TensorView rows;  // [m] int32
+  TensorView out;   // [N, d] bf16
+  bool operator==(const ScatterRowsArgs&) const = default;
 };
 
 /// acc[rows[i]] += src[i] in fp32 (rows distinct: one expert's tokens); then, when `out` is given,
@@ -199,6 +235,7 @@ struct ScatterAddArgs {
   TensorView rows;  // [m] int32
   TensorView acc;   // [n, d] f32
   TensorView out;   // [n, d] bf16 or empty
+  bool operator==(const ScatterAddArgs&) const = default;
 };
 
 }  // namespace dsinfer

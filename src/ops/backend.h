@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <span>
 
 #include "ops/args.h"
 
@@ -24,12 +26,21 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
 
-  // A forward step that reads nothing back until its end (one sequence's decode) may be handed to
-  // the device as one unit: between begin_step_capture() (false: not on this backend, or not now)
-  // and end_step_capture(run) the ops are recorded, not run, and no copy to the host is allowed;
-  // end_step_capture(true) then runs them all (false drops them: the step failed).
+  // A forward step that reads nothing back until its end (one sequence's decode) may be recorded
+  // on the device and run as one unit (on CUDA a graph): between begin_step_capture() (false: not
+  // on this backend, or not now) and end_step_capture(run) the ops are recorded, not run, and no
+  // copy to the host is allowed. end_step_capture(true) runs them and keeps them under the id it
+  // returns (0: not kept); false drops them. StepRecorder (ops/step_recorder.h) decides when a
+  // step is recorded and when a kept one runs again.
   virtual bool begin_step_capture() { return false; }
-  virtual void end_step_capture(bool /*run*/) {}
+  /// Whether begin_step_capture can capture steps and keep them to run again (then recording the
+  /// decode steps pays: model.h LoadOptions::replay_steps).
+  virtual bool keeps_steps() const { return false; }
+  virtual uint64_t end_step_capture(bool /*run*/) { return 0; }
+  /// Runs kept step `id` again, its uploads (in recorded order, to the same places, of the same
+  /// sizes) now copying `uploads`. false: nothing ran (not kept, or memory it used has moved).
+  virtual bool relaunch_step(uint64_t /*id*/, std::span<const std::span<const uint8_t>> /*uploads*/) { return false; }
+  virtual void release_step(uint64_t /*id*/) {}
 
   virtual void embed(const EmbedArgs& a) = 0;
   virtual void rms_norm(const RmsNormArgs& a) = 0;
@@ -52,6 +63,7 @@ class Backend {
   virtual void compress_pool(const CompressPoolArgs& a) = 0;
   virtual void engram_gate(const EngramGateArgs& a) = 0;
   virtual void gather_rows(const GatherRowsArgs& a) = 0;
+  virtual void scatter_rows(const ScatterRowsArgs& a) = 0;
   virtual void scatter_add(const ScatterAddArgs& a) = 0;
   /// By default the choice is read back to the host, which groups the tokens by expert: one
   /// GEMM per chosen expert over its tokens (backend_ops.cc).

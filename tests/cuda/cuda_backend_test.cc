@@ -171,7 +171,7 @@ TEST_F(CudaBackendTest, FakeQuantOnStridedRows) {
   }
 }
 
-TEST_F(CudaBackendTest, GatherAndScatterAddRowsAsTheCpu) {
+TEST_F(CudaBackendTest, GatherScatterAndScatterAddRowsAsTheCpu) {
   const int64_t n = 9, d = 4096, m = 4;
   const std::vector<uint16_t> x = testing::random_bf16(n * d, 11);
   const std::vector<uint16_t> src = testing::random_bf16(m * d, 12);
@@ -179,17 +179,20 @@ TEST_F(CudaBackendTest, GatherAndScatterAddRowsAsTheCpu) {
   for (int64_t j = 0; j < n * d; ++j) acc[j] = bf16_to_f32(x[j]) * 0.37f;
   const std::vector<int32_t> rows = {7, 0, 3, 8};
   Mirror mx(x.size() * 2, x.data()), msrc(src.size() * 2, src.data()), mrows(rows.size() * 4, rows.data());
-  Mirror mgather(m * d * 2), macc(acc.size() * 4, acc.data()), mout(n * d * 2);
+  Mirror mgather(m * d * 2), macc(acc.size() * 4, acc.data()), mout(n * d * 2), mscattered(x.size() * 2, x.data());
   for (const bool device : {false, true}) {
     Backend& be = device ? static_cast<Backend&>(*gpu_) : cpu;
     be.gather_rows({mx.view(device, DType::kBF16, {n, d}), mrows.view(device, DType::kI32, {m}),
                     mgather.view(device, DType::kBF16, {m, d})});
+    be.scatter_rows({msrc.view(device, DType::kBF16, {m, d}), mrows.view(device, DType::kI32, {m}),
+                     mscattered.view(device, DType::kBF16, {n, d})});
     be.scatter_add({msrc.view(device, DType::kBF16, {m, d}), mrows.view(device, DType::kI32, {m}),
                     macc.view(device, DType::kF32, {n, d}), mout.view(device, DType::kBF16, {n, d})});
   }
   EXPECT_EQ(mgather.fetch(), mgather.host);
   EXPECT_EQ(macc.fetch(), macc.host);
   EXPECT_EQ(mout.fetch(), mout.host);
+  EXPECT_EQ(mscattered.fetch(), mscattered.host);
 }
 
 TEST_F(CudaBackendTest, DeviceArrayKeepsItsRowsWhenItGrows) {

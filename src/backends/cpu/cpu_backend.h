@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
   void compress_pool(const CompressPoolArgs& a) override;
   void engram_gate(const EngramGateArgs& a) override;
   void gather_rows(const GatherRowsArgs& a) override;
+  void scatter_rows(const ScatterRowsArgs& a) override;
   void scatter_add(const ScatterAddArgs& a) override;
 
  private:

@@ -75,6 +75,16 @@ void CpuBackend::gather_rows(const GatherRowsArgs& a) {
     std::memcpy(cpu::bf16_row_mut(a.out, i), cpu::bf16_row(a.src, a.rows.as<const int32_t>()[i]), d * 2);
 }
 
+void CpuBackend::scatter_rows(const ScatterRowsArgs& a) {
+  const int64_t m = a.rows.size(0), d = a.src.size(1);
+  DSINFER_CHECK(a.src.size(0) == m && a.out.size(1) == d, "scatter_rows shapes");
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t r = a.rows.as<const int32_t>()[i];
+    DSINFER_CHECK(r >= 0 && r < a.out.size(0), "scatter_rows: row {} of {}", r, a.out.size(0));
+    std::memcpy(cpu::bf16_row_mut(a.out, r), cpu::bf16_row(a.src, i), d * 2);
+  }
+}
+
 void CpuBackend::scatter_add(const ScatterAddArgs& a) {
   const int64_t m = a.rows.size(0), d = a.src.size(1);
   DSINFER_CHECK(a.src.size(0) == m && a.acc.size(1) == d, "scatter_add shapes");

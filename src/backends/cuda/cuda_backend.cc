@@ -75,6 +75,7 @@ void* CudaBackend::allocate(size_t bytes) {
       return p;
     }
   }
+  if (capture_.active) capture_.keepable = false;  // a graph allocation: freed with the graph, not reused
   check_launch(cudaMallocAsync(&p, bytes ? bytes : 1, stream_), "allocation");
   return p;
 }
@@ -93,6 +94,7 @@ void CudaBackend::zero(void* p, size_t bytes) {
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   ++stats_.uploads;
+  if (capture_.active && capture_upload(dst, host_src, bytes)) return;
   Staging& st = staging_;
   DSINFER_CHECK(!capture_.active || st.used + bytes <= st.half_bytes,
                 "CudaBackend: a captured step's uploads must fit the pinned ring's half");
@@ -134,8 +136,9 @@ CudaBackend::~CudaBackend() {
     cudaFree(s->data);
   if (cublas_) cublasDestroy(cublas_);
   for (RouteTable& t : route_tables_) cudaFree(t.device);
-  for (const Capture::Exec& e : capture_.execs) cudaGraphExecDestroy(e.exec);
+  for (const auto& [id, g] : capture_.graphs) cudaGraphExecDestroy(g.exec);
   cudaFree(capture_.arena);
+  cudaFreeHost(capture_.uploads);
   if (capture_.ready) cudaEventDestroy(capture_.ready);
   if (capture_.stream) cudaStreamDestroy(capture_.stream);
 }
@@ -147,10 +150,11 @@ void CudaBackend::launched(cudaError_t e, const char* op) {
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes) {
   if (bytes > s.bytes) {
-    if (capture_.active)  // the graph's earlier nodes may read the old buffer: freed once it ran
-      capture_.retired.push_back(s.data);
+    if (capture_.active)  // the graph's earlier nodes read the old buffer: freed once it ran, not kept
+      capture_.retired.push_back(s.data), capture_.keepable = false;
     else
       cudaFree(s.data);
+    ++capture_.generation;  // kept graphs name the old buffer
     s.data = nullptr;
     check_launch(cudaMalloc(&s.data, bytes), "scratch allocation");
     s.bytes = bytes;
@@ -542,6 +546,17 @@ void CudaBackend::gather_rows(const GatherRowsArgs& a) {
   p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0], p.m = static_cast<int>(a.rows.size(0));
   p.d = static_cast<int>(a.src.size(1)), p.stream = stream_;
   launched(cuda::launch_gather_rows(p), "gather_rows");
+}
+
+void CudaBackend::scatter_rows(const ScatterRowsArgs& a) {
+  check_device({&a.src, &a.rows, &a.out}, "scatter_rows");
+  DSINFER_CHECK(a.src.stride[1] == 1 && a.out.stride[1] == 1 && a.src.size(1) == a.out.size(1),
+                "scatter_rows: contiguous rows of one width");
+  cuda::ScatterRowsParams p;
+  p.src = bf16(a.src), p.src_stride = a.src.stride[0], p.rows = a.rows.as<const int32_t>();
+  p.out = a.out.as<uint16_t>(), p.out_stride = a.out.stride[0], p.m = static_cast<int>(a.rows.size(0));
+  p.d = static_cast<int>(a.src.size(1)), p.stream = stream_;
+  launched(cuda::launch_scatter_rows(p), "scatter_rows");
 }
 
 void CudaBackend::scatter_add(const ScatterAddArgs& a) {

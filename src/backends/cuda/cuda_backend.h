@@ -38,18 +38,22 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   /// The step as a CUDA graph (step_capture.cc): its kernels run back to back, without the gaps
-  /// of launches one by one. An instantiated graph is kept per step shape and updated in place by
-  /// the next step of that shape (decode steps differ only in lengths and addresses); temporaries
-  /// come from an arena at the same addresses every step. The first single-token step runs as it is
-  /// (it makes the experts' device tables and grows the scratch buffers, which a capture may not).
-  /// Opt-in (DSINFER_CUDA_GRAPH=1): recording a step costs the host about what launching it does,
-  /// and the device then waits for the whole recording, so the steps measured slower than launched
-  /// one by one (docs/perf-notes.md); replay_last_step() gives a step's device time alone.
+  /// of launches one by one, and the graph is kept to run again (relaunch_step) with the step's
+  /// uploads rewritten in place: a StepRecorder in front decides when (ops/step_recorder.h).
+  /// Temporaries of the captured ops come from an arena at the same addresses every capture and
+  /// uploads from a pinned buffer of the graphs'; a kept graph is dropped (relaunch_step says
+  /// false) once memory it names has moved (a scratch buffer or the arena regrown). The first
+  /// single-token step runs as it is (it makes the experts' device tables and grows the scratch
+  /// buffers, which a capture may not). Opt-in (DSINFER_CUDA_GRAPH=1) until measured: recording a
+  /// step every step was slower than launching (docs/perf-notes.md).
   bool begin_step_capture() override;
-  void end_step_capture(bool run) override;
-  /// For the benchmarks: runs the last captured step's graph `times` more times (its uploads read
-  /// the pinned ring as it is: call it right after the step) and returns the seconds per run, 0
-  /// when no step was captured. The device time of a step without any host in between.
+  bool keeps_steps() const override { return capture_.enabled; }
+  uint64_t end_step_capture(bool run) override;
+  bool relaunch_step(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override;
+  void release_step(uint64_t id) override;
+  /// For the benchmarks: runs the last launched step's graph `times` more times (its uploads as
+  /// they are: call it right after the step) and returns the seconds per run, 0 when no graph
+  /// ran. The device time of a step without any host in between.
   double replay_last_step(int times);
   void set_step_graphs(bool on) { capture_.enabled = on; }
 
@@ -58,8 +62,8 @@ class CudaBackend final : public Backend {
   struct Stats {
     int64_t ops = 0, allocations = 0, uploads = 0, downloads = 0, device_copies = 0;
     double download_wait_s = 0;
-    int64_t graph_steps = 0, graph_instantiations = 0;  // captured steps; of them, not updated in place
-    double capture_s = 0;                               // host time recording and updating them
+    int64_t graph_steps = 0, graph_instantiations = 0;  // steps run as graphs; graphs made (captured steps)
+    double capture_s = 0;                               // host time capturing and instantiating them
   };
   const Stats& stats() const { return stats_; }
 
@@ -84,6 +88,7 @@ class CudaBackend final : public Backend {
   void compress_pool(const CompressPoolArgs& a) override;
   void engram_gate(const EngramGateArgs& a) override;
   void gather_rows(const GatherRowsArgs& a) override;
+  void scatter_rows(const ScatterRowsArgs& a) override;
   void scatter_add(const ScatterAddArgs& a) override;
   /// One token with block-scaled experts: the expert GEMVs read the router's ids from device memory
   /// (a table of the experts' weights on the device), so the choice is never read back; else
@@ -136,31 +141,41 @@ class CudaBackend final : public Backend {
     cudaEvent_t done[2] = {nullptr, nullptr};
   };
 
-  // The capture of a step: its own stream (the legacy stream cannot be captured), the graph of
-  // the last step, and the arena its temporaries come from (grown between steps to what the last
-  // capture needed; what did not fit came from graph allocations meanwhile).
+  // The capture of a step: its own stream (the legacy stream cannot be captured), the graphs kept,
+  // the arena the captured ops' temporaries come from and the pinned buffer their uploads read
+  // (both grown between captures to what the last one needed; what did not fit came from graph
+  // allocations and the ring meanwhile, and that graph is not kept).
   struct Capture {
     bool enabled = false, active = false;
     int64_t single_token_steps = 0;
     cudaStream_t stream = nullptr, eager = nullptr;
     cudaEvent_t ready = nullptr;
-    // Instantiated graphs by the step's shape (kernels, copies, uploads, allocations recorded):
-    // consecutive decode steps alternate (ratio-2 groups complete at odd positions), so each
-    // shape keeps its own and is updated in place; `last` is the one run most recently.
-    struct Exec {
-      int64_t ops, copies, uploads, allocations;
-      cudaGraphExec_t exec;
+    struct Slot {  // a captured upload: `bytes` to `dst`, copied from `staged`
+      void* dst;
+      uint8_t* staged;
+      size_t bytes;
     };
-    std::vector<Exec> execs;
-    cudaGraphExec_t last = nullptr;
+    struct Graph {
+      cudaGraphExec_t exec;
+      uint64_t generation;  // `generation` when captured: the memory it names is still there while equal
+      std::vector<Slot> slots;
+    };
+    std::vector<std::pair<uint64_t, Graph>> graphs;  // by id
+    uint64_t next_id = 1, generation = 0;
+    cudaGraphExec_t last = nullptr;  // the graph launched most recently
+    std::vector<Slot> slots;         // the running capture's uploads
+    bool keepable = true;            // the running capture's memory all comes from the arena and the buffer
     Stats at_begin;
     uint8_t* arena = nullptr;
     size_t arena_bytes = 0, used = 0, needed = 0;
-    int64_t live = 0;            // arena allocations not yet freed
+    int64_t live = 0;  // arena allocations not yet freed
+    uint8_t* uploads = nullptr;
+    size_t upload_bytes = 0, upload_used = 0, upload_needed = 0;
     std::vector<void*> retired;  // scratch buffers replaced during a capture, freed after it ran
     double started = 0;          // steady-clock seconds at begin
   };
   bool in_arena(const void* p) const;
+  bool capture_upload(void* dst, const void* host_src, size_t bytes);  // false: the graphs' buffer is full
 
   cudaStream_t stream_;
   Staging staging_;

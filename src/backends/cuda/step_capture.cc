@@ -1,8 +1,8 @@
-// CudaBackend's step capture: a single sequence's decode step recorded as a CUDA graph and run as
-// one unit (cuda_backend.h says when). The graph of the step before is updated in place where
-// CUDA allows it (same nodes, other parameters), else instantiated anew.
+// CudaBackend's step capture: a single sequence's decode step recorded as a CUDA graph, run, and
+// kept to run again with its uploads' bytes rewritten (cuda_backend.h says when).
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "backends/cuda/cuda_backend.h"
 #include "core/check.h"
@@ -10,14 +10,16 @@
 namespace dsinfer {
 namespace {
 
-constexpr size_t kMaxStepShapes = 8;
-
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void check(cudaError_t e, const char* what) {
   DSINFER_CHECK(e == cudaSuccess, "CUDA {}: {}", what, cudaGetErrorString(e));
+}
+
+size_t grown(size_t needed) {
+  return needed + needed / 4;
 }
 
 }  // namespace
@@ -36,29 +38,52 @@ bool CudaBackend::begin_step_capture() {
     check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "capture stream");
     check(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming), "capture event");
   }
-  if (c.needed > c.arena_bytes) {  // what the last capture allocated, all at fresh addresses
-    check(cudaStreamSynchronize(stream_), "arena");
-    cudaFree(c.arena);
-    c.arena_bytes = c.needed + c.needed / 4;
-    check(cudaMalloc(&c.arena, c.arena_bytes), "arena");
-  }
-  // A step's uploads must not switch the pinned ring's halves (that waits on the device): begin
-  // with a fresh half when this one is half full.
-  if (staging_.used > staging_.half_bytes / 2) {
-    check(cudaEventRecord(staging_.done[staging_.half], stream_), "staging");
-    staging_.half ^= 1, staging_.used = 0;
-    check(cudaEventSynchronize(staging_.done[staging_.half]), "staging");
+  // The kept graphs' uploads read the pinned buffer this capture rewrites, and they may still run.
+  check(cudaStreamSynchronize(stream_), "graph uploads");
+  // What the last capture needed, all at fresh addresses: the kept graphs name the old ones.
+  if (c.needed > c.arena_bytes || c.upload_needed > c.upload_bytes) {
+    if (c.needed > c.arena_bytes) {
+      cudaFree(c.arena);
+      c.arena_bytes = grown(c.needed);
+      check(cudaMalloc(&c.arena, c.arena_bytes), "arena");
+    }
+    if (c.upload_needed > c.upload_bytes) {
+      cudaFreeHost(c.uploads);
+      c.upload_bytes = grown(c.upload_needed);
+      check(cudaMallocHost(&c.uploads, c.upload_bytes), "graph uploads");
+    }
+    ++c.generation;
   }
   // The capture stream starts after everything queued so far, and the ops go to it.
   check(cudaEventRecord(c.ready, stream_), "capture");
   check(cudaStreamWaitEvent(c.stream, c.ready), "capture");
   c.eager = stream_, stream_ = c.stream;
   check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "begin capture");
-  c.active = true, c.used = 0, c.needed = 0, c.live = 0, c.at_begin = stats_;
+  c.active = true, c.keepable = true, c.used = c.needed = 0, c.live = 0, c.upload_used = c.upload_needed = 0;
+  c.slots.clear();
+  c.at_begin = stats_;
   return true;
 }
 
-void CudaBackend::end_step_capture(bool run) {
+// A captured upload reads the graphs' pinned buffer, where relaunch_step writes the next step's
+// bytes.
+bool CudaBackend::capture_upload(void* dst, const void* host_src, size_t bytes) {
+  Capture& c = capture_;
+  const size_t aligned = (bytes + 255) / 256 * 256;
+  c.upload_needed += aligned;
+  if (c.upload_used + aligned > c.upload_bytes) {
+    c.keepable = false;  // goes through the ring: not rewritable
+    return false;
+  }
+  uint8_t* staged = c.uploads + c.upload_used;
+  std::memcpy(staged, host_src, bytes);
+  check(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  c.slots.push_back({dst, staged, bytes});
+  c.upload_used += aligned;
+  return true;
+}
+
+uint64_t CudaBackend::end_step_capture(bool run) {
   Capture& c = capture_;
   DSINFER_CHECK(c.active, "end_step_capture without begin_step_capture");
   cudaGraph_t graph = nullptr;
@@ -66,36 +91,22 @@ void CudaBackend::end_step_capture(bool run) {
   stream_ = c.eager, c.active = false;
   check(ended, "end capture");
   DSINFER_CHECK(c.live == 0, "a captured step kept {} temporaries past its end", c.live);
+  uint64_t id = 0;
   if (run) {
-    const Stats& b = c.at_begin;
-    const Capture::Exec shape{stats_.ops - b.ops, stats_.device_copies - b.device_copies, stats_.uploads - b.uploads,
-                              stats_.allocations - b.allocations, nullptr};
-    auto it = std::find_if(c.execs.begin(), c.execs.end(), [&](const Capture::Exec& e) {
-      return e.ops == shape.ops && e.copies == shape.copies && e.uploads == shape.uploads &&
-             e.allocations == shape.allocations;
-    });
-    if (it != c.execs.end()) {
-      cudaGraphExecUpdateResultInfo info;
-      if (cudaGraphExecUpdate(it->exec, graph, &info) != cudaSuccess) {
-        (void)cudaGetLastError();  // not updatable after all: made anew below
-        cudaGraphExecDestroy(it->exec);
-        c.execs.erase(it);
-        it = c.execs.end();
-      }
-    }
-    if (it == c.execs.end()) {
-      if (c.execs.size() == kMaxStepShapes) {
-        cudaGraphExecDestroy(c.execs.front().exec);
-        c.execs.erase(c.execs.begin());
-      }
-      c.execs.push_back(shape);
-      check(cudaGraphInstantiate(&c.execs.back().exec, graph, 0), "graph instantiation");
-      it = c.execs.end() - 1;
-      ++stats_.graph_instantiations;
-    }
-    c.last = it->exec;
-    check(cudaGraphLaunch(c.last, stream_), "graph launch");
+    cudaGraphExec_t exec = nullptr;
+    check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiation");
+    ++stats_.graph_instantiations;
+    check(cudaGraphLaunch(exec, stream_), "graph launch");
     ++stats_.graph_steps;
+    c.last = exec;
+    if (c.keepable) {
+      id = c.next_id++;
+      c.graphs.emplace_back(id, Capture::Graph{exec, c.generation, std::move(c.slots)});
+    } else {  // runs once: destroyed once it ran
+      c.last = nullptr;
+      check(cudaStreamSynchronize(stream_), "graph");
+      cudaGraphExecDestroy(exec);
+    }
   }
   cudaGraphDestroy(graph);
   if (!c.retired.empty()) {
@@ -104,6 +115,38 @@ void CudaBackend::end_step_capture(bool run) {
     c.retired.clear();
   }
   stats_.capture_s += now_s() - c.started;
+  return id;
+}
+
+bool CudaBackend::relaunch_step(uint64_t id, std::span<const std::span<const uint8_t>> uploads) {
+  Capture& c = capture_;
+  DSINFER_CHECK(!c.active, "relaunch_step during a capture");
+  const auto it = std::find_if(c.graphs.begin(), c.graphs.end(), [&](const auto& g) { return g.first == id; });
+  if (it == c.graphs.end() || it->second.generation != c.generation) return false;
+  const Capture::Graph& g = it->second;
+  DSINFER_CHECK(uploads.size() == g.slots.size(), "relaunch_step: {} uploads for a step of {}", uploads.size(),
+                g.slots.size());
+  for (size_t i = 0; i < uploads.size(); ++i)
+    DSINFER_CHECK(uploads[i].size() == g.slots[i].bytes, "relaunch_step: upload {} of {} bytes, recorded {}", i,
+                  uploads[i].size(), g.slots[i].bytes);
+  // The buffer is shared by every kept graph: the one that ran last must be done reading it.
+  check(cudaStreamSynchronize(stream_), "graph uploads");
+  for (size_t i = 0; i < uploads.size(); ++i) std::memcpy(g.slots[i].staged, uploads[i].data(), uploads[i].size());
+  stats_.uploads += static_cast<int64_t>(uploads.size());
+  check(cudaGraphLaunch(g.exec, stream_), "graph launch");
+  ++stats_.graph_steps;
+  c.last = g.exec;
+  return true;
+}
+
+void CudaBackend::release_step(uint64_t id) {
+  Capture& c = capture_;
+  const auto it = std::find_if(c.graphs.begin(), c.graphs.end(), [&](const auto& g) { return g.first == id; });
+  if (it == c.graphs.end()) return;
+  check(cudaStreamSynchronize(stream_), "graph");  // it may still run
+  if (c.last == it->second.exec) c.last = nullptr;
+  cudaGraphExecDestroy(it->second.exec);
+  c.graphs.erase(it);
 }
 
 double CudaBackend::replay_last_step(int times) {

@@ -41,6 +41,15 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
   }
 }
 
+__global__ void scatter_rows_kernel(ScatterRowsParams p) {
+  const int64_t total = static_cast<int64_t>(p.m) * p.d;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / p.d, j = i % p.d;
+    p.out[p.rows[r] * p.out_stride + j] = p.src[r * p.src_stride + j];
+  }
+}
+
 __global__ void scatter_add_kernel(ScatterAddParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -320,6 +329,13 @@ cudaError_t launch_gather_rows(const GatherRowsParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
   gather_rows_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_scatter_rows(const ScatterRowsParams& p) {
+  if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
+  if (p.m == 0) return cudaSuccess;
+  scatter_rows_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -11,6 +11,8 @@ namespace dsinfer::cuda {
 
 cudaError_t launch_embed(const EmbedParams& p);
 cudaError_t launch_gather_rows(const GatherRowsParams& p);
+/// out[rows[i]] = src[i] (rows distinct).
+cudaError_t launch_scatter_rows(const ScatterRowsParams& p);
 /// acc += src row by row in fp32 (rows distinct, so no two threads share an element).
 cudaError_t launch_scatter_add(const ScatterAddParams& p);
 /// Sum of squares in double (as the CPU), mean and 1/sqrt in fp32, (x * r) * w rounded to bf16.

@@ -125,6 +125,16 @@ struct GatherRowsParams {
   cudaStream_t stream = nullptr;
 };
 
+struct ScatterRowsParams {
+  const uint16_t* src = nullptr;  // [m, d], row stride src_stride
+  int64_t src_stride = 0;
+  const int32_t* rows = nullptr;  // [m] distinct
+  uint16_t* out = nullptr;        // [*, d], row stride out_stride
+  int64_t out_stride = 0;
+  int m = 0, d = 0;
+  cudaStream_t stream = nullptr;
+};
+
 struct ScatterAddParams {
   const uint16_t* src = nullptr;  // [m, d], row stride src_stride
   int64_t src_stride = 0;

@@ -1,0 +1,300 @@
+// StepRecorder in front of the CPU backend: a step's calls run as issued and are recorded; a later
+// step making the same calls runs as recorded but with its own uploads; one whose calls differ is
+// recorded anew; a failed step runs nothing. In front of a backend that keeps captured steps (a
+// stand-in below) a recording is relaunched with the step's uploads, in the order they were made.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "ops/device_array.h"
+#include "ops/step_recorder.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+constexpr int64_t kDim = 64, kRows = 12;
+
+TensorView host_view(std::vector<uint16_t>& v, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(v.data(), DType::kBF16, shape);
+}
+
+// The step: rows x uploaded, RMSNorm'ed (eps) into a temporary, scattered into rows `at` of out.
+void step(Backend& be, const std::vector<uint16_t>& x, const std::vector<int32_t>& at, double eps,
+          std::vector<uint16_t>& weight, std::vector<uint16_t>& out) {
+  const int64_t n = static_cast<int64_t>(at.size());
+  const DeviceArray<uint16_t> dx(be, std::span<const uint16_t>(x));
+  const DeviceArray<int32_t> dat(be, std::span<const int32_t>(at));
+  auto y = DeviceArray<uint16_t>::uninitialized(be, n * kDim);
+  be.rms_norm({dx.view(DType::kBF16, {n, kDim}), host_view(weight, {kDim}), eps, y.view(DType::kBF16, {n, kDim})});
+  be.scatter_rows({y.view(DType::kBF16, {n, kDim}), dat.view(DType::kI32, {n}), host_view(out, {kRows, kDim})});
+}
+
+struct Inputs {
+  std::vector<uint16_t> x;
+  std::vector<int32_t> at;
+};
+Inputs inputs(int64_t n, uint64_t seed) {
+  Inputs in{testing::random_bf16(n * kDim, seed), {}};
+  for (int64_t i = 0; i < n; ++i) in.at.push_back(static_cast<int32_t>((seed * 5 + i * 7) % kRows));
+  return in;
+}
+
+class StepRecorderTest : public ::testing::Test {
+ protected:
+  CpuBackend cpu{1};
+  std::vector<uint16_t> weight = testing::random_bf16(kDim, 3), out = std::vector<uint16_t>(kRows * kDim, 0),
+                        want = out;
+
+  // One step through `be` (a recorder, begun and ended) and the same calls on the CPU backend.
+  void run(StepRecorder& be, const Inputs& in, double eps = 1e-6, bool ok = true) {
+    ASSERT_TRUE(be.begin_step());
+    step(be, in.x, in.at, eps, weight, out);
+    be.end_step(ok);
+    if (ok) step(cpu, in.x, in.at, eps, weight, want);
+    EXPECT_EQ(out, want);
+  }
+};
+
+TEST_F(StepRecorderTest, OffPassesEveryCallThrough) {
+  StepRecorder rec(cpu);
+  EXPECT_FALSE(rec.begin_step());
+  step(rec, inputs(3, 1).x, inputs(3, 1).at, 1e-6, weight, out);
+  step(cpu, inputs(3, 1).x, inputs(3, 1).at, 1e-6, weight, want);
+  EXPECT_EQ(out, want);
+  EXPECT_EQ(rec.stats().steps, 0);
+}
+
+TEST_F(StepRecorderTest, AStepWithTheSameCallsRunsAsRecordedWithItsOwnUploads) {
+  StepRecorder rec(cpu);
+  rec.set_enabled(true);
+  for (uint64_t s = 1; s <= 6; ++s) run(rec, inputs(3, s));  // other rows and other slots each step
+  EXPECT_EQ(rec.stats().steps, 6);
+  // The first step's temporaries had no arena yet (not kept), the second was kept.
+  EXPECT_EQ(rec.stats().recorded, 2);
+  EXPECT_EQ(rec.stats().reissued, 4);
+  EXPECT_EQ(rec.stats().relaunched, 0) << "the CPU keeps no steps";
+}
+
+TEST_F(StepRecorderTest, AStepWhoseCallsDifferIsRecordedAnewAndBothAreKept) {
+  StepRecorder rec(cpu);
+  rec.set_enabled(true);
+  run(rec, inputs(3, 1));
+  run(rec, inputs(3, 2));
+  run(rec, inputs(3, 3), 1e-3);  // the uploads match, the norm's eps does not
+  EXPECT_EQ(rec.stats().recorded, 3);
+  EXPECT_EQ(rec.stats().diverged, 1);
+  run(rec, inputs(2, 4));  // other sizes: differs from the first call on
+  EXPECT_EQ(rec.stats().recorded, 4);
+  EXPECT_EQ(rec.stats().diverged, 1);
+  run(rec, inputs(3, 5));  // each of the three kept shapes runs as recorded now
+  run(rec, inputs(3, 6), 1e-3);
+  run(rec, inputs(2, 7));
+  EXPECT_EQ(rec.stats().recorded, 4);
+  EXPECT_EQ(rec.stats().reissued, 3);
+}
+
+TEST_F(StepRecorderTest, AFailedStepRunsNothing) {
+  StepRecorder rec(cpu);
+  rec.set_enabled(true);
+  run(rec, inputs(3, 1));
+  run(rec, inputs(3, 2));
+  const std::vector<uint16_t> before = out;
+  run(rec, inputs(3, 3), 1e-6, /*ok=*/false);  // matches the recording, then fails: nothing issued
+  EXPECT_EQ(out, before);
+  run(rec, inputs(3, 4));
+  EXPECT_EQ(rec.stats().reissued, 1);
+}
+
+TEST_F(StepRecorderTest, AStepThatEndsEarlyRunsItsOwnCalls) {
+  StepRecorder rec(cpu);
+  rec.set_enabled(true);
+  run(rec, inputs(3, 1));
+  run(rec, inputs(3, 2));
+  ASSERT_TRUE(rec.begin_step());  // the recording's first call only: issued as a step of its own
+  {
+    const Inputs in = inputs(3, 3);
+    const DeviceArray<uint16_t> dx(rec, std::span<const uint16_t>(in.x));
+  }
+  rec.end_step(true);
+  EXPECT_EQ(rec.stats().recorded, 3);
+  EXPECT_EQ(rec.stats().diverged, 1);
+  run(rec, inputs(3, 4));
+  EXPECT_EQ(out, want);
+}
+
+// A backend that keeps captured steps, as CudaBackend's graphs: between begin and end the calls
+// are kept (uploads with a copy of their bytes), end runs them; a kept step runs again with the
+// bytes relaunch_step gives. `moved` makes every kept step unusable (memory it names moved).
+class KeepingBackend final : public Backend {
+ public:
+  explicit KeepingBackend(CpuBackend& cpu) : cpu_(cpu) {}
+  bool moved = false;
+  int relaunches = 0;
+
+  Device device() const override { return Device::kCpu; }
+  void* allocate(size_t bytes) override { return cpu_.allocate(bytes); }
+  void deallocate(void* p) override {  // a captured call may still read it: freed once they ran
+    if (capturing_)
+      freed_.push_back(p);
+    else
+      cpu_.deallocate(p);
+  }
+  void zero(void* p, size_t bytes) override {
+    add([=, this] { cpu_.zero(p, bytes); });
+  }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    if (!capturing_) return cpu_.copy_to_device(dst, src, bytes);
+    auto bytes_kept = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(src),
+                                                             static_cast<const uint8_t*>(src) + bytes);
+    uploads_.push_back(bytes_kept);
+    add([=, this] { cpu_.copy_to_device(dst, bytes_kept->data(), bytes_kept->size()); });
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { cpu_.copy_to_host(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override {
+    add([=, this] { cpu_.copy_on_device(dst, src, bytes); });
+  }
+  bool begin_step_capture() override { return capturing_ = true; }
+  bool keeps_steps() const override { return true; }
+  uint64_t end_step_capture(bool run) override {
+    capturing_ = false;
+    Kept k{std::move(calls_), std::move(uploads_)};
+    calls_.clear(), uploads_.clear();
+    if (run)
+      for (const auto& c : k.calls) c();
+    for (void* p : freed_) cpu_.deallocate(p);
+    freed_.clear();
+    if (!run) return 0;
+    kept_[next_] = std::move(k);
+    return next_++;
+  }
+  bool relaunch_step(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override {
+    auto it = kept_.find(id);
+    if (moved || it == kept_.end() || uploads.size() != it->second.uploads.size()) return false;
+    for (size_t i = 0; i < uploads.size(); ++i) {
+      if (uploads[i].size() != it->second.uploads[i]->size()) return false;
+      std::copy(uploads[i].begin(), uploads[i].end(), it->second.uploads[i]->begin());
+    }
+    for (const auto& c : it->second.calls) c();
+    ++relaunches;
+    return true;
+  }
+  void release_step(uint64_t id) override { kept_.erase(id); }
+  size_t kept() const { return kept_.size(); }
+
+  void embed(const EmbedArgs& a) override {
+    add([=, this] { cpu_.embed(a); });
+  }
+  void rms_norm(const RmsNormArgs& a) override {
+    add([=, this] { cpu_.rms_norm(a); });
+  }
+  void linear(const LinearArgs& a) override {
+    add([=, this] { cpu_.linear(a); });
+  }
+  void rope(const RopeArgs& a) override {
+    add([=, this] { cpu_.rope(a); });
+  }
+  void fake_quant(const FakeQuantArgs& a) override {
+    add([=, this] { cpu_.fake_quant(a); });
+  }
+  void hc_mixes(const HcMixesArgs& a) override {
+    add([=, this] { cpu_.hc_mixes(a); });
+  }
+  void hc_pre(const HcPreArgs& a) override {
+    add([=, this] { cpu_.hc_pre(a); });
+  }
+  void hc_post(const HcPostArgs& a) override {
+    add([=, this] { cpu_.hc_post(a); });
+  }
+  void sparse_attn(const SparseAttnArgs& a) override {
+    add([=, this] { cpu_.sparse_attn(a); });
+  }
+  void indexer_scores(const IndexerScoresArgs& a) override {
+    add([=, this] { cpu_.indexer_scores(a); });
+  }
+  void candidate_blocks(const CandidateBlocksArgs& a) override {
+    add([=, this] { cpu_.candidate_blocks(a); });
+  }
+  void topk(const TopkArgs& a) override {
+    add([=, this] { cpu_.topk(a); });
+  }
+  void paged_rows(const PagedRowsArgs& a) override {
+    add([=, this] { cpu_.paged_rows(a); });
+  }
+  void swiglu(const SwigluArgs& a) override {
+    add([=, this] { cpu_.swiglu(a); });
+  }
+  void router(const RouterArgs& a) override {
+    add([=, this] { cpu_.router(a); });
+  }
+  void compress_pool(const CompressPoolArgs& a) override {
+    add([=, this] { cpu_.compress_pool(a); });
+  }
+  void engram_gate(const EngramGateArgs& a) override {
+    add([=, this] { cpu_.engram_gate(a); });
+  }
+  void gather_rows(const GatherRowsArgs& a) override {
+    add([=, this] { cpu_.gather_rows(a); });
+  }
+  void scatter_rows(const ScatterRowsArgs& a) override {
+    add([=, this] { cpu_.scatter_rows(a); });
+  }
+  void scatter_add(const ScatterAddArgs& a) override {
+    add([=, this] { cpu_.scatter_add(a); });
+  }
+
+ private:
+  void add(std::function<void()> c) {
+    if (capturing_)
+      calls_.push_back(std::move(c));
+    else
+      c();
+  }
+  struct Kept {
+    std::vector<std::function<void()>> calls;
+    std::vector<std::shared_ptr<std::vector<uint8_t>>> uploads;
+  };
+  CpuBackend& cpu_;
+  bool capturing_ = false;
+  std::vector<std::function<void()>> calls_;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> uploads_;
+  std::vector<void*> freed_;
+  std::map<uint64_t, Kept> kept_;
+  uint64_t next_ = 1;
+};
+
+TEST_F(StepRecorderTest, AKeptStepIsRelaunchedWithTheStepsUploads) {
+  KeepingBackend keeping(cpu);
+  StepRecorder rec(keeping);
+  rec.set_enabled(true);
+  for (uint64_t s = 1; s <= 5; ++s) run(rec, inputs(3, s));
+  EXPECT_EQ(rec.stats().recorded, 2);
+  EXPECT_EQ(rec.stats().relaunched, 3);
+  EXPECT_EQ(keeping.relaunches, 3);
+  EXPECT_EQ(keeping.kept(), 1u) << "the first step's capture was not kept (no arena yet)";
+
+  keeping.moved = true;  // the kept step cannot run: captured again from the recording, then relaunched
+  run(rec, inputs(3, 6));
+  EXPECT_EQ(rec.stats().reissued, 1);
+  keeping.moved = false;
+  run(rec, inputs(3, 7));
+  EXPECT_EQ(rec.stats().relaunched, 4);
+  EXPECT_EQ(keeping.kept(), 1u) << "the unusable step was released";
+}
+
+TEST_F(StepRecorderTest, KeepsAtMostItsLimitOfRecordings) {
+  KeepingBackend keeping(cpu);
+  StepRecorder rec(keeping);
+  rec.set_enabled(true);
+  const int64_t shapes = static_cast<int64_t>(StepRecorder::kMaxRecordings) + 2;
+  run(rec, inputs(shapes, 1));                                        // grows the arena to the largest step's needs
+  for (int64_t n = 1; n <= shapes; ++n) run(rec, inputs(n, 10 + n));  // each of its own shape
+  EXPECT_EQ(rec.stats().recorded, shapes + 1);
+  EXPECT_EQ(keeping.kept(), StepRecorder::kMaxRecordings) << "the oldest were released";
+}
+
+}  // namespace
+}  // namespace dsinfer
