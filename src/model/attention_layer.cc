@@ -33,13 +33,17 @@ void copy_rows(Backend& be, T* dst, const T* src, int64_t width, int64_t count, 
   }
 }
 
-// Writes `count` rows of `width` (compressed positions first .. first + count - 1 of `layer`) into
-// the layer's pool through the sequence's block table.
-void publish_rows(Backend& be, const CacheStore& store, uint16_t* pool, const uint16_t* rows, int64_t width, int layer,
-                  std::span<const int32_t> blocks, int64_t first, int64_t count) {
-  copy_rows(
-      be, pool, rows, width, count, [&](int64_t i) { return store.row(layer, blocks, first + i); },
-      [](int64_t i) { return i; });
+// Writes `rows` (compressed positions first, first + 1, ... of `layer`) into the layer's pool
+// through the sequence's block table: one scatter over pool rows the device reads, so a decode
+// step's call does not depend on where its rows go.
+void publish_rows(Backend& be, const CacheStore& store, const DeviceArray<uint16_t>& pool, const TensorView& rows,
+                  int layer, std::span<const int32_t> blocks, int64_t first) {
+  const int64_t count = rows.size(0), width = rows.size(1);
+  std::vector<int32_t> at(count);
+  for (int64_t i = 0; i < count; ++i) at[i] = static_cast<int32_t>(store.row(layer, blocks, first + i));
+  const DeviceArray<int32_t> dat(be, std::span<const int32_t>(at));
+  be.scatter_rows({rows, dat.view(DType::kI32, {count}),
+                   pool.view(DType::kBF16, {static_cast<int64_t>(pool.size()) / width, width})});
 }
 
 }  // namespace
@@ -76,8 +80,9 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     int64_t width = 0;
     if (ch.decode) {
       const int64_t p = start;
-      backend_.copy_on_device(cache.window.data() + (p % win) * hd, kv.data() + row0 * hd, hd * 2);
       wrows = cache.window.view(DType::kBF16, {win, hd});
+      const DeviceArray<int32_t> slot = b.upload(std::vector<int32_t>{static_cast<int32_t>(p % win)});
+      backend_.scatter_rows({rows_of(kvv, row0, 1), slot.view(DType::kI32, {1}), wrows});  // the ring's slot p % win
       width = win;
       for (int64_t j = 0; j < win; ++j) {
         const int64_t slot = (p % win + 1 + j) % win;  // oldest first
@@ -213,7 +218,8 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
     RopeRows(backend_, rope, group_pos).apply(backend_, latent.view(DType::kBF16, {groups, 1, hd}), 0, false);
     backend_.fake_quant({latent.view(DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
     const int64_t j0 = group_pos.front() / r;
-    publish_rows(backend_, *store_, store_->compressed(l).data(), latent.data(), hd, l, st.blocks.blocks(), j0, groups);
+    publish_rows(backend_, *store_, store_->compressed(l), latent.view(DType::kBF16, {groups, hd}), l,
+                 st.blocks.blocks(), j0);
     st.layers[l].compressed_rows = std::max(st.layers[l].compressed_rows, j0 + groups);
   }
   // Config validation guarantees an index source of this ratio ran earlier in this call.
@@ -243,11 +249,11 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
     RopeRows(backend_, rope, group_pos).apply(backend_, keys.view(DType::kBF16, {groups, 1, di}), 0, false);
     backend_.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
     const int64_t j0 = group_pos.front() / r;
-    publish_rows(backend_, *store_, store_->index_keys(l).data(), keys.data(), di, l, st.blocks.blocks(), j0, groups);
+    publish_rows(backend_, *store_, store_->index_keys(l), kv, l, st.blocks.blocks(), j0);
     st.layers[l].index_key_rows = std::max(st.layers[l].index_key_rows, j0 + groups);
     st.index_key_owner = l;
   }
-  const int64_t k = std::min<int64_t>(c.index_topk, T);
+  const int64_t cols = b.columns(T, c.index_topk), k = std::min<int64_t>(c.index_topk, cols);
   b.topk_k[ci] = k;
   b.topk[ci] = b.scratch<int32_t>(s * k);
   if (T == 0) {
@@ -266,8 +272,9 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   const int owner = st.index_key_owner;
   if (owner < 0 || st.layers[owner].index_key_rows < T)
     return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
-  // The owner's keys of positions [0, T), read from the pool through the block table.
-  std::vector<int32_t> key_rows(T);
+  // The owner's keys of positions [0, T), read from the pool through the block table (padded
+  // columns name row 0: never read, they lie past every query's visible columns).
+  std::vector<int32_t> key_rows(cols, 0);
   for (int64_t tau = 0; tau < T; ++tau)
     key_rows[tau] = static_cast<int32_t>(store_->row(owner, st.blocks.blocks(), tau));
   const DeviceArray<int32_t> dkey_rows = b.upload(key_rows);
@@ -275,32 +282,32 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   std::vector<int32_t> visible(s);
   for (int64_t i = 0; i < s; ++i) visible[i] = static_cast<int32_t>(ch.decode ? T : (start + i + 1) / r);
   const DeviceArray<int32_t> dvisible = b.upload(visible);
-  DeviceArray<float> dscores = b.scratch<float>(s * T);
+  DeviceArray<float> dscores = b.scratch<float>(s * cols);
   backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}),
                            key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
                            wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
-                           dscores.view(DType::kF32, {s, T}), dkey_rows.view(DType::kI32, {T}), wscale});
-  const TensorView scores = dscores.view(DType::kF32, {s, T}), dvis = dvisible.view(DType::kI32, {s});
+                           dscores.view(DType::kF32, {s, cols}), dkey_rows.view(DType::kI32, {cols}), wscale});
+  const TensorView scores = dscores.view(DType::kF32, {s, cols}), dvis = dvisible.view(DType::kI32, {s});
 
   TensorView mask;
   if (c.is_candidate_source(l)) {
     if (replay && !replay->candidates.empty()) {
-      if (static_cast<int64_t>(replay->candidates.size()) != s * T)
+      if (static_cast<int64_t>(replay->candidates.size()) != s * cols)
         return error(ErrorKind::kInvalidArgument,
                      fmt::format("layer {}: the replayed candidates hold {} values, not {}", l,
-                                 replay->candidates.size(), s * T));
+                                 replay->candidates.size(), s * cols));
       b.candidates[ci] = b.upload(replay->candidates);
     } else {
-      b.candidates[ci] = b.scratch<uint8_t>(s * T);
-      backend_.candidate_blocks(
-          {scores, dvis, c.candidate_topk_blocks, c.candidate_block_size, b.candidates[ci].view(DType::kU8, {s, T})});
+      b.candidates[ci] = b.scratch<uint8_t>(s * cols);
+      backend_.candidate_blocks({scores, dvis, c.candidate_topk_blocks, c.candidate_block_size,
+                                 b.candidates[ci].view(DType::kU8, {s, cols})});
     }
-    b.candidates_T[ci] = T;
-    b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, T}, b.candidates[ci], 0);
+    b.candidates_T[ci] = cols;
+    b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, cols}, b.candidates[ci], 0);
   } else if (c.uses_candidates(l)) {
-    if (b.candidates_T[ci] != T || static_cast<int64_t>(b.candidates[ci].size()) != s * T)
+    if (b.candidates_T[ci] != cols || static_cast<int64_t>(b.candidates[ci].size()) != s * cols)
       return error(ErrorKind::kInternal, fmt::format("layer {}: candidate mask missing", l));
-    mask = b.candidates[ci].view(DType::kU8, {s, T});
+    mask = b.candidates[ci].view(DType::kU8, {s, cols});
   }
 
   if (replay && !replay->topk.empty()) {

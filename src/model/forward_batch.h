@@ -62,6 +62,10 @@ struct Model::Batch {
   }
 
   std::span<ForwardChunk> chunks;
+  /// A recorded step (ops/step_recorder.h) keeps its calls the same from one decode step to the
+  /// next: what grows with the sequence is padded (columns(), block_table()) and every position,
+  /// slot and length is uploaded data, never an address or a size.
+  bool fixed_shapes = false;
   int64_t n = 0;                // tokens in the call
   std::vector<int64_t> offset;  // chunk c owns rows [offset[c], offset[c + 1])
   std::vector<int64_t> pos;     // [n] absolute positions
@@ -128,10 +132,23 @@ struct Model::Batch {
     return token_rows_;
   }
 
+  /// The width of the indexer's score rows over T compressed positions: T, or with fixed shapes T
+  /// rounded up to a multiple of `topk` (the indexer's k), so the scores, the candidate mask and
+  /// the top-k keep their sizes for `topk` positions. The padded columns lie past the queries'
+  /// visible columns: scored -inf, never chosen (a row with fewer than k others ends in -1s).
+  int64_t columns(int64_t T, int64_t topk) const { return fixed_shapes && T > 0 ? (T + topk - 1) / topk * topk : T; }
+
   /// Chunk c's block table in the backend's memory, copied at its first use in the call (forward
-  /// covers every position first, so the table does not change during the call).
+  /// covers every position first, so the table does not change during the call); with fixed
+  /// shapes padded to a multiple of kTableBucket entries (0s: read for no position).
+  static constexpr size_t kTableBucket = 16;
   const DeviceArray<int32_t>& block_table(size_t c) {
-    if (block_tables_[c].empty()) block_tables_[c] = DeviceArray<int32_t>(be, chunks[c].state->blocks.blocks());
+    if (block_tables_[c].empty()) {
+      const std::span<const int32_t> blocks = chunks[c].state->blocks.blocks();
+      std::vector<int32_t> table(blocks.begin(), blocks.end());
+      if (fixed_shapes) table.resize((table.size() + kTableBucket - 1) / kTableBucket * kTableBucket, 0);
+      block_tables_[c] = upload(table);
+    }
     return block_tables_[c];
   }
 

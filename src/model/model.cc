@@ -39,6 +39,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
   DSINFER_RETURN_IF_ERROR(check_checkpoint(build_weight_manifest(config), ckpt));
   if (options.prefault) ckpt.prefault(options.progress);
   std::unique_ptr<Model> m(new Model(std::move(config), std::move(ckpt), backend, comm));
+  m->recorder_.set_enabled(options.replay_steps || backend.keeps_steps());
   DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_));
   place_weights(m->weights_, backend, options.upload_progress);
   const ModelConfig& c = m->config_;
@@ -67,7 +68,7 @@ Status Model::reserve_cache(int64_t block_tokens, int max_blocks) {
   if (block_tokens <= 0 || block_tokens % 2 != 0 || max_blocks < 0)
     return error(ErrorKind::kInvalidArgument,
                  fmt::format("cache blocks must hold an even number of positions, not {}", block_tokens));
-  store_ = std::make_unique<CacheStore>(config_, backend_, block_tokens, max_blocks);
+  store_ = std::make_unique<CacheStore>(config_, device_, block_tokens, max_blocks);
   return {};
 }
 
@@ -84,10 +85,10 @@ Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<co
   const int64_t per = store_->rows_per_block(layer);
   for (int64_t g = 0; g < groups;) {  // one copy per block: its rows are consecutive in the pool
     const int64_t row = store_->row(layer, blocks, g), run = std::min(per - g % per, groups - g);
-    backend_.copy_to_device(store_->compressed(layer).data() + row * c.head_dim, &compressed[g * c.head_dim],
-                            run * c.head_dim * 2);
-    backend_.copy_to_device(store_->index_keys(layer).data() + row * c.index_head_dim,
-                            &index_keys[g * c.index_head_dim], run * c.index_head_dim * 2);
+    device_.copy_to_device(store_->compressed(layer).data() + row * c.head_dim, &compressed[g * c.head_dim],
+                           run * c.head_dim * 2);
+    device_.copy_to_device(store_->index_keys(layer).data() + row * c.index_head_dim, &index_keys[g * c.index_head_dim],
+                           run * c.index_head_dim * 2);
     g += run;
   }
   seq.layers[layer].compressed_rows = seq.layers[layer].index_key_rows = groups;
@@ -102,23 +103,24 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
     DSINFER_RETURN_IF_ERROR(ch.state->blocks.cover(ch.start_pos + static_cast<int64_t>(ch.tokens.size())));
   if (logits.size() != chunks.size() * static_cast<size_t>(c.vocab_size))
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
-  DeviceArray<float> out = DeviceArray<float>::uninitialized(backend_, logits.size());
+  if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(device_, logits.size());
   // One sequence's decode step reads nothing back before its logits (the router's choice and the
-  // indexer's selections stay on the device): the backend may run it as one unit.
-  const bool captured =
-      chunks.size() == 1 && chunks[0].decode && !chunks[0].debug && !chunks[0].replay && backend_.begin_step_capture();
-  const Status st = run(chunks, out);
-  if (captured) backend_.end_step_capture(st.ok());
+  // indexer's selections stay on the device): the recorder may hold it and run it as recorded.
+  const bool recorded =
+      chunks.size() == 1 && chunks[0].decode && !chunks[0].debug && !chunks[0].replay && recorder_.begin_step();
+  const Status st = run(chunks, logits_, recorded);
+  if (recorded) recorder_.end_step(st.ok());
   DSINFER_RETURN_IF_ERROR(st);
-  backend_.copy_to_host(logits.data(), out.data(), logits.size() * sizeof(float));
+  device_.copy_to_host(logits.data(), logits_.data(), logits.size() * sizeof(float));
   for (ForwardChunk& ch : chunks) ch.state->length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
   return {};
 }
 
-Status Model::run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits) {
+Status Model::run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits, bool recorded) {
   const ModelConfig& c = config_;
   Batch b(backend_);
   b.init(chunks);
+  b.fixed_shapes = recorded;
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
   if (hasher_) {
     b.hashes.resize(n * hasher_->n_layers() * hasher_->n_columns());

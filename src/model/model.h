@@ -21,6 +21,7 @@
 #include "ops/backend.h"
 #include "ops/communicator.h"
 #include "ops/device_array.h"
+#include "ops/step_recorder.h"
 
 namespace dsinfer {
 
@@ -54,6 +55,10 @@ struct LoadOptions {
   bool prefault = false;                                        // read every weight page at load (Checkpoint::prefault)
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes read by the prefault
   std::function<void(uint64_t done, uint64_t total)> upload_progress;  // bytes copied to a GPU backend
+  /// A single sequence's decode steps through a StepRecorder (ops/step_recorder.h): recorded, then
+  /// run again as recorded while their calls repeat. Also on wherever the backend keeps captured
+  /// steps (CudaBackend with DSINFER_CUDA_GRAPH=1).
+  bool replay_steps = false;
 };
 
 class Model {
@@ -65,7 +70,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   /// The loaded weights (views into the backend's memory): for tools and benchmarks.
   const ModelWeights& weights() const { return weights_; }
-  SequenceState new_sequence() const { return make_sequence_state(config_, backend_, *store_); }
+  SequenceState new_sequence() const { return make_sequence_state(config_, device_, *store_); }
 
   /// Replaces the store of the growing caches with one of at most `max_blocks` blocks (0: no
   /// bound) of `block_tokens` positions (the server's memory budget); kInvalidArgument while a
@@ -74,6 +79,10 @@ class Model {
   /// Blocks of the growing caches when no budget sets them (the server's --cache-block-tokens does).
   static constexpr int64_t kDefaultCacheBlockTokens = 64;
   const CacheStore& cache_store() const { return *store_; }
+  /// Turns the recording of decode steps (LoadOptions::replay_steps) on or off between calls.
+  void set_replay_steps(bool on) { recorder_.set_enabled(on); }
+  /// How the decode steps ran (recorded, relaunched, re-issued): for tests and benchmarks.
+  const StepRecorder::Stats& step_stats() const { return recorder_.stats(); }
 
   /// Puts a kv source's compressed rows and index keys (bf16, groups x head_dim and groups x
   /// index_head_dim) into `seq` as a prefill of groups * ratio positions would leave them, for
@@ -86,9 +95,16 @@ class Model {
 
  private:
   Model(ModelConfig config, Checkpoint ckpt, Backend& backend, Communicator& comm)
-      : config_(std::move(config)), ckpt_(std::move(ckpt)), backend_(backend), comm_(comm) {}
+      : config_(std::move(config)),
+        ckpt_(std::move(ckpt)),
+        device_(backend),
+        recorder_(backend),
+        backend_(recorder_),
+        comm_(comm) {}
   struct Batch;
-  Status run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits);  // forward's ops, into the logits
+  // forward's ops, into the logits; recorded: a step the recorder holds (its calls kept the same
+  // from one decode step to the next: Batch::fixed_shapes)
+  Status run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits, bool recorded);
   Status block(int layer, Batch& b);
   Status attention(int layer, Batch& b, const TensorView& x, const TensorView& out);
   Status compressed_kv(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr);
@@ -100,8 +116,11 @@ class Model {
   ModelConfig config_;
   Checkpoint ckpt_;
   ModelWeights weights_;
-  Backend& backend_;
+  Backend& device_;        // what lives across calls (weights, caches, sequences) is in its memory
+  StepRecorder recorder_;  // in front of device_: every forward's calls go through it
+  Backend& backend_;       // = recorder_
   Communicator& comm_;
+  DeviceArray<float> logits_;  // the last forward's logits: a recorded step writes them at one address
   std::unique_ptr<EngramHasher> hasher_;
   std::vector<const RopeTable*> rope_;  // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;

@@ -1,0 +1,77 @@
+// Decode steps through the step recorder (LoadOptions::replay_steps: recorded, then issued again
+// as recorded with each step's own uploads) give the logits of the same steps run call by call, bit
+// for bit, on both fixture models: a prompt, then single-token steps past the window, through new
+// compressed rows and across the indexer's padded widths, with cache blocks of the default size
+// and of two positions (a block table that grows every other step).
+#include <gtest/gtest.h>
+
+#include <tuple>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+struct Decoded {
+  std::vector<float> logits;  // every forward's, in order
+  StepRecorder::Stats stats;
+};
+
+Decoded decode(const char* fixture, int64_t block_tokens, bool replay, int steps) {
+  CpuBackend backend(2);
+  LocalCommunicator comm;
+  LoadOptions options;
+  options.replay_steps = replay;
+  auto model = Model::load(testing::data_dir() / fixture / "checkpoint", backend, comm, options);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  Decoded run;
+  if (!model.ok()) return run;
+  EXPECT_TRUE((*model)->reserve_cache(block_tokens, 0).ok());
+  const int64_t vocab = (*model)->config().vocab_size;
+  SequenceState seq = (*model)->new_sequence();
+  std::vector<float> logits(vocab);
+  std::vector<ForwardChunk> chunk(1);
+  chunk[0].state = &seq;
+  chunk[0].tokens = {1, 200, 201, 202, 203, 204, 205};
+  chunk[0].prompt_len = 7;
+  EXPECT_TRUE((*model)->forward(chunk, logits).ok());
+  run.logits = logits;
+  for (int s = 0; s < steps; ++s) {
+    chunk[0].start_pos = seq.length, chunk[0].decode = true;
+    chunk[0].tokens = {static_cast<int32_t>(17 + 31 * s % 300)};  // ids below both vocabs (384, 512)
+    const Status st = (*model)->forward(chunk, logits);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    run.logits.insert(run.logits.end(), logits.begin(), logits.end());
+  }
+  run.stats = (*model)->step_stats();
+  return run;
+}
+
+class StepReplay : public ::testing::TestWithParam<std::tuple<const char*, int64_t>> {};
+
+TEST_P(StepReplay, LogitsAsStepsCallByCall) {
+  const auto [fixture, block_tokens] = GetParam();
+  const int steps = 80;
+  const Decoded plain = decode(fixture, block_tokens, false, steps);
+  const Decoded replayed = decode(fixture, block_tokens, true, steps);
+  EXPECT_EQ(plain.stats.steps, 0);
+  EXPECT_EQ(replayed.stats.steps, steps);
+  EXPECT_EQ(replayed.stats.recorded + replayed.stats.reissued, steps);
+  // A step makes the calls of the one two before it (decode steps alternate: ratio-2 groups
+  // complete at odd positions) except where a padded width grows (every index_topk compressed
+  // positions of a layer: 6 and 8 here, so a layer's every 6th or 8th step; 512 in V4.1-Flash),
+  // the block table's padding grows (every 16 blocks) or the store moves its pools.
+  EXPECT_GE(replayed.stats.reissued, steps / 3) << replayed.stats.recorded << " recorded";
+  ASSERT_EQ(plain.logits.size(), replayed.logits.size());
+  EXPECT_TRUE(plain.logits == replayed.logits) << "replayed steps give other logits";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, StepReplay,
+                         ::testing::Combine(::testing::Values("v41-tiny-a", "v41-tiny-b"),
+                                            ::testing::Values(int64_t{64}, int64_t{2})));
+
+}  // namespace
+}  // namespace dsinfer
