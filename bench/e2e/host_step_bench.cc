@@ -1,0 +1,143 @@
+// The host's part of a decode step of the V4.1-Flash-shaped model (bench/e2e/synthetic_model.h,
+// 40 layers at real dimensions), measured on any machine: the model runs on a backend whose ops do
+// nothing (its memory is host memory, its copies are memcpy), so a step's time is what the host
+// does for it besides the driver's calls: the model's bookkeeping and argument building, and
+// with the step recorder (ops/step_recorder.h) the comparisons that find the recording to
+// relaunch. The backend keeps steps as CudaBackend's graphs do (a relaunch costs it nothing here),
+// so "recorded" rows are what a replayed GPU step costs the host before its one graph launch.
+//   host_step_bench [--steps N] [--context 4096,32768] [--dir PATH]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "e2e/synthetic_model.h"
+#include "model/model.h"
+
+using namespace dsinfer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Memory as the CPU backend's, every op a no-op; counts the calls.
+class NullBackend final : public Backend {
+ public:
+  int64_t calls = 0;
+  Device device() const override { return Device::kCpu; }
+  void* allocate(size_t bytes) override {
+    return std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+  }
+  void deallocate(void* p) override { std::free(p); }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes), ++calls; }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes), ++calls; }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes), ++calls; }
+  bool begin_step_capture() override { return true; }
+  bool keeps_steps() const override { return true; }
+  uint64_t end_step_capture(bool run) override { return run ? 1 : 0; }
+  bool relaunch_step(uint64_t, std::span<const std::span<const uint8_t>>) override { return true; }
+
+  void embed(const EmbedArgs&) override { ++calls; }
+  void rms_norm(const RmsNormArgs&) override { ++calls; }
+  void linear(const LinearArgs&) override { ++calls; }
+  void grouped_linear(const GroupedLinearArgs&) override { ++calls; }
+  void rope(const RopeArgs&) override { ++calls; }
+  void fake_quant(const FakeQuantArgs&) override { ++calls; }
+  void hc_mixes(const HcMixesArgs&) override { ++calls; }
+  void hc_pre(const HcPreArgs&) override { ++calls; }
+  void hc_post(const HcPostArgs&) override { ++calls; }
+  void sparse_attn(const SparseAttnArgs&) override { ++calls; }
+  void indexer_scores(const IndexerScoresArgs&) override { ++calls; }
+  void candidate_blocks(const CandidateBlocksArgs&) override { ++calls; }
+  void topk(const TopkArgs&) override { ++calls; }
+  void paged_rows(const PagedRowsArgs&) override { ++calls; }
+  void swiglu(const SwigluArgs&) override { ++calls; }
+  void router(const RouterArgs&) override { ++calls; }
+  void compress_pool(const CompressPoolArgs&) override { ++calls; }
+  void engram_gate(const EngramGateArgs&) override { ++calls; }
+  void gather_rows(const GatherRowsArgs&) override { ++calls; }
+  void scatter_rows(const ScatterRowsArgs&) override { ++calls; }
+  void scatter_add(const ScatterAddArgs&) override { ++calls; }
+  void routed_experts(const RoutedExpertsArgs&) override { ++calls; }  // on the device's choice (CudaBackend)
+};
+
+std::vector<int> int_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(std::stoi(item));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  int steps = 64;
+  std::vector<int> contexts = {4096, 32768};
+  std::string dir = (std::filesystem::temp_directory_path() / "dsinfer_flash_bench").string();
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--steps")
+      steps = std::stoi(argv[i + 1]);
+    else if (k == "--context")
+      contexts = int_list(argv[i + 1]);
+    else if (k == "--dir")
+      dir = argv[i + 1];
+  }
+  const int max_context = *std::max_element(contexts.begin(), contexts.end());
+  auto made = ensure_synthetic_checkpoint(dir, 40, max_context + steps + 8, /*flash_experts=*/64);
+  if (!made.ok()) return std::fprintf(stderr, "%s\n", made.status().to_string().c_str()), 1;
+  NullBackend backend;
+  LocalCommunicator comm;
+  auto model = Model::load(dir, backend, comm);
+  if (!model.ok()) return std::fprintf(stderr, "%s\n", model.status().to_string().c_str()), 1;
+  const ModelConfig& c = (*model)->config();
+  std::vector<uint16_t> rows(static_cast<size_t>(std::max(max_context, c.window_size)) * c.head_dim, 0x3F80);
+
+  std::printf(
+      "| context | steps | recorder | host ms a step: mean / best | calls issued to the backend a step | relaunched / "
+      "recorded |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- |\n");
+  for (const int context : contexts)
+    for (const bool recorded : {false, true}) {
+      (*model)->set_replay_steps(recorded);
+      SequenceState seq = (*model)->new_sequence();
+      for (int l = 0; l < c.n_layers; ++l) {  // the caches as a prefill of `context` positions leaves them
+        if (!c.is_kv_source(l)) continue;
+        const int64_t groups = context / c.compress_ratio(l);
+        if (Status st = (*model)->write_compressed_cache(seq, l, std::span(rows.data(), groups * c.head_dim),
+                                                         std::span(rows.data(), groups * c.index_head_dim));
+            !st.ok())
+          return std::fprintf(stderr, "%s\n", st.to_string().c_str()), 1;
+        seq.index_key_owner = l;
+      }
+      seq.length = context;
+      if (!c.engram_layer_ids.empty()) seq.engram_history.assign(context, 5);
+      std::vector<ForwardChunk> chunk(1);
+      std::vector<float> logits(c.vocab_size);
+      double sum = 0, best = 1e30;
+      int64_t calls = 0;
+      StepRecorder::Stats before;
+      for (int step = -3; step < steps; ++step) {  // warm-up as cuda_decode_bench's
+        if (step == 0) before = (*model)->step_stats(), calls = backend.calls;
+        chunk[0].state = &seq, chunk[0].start_pos = seq.length, chunk[0].decode = true;
+        chunk[0].tokens = {static_cast<int32_t>(3 + (step + 8) % 200)};
+        const auto t0 = Clock::now();
+        if (Status s = (*model)->forward(chunk, logits); !s.ok())
+          return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (step >= 0) sum += dt, best = std::min(best, dt);
+      }
+      const StepRecorder::Stats& after = (*model)->step_stats();
+      std::printf("| %d | %d | %s | %.3f / %.3f | %lld | %lld / %lld |\n", context, steps, recorded ? "on" : "off",
+                  sum / steps * 1e3, best * 1e3, static_cast<long long>((backend.calls - calls) / steps),
+                  static_cast<long long>(after.relaunched - before.relaunched),
+                  static_cast<long long>(after.recorded - before.recorded));
+    }
+  return 0;
+}
