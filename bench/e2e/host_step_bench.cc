@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
       double sum = 0, best = 1e30;
       int64_t calls = 0;
       StepRecorder::Stats before;
-      for (int step = -3; step < steps; ++step) {  // warm-up as cuda_decode_bench's
+      for (int step = -3; step < steps; ++step) {  // warm-up: the arena, then a recording of each step shape
         if (step == 0) before = (*model)->step_stats(), calls = backend.calls;
         chunk[0].state = &seq, chunk[0].start_pos = seq.length, chunk[0].decode = true;
         chunk[0].tokens = {static_cast<int32_t>(3 + (step + 8) % 200)};

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
+#include "model/decode_steps.h"
 #include "model/model.h"
 #include "ops/communicator.h"
 #include "test_util.h"
@@ -32,22 +33,7 @@ Decoded decode(const char* fixture, bool graphs, int steps) {
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   Decoded run;
   if (!model.ok()) return run;
-  const int64_t vocab = (*model)->config().vocab_size;
-  SequenceState seq = (*model)->new_sequence();
-  std::vector<float> logits(vocab);
-  std::vector<ForwardChunk> chunk(1);
-  chunk[0].state = &seq;
-  chunk[0].tokens = {1, 200, 201, 202, 203, 204, 205};
-  chunk[0].prompt_len = 7;
-  EXPECT_TRUE((*model)->forward(chunk, logits).ok());
-  run.logits = logits;
-  for (int s = 0; s < steps; ++s) {
-    chunk[0].start_pos = seq.length, chunk[0].decode = true,
-    chunk[0].tokens = {static_cast<int32_t>(17 + 31 * s % 300)};  // ids below both vocabs (384, 512)
-    const Status st = (*model)->forward(chunk, logits);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    run.logits.insert(run.logits.end(), logits.begin(), logits.end());
-  }
+  run.logits = testing::prompt_then_decode(**model, steps);
   run.stats = backend.stats();
   run.steps = (*model)->step_stats();
   return run;
@@ -66,8 +52,10 @@ TEST_P(StepGraph, LogitsAsStepsOneByOne) {
   EXPECT_EQ(eager.stats.graph_steps, 0);
   EXPECT_EQ(eager.steps.steps, 0) << "no recorder without graphs";
   // As on the CPU (tests/model/step_replay_test.cc), a third of the steps or more repeat a
-  // recording and run as its graph, relaunched.
-  EXPECT_GE(graphs.steps.relaunched, steps / 3) << graphs.steps.recorded << " recorded";
+  // recording: relaunched as its graph, or captured again where memory it named has moved since
+  // (the arena or the graphs' upload buffer regrown: the fixtures' steps grow every few steps).
+  EXPECT_GE(graphs.steps.relaunched + graphs.steps.reissued, steps / 3) << graphs.steps.recorded << " recorded";
+  EXPECT_GT(graphs.steps.relaunched, 0);
   EXPECT_GE(graphs.stats.graph_steps, graphs.steps.relaunched);
   EXPECT_EQ(graphs.steps.relaunched + graphs.steps.reissued + graphs.steps.recorded, steps);
   ASSERT_EQ(eager.logits.size(), graphs.logits.size());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "model/decode_steps.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -30,22 +31,7 @@ Decoded decode(const char* fixture, int64_t block_tokens, bool replay, int steps
   Decoded run;
   if (!model.ok()) return run;
   EXPECT_TRUE((*model)->reserve_cache(block_tokens, 0).ok());
-  const int64_t vocab = (*model)->config().vocab_size;
-  SequenceState seq = (*model)->new_sequence();
-  std::vector<float> logits(vocab);
-  std::vector<ForwardChunk> chunk(1);
-  chunk[0].state = &seq;
-  chunk[0].tokens = {1, 200, 201, 202, 203, 204, 205};
-  chunk[0].prompt_len = 7;
-  EXPECT_TRUE((*model)->forward(chunk, logits).ok());
-  run.logits = logits;
-  for (int s = 0; s < steps; ++s) {
-    chunk[0].start_pos = seq.length, chunk[0].decode = true;
-    chunk[0].tokens = {static_cast<int32_t>(17 + 31 * s % 300)};  // ids below both vocabs (384, 512)
-    const Status st = (*model)->forward(chunk, logits);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    run.logits.insert(run.logits.end(), logits.begin(), logits.end());
-  }
+  run.logits = testing::prompt_then_decode(**model, steps);
   run.stats = (*model)->step_stats();
   return run;
 }
