@@ -77,6 +77,7 @@ const T* as(const Entry& e) {
 }
 
 constexpr size_t kAlign = 256;
+constexpr size_t kMinArena = size_t{1} << 20;
 
 }  // namespace
 
@@ -97,7 +98,7 @@ bool StepRecorder::begin_step() {
   if (needed_ > arena_bytes_) {  // the last step's temporaries did not fit: every recording names the old arena
     drop_recordings();
     if (arena_) inner_.deallocate(arena_);
-    arena_bytes_ = needed_ + needed_ / 4;
+    arena_bytes_ = std::max(needed_ + needed_ / 2, kMinArena);  // room for the other step shape
     arena_ = static_cast<uint8_t*>(inner_.allocate(arena_bytes_));
   }
   ++stats_.steps;
