@@ -80,9 +80,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     int64_t width = 0;
     if (ch.decode) {
       const int64_t p = start;
-      wrows = cache.window.view(DType::kBF16, {win, hd});
-      const DeviceArray<int32_t> slot = b.upload(std::vector<int32_t>{static_cast<int32_t>(p % win)});
-      backend_.scatter_rows({rows_of(kvv, row0, 1), slot.view(DType::kI32, {1}), wrows});  // the ring's slot p % win
+      wrows = cache.window.view(DType::kBF16, {win, hd});  // the token's row goes in at slot p % win (below)
       width = win;
       for (int64_t j = 0; j < win; ++j) {
         const int64_t slot = (p % win + 1 + j) % win;  // oldest first
@@ -123,6 +121,8 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     std::vector<int32_t> idx(s * (width + k), -1);
     for (int64_t i = 0; i < s; ++i) std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
     const DeviceArray<int32_t> didx = b.upload(idx);
+    if (ch.decode)  // the token's row into the ring: at its list's last window slot, p % win (a slot the device reads)
+      backend_.scatter_rows({rows_of(kvv, row0, 1), didx.view(DType::kI32, {1}, width - 1), wrows});
     if (k > 0) {
       TensorView selected_rows = didx.view(DType::kI32, {s, k}, width);
       selected_rows.stride[0] = width + k;
@@ -273,15 +273,18 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   if (owner < 0 || st.layers[owner].index_key_rows < T)
     return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
   // The owner's keys of positions [0, T), read from the pool through the block table (padded
-  // columns name row 0: never read, they lie past every query's visible columns).
-  std::vector<int32_t> key_rows(cols, 0);
-  for (int64_t tau = 0; tau < T; ++tau)
-    key_rows[tau] = static_cast<int32_t>(store_->row(owner, st.blocks.blocks(), tau));
-  const DeviceArray<int32_t> dkey_rows = b.upload(key_rows);
+  // columns name row 0: never read, they lie past every query's visible columns), and each query's
+  // visible columns: made once per chunk, owner and ratio in a call, for every index layer reading them.
+  auto [rows, fresh] = b.indexer_rows.try_emplace({ci, owner, r});
+  if (fresh) {
+    std::vector<int32_t> key_rows(cols, 0), visible(s);
+    for (int64_t tau = 0; tau < T; ++tau)
+      key_rows[tau] = static_cast<int32_t>(store_->row(owner, st.blocks.blocks(), tau));
+    for (int64_t i = 0; i < s; ++i) visible[i] = static_cast<int32_t>(ch.decode ? T : (start + i + 1) / r);
+    rows->second = {b.upload(key_rows), b.upload(visible)};
+  }
+  const DeviceArray<int32_t>&dkey_rows = rows->second.key_rows, &dvisible = rows->second.visible;
   const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
-  std::vector<int32_t> visible(s);
-  for (int64_t i = 0; i < s; ++i) visible[i] = static_cast<int32_t>(ch.decode ? T : (start + i + 1) / r);
-  const DeviceArray<int32_t> dvisible = b.upload(visible);
   DeviceArray<float> dscores = b.scratch<float>(s * cols);
   backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}),
                            key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),

@@ -7,6 +7,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/model.h"
@@ -79,6 +80,12 @@ struct Model::Batch {
   std::vector<int64_t> topk_k;
   std::vector<DeviceArray<uint8_t>> candidates;  // [s, T]
   std::vector<int64_t> candidates_T;
+  // The indexer's key rows [columns] and visible columns [s] by (chunk, key owner, ratio): the
+  // index layers that score one owner's keys share them.
+  struct IndexerRows {
+    DeviceArray<int32_t> key_rows, visible;
+  };
+  std::map<std::tuple<size_t, int, int>, IndexerRows> indexer_rows;
 
   int64_t size(size_t c) const { return offset[c + 1] - offset[c]; }
 
