@@ -1,0 +1,94 @@
+// CudaBackend's kept graphs under a StepRecorder (skipped without a GPU): a small step (rows
+// uploaded, RMSNorm'ed, scattered into uploaded rows of a persistent array) recorded as a graph
+// and relaunched with each step's own uploads gives the CPU's results every step; a step of
+// another shape is captured as a graph of its own; a step that needs a larger upload buffer
+// drops the kept graphs, which are captured again.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/device.h"
+#include "ops/device_array.h"
+#include "ops/step_recorder.h"
+#include "test_util.h"
+
+namespace dsinfer {
+namespace {
+
+constexpr int64_t kDim = 256, kRows = 40;
+
+// The step: rows x uploaded, RMSNorm'ed into a temporary, scattered into rows `at` of out.
+void step(Backend& be, const std::vector<uint16_t>& x, const std::vector<int32_t>& at, const DeviceArray<uint16_t>& w,
+          const DeviceArray<uint16_t>& out) {
+  const int64_t n = static_cast<int64_t>(at.size());
+  const DeviceArray<uint16_t> dx(be, std::span<const uint16_t>(x));
+  const DeviceArray<int32_t> dat(be, std::span<const int32_t>(at));
+  auto y = DeviceArray<uint16_t>::uninitialized(be, n * kDim);
+  be.rms_norm({dx.view(DType::kBF16, {n, kDim}), w.view(DType::kBF16, {kDim}), 1e-6, y.view(DType::kBF16, {n, kDim})});
+  be.scatter_rows({y.view(DType::kBF16, {n, kDim}), dat.view(DType::kI32, {n}), out.view(DType::kBF16, {kRows, kDim})});
+}
+
+class StepCapture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+    gpu_ = std::make_unique<CudaBackend>();
+    gpu_->set_step_graphs(true);
+    const std::vector<uint16_t> weight = testing::random_bf16(kDim, 3), zeros(kRows * kDim, 0);
+    gpu_w_ = DeviceArray<uint16_t>(*gpu_, std::span<const uint16_t>(weight));
+    gpu_out_ = DeviceArray<uint16_t>(*gpu_, std::span<const uint16_t>(zeros));
+    cpu_w_ = DeviceArray<uint16_t>(cpu_, std::span<const uint16_t>(weight));
+    cpu_out_ = DeviceArray<uint16_t>(cpu_, std::span<const uint16_t>(zeros));
+  }
+  void TearDown() override {
+    gpu_w_ = {}, gpu_out_ = {};
+    gpu_.reset();
+  }
+  // A step of n rows through the recorder on the GPU and directly on the CPU: the same rows out.
+  void run(StepRecorder& rec, int64_t n, uint64_t seed) {
+    const std::vector<uint16_t> x = testing::random_bf16(n * kDim, seed);
+    std::vector<int32_t> at;
+    for (int64_t i = 0; i < n; ++i) at.push_back(static_cast<int32_t>((seed * 7 + i * 3) % kRows));
+    ASSERT_TRUE(rec.begin_step());
+    step(rec, x, at, gpu_w_, gpu_out_);
+    rec.end_step(true);
+    step(cpu_, x, at, cpu_w_, cpu_out_);
+    EXPECT_EQ(gpu_out_.download(), cpu_out_.download()) << "step of " << n << " rows, seed " << seed;
+  }
+
+  CpuBackend cpu_{1};
+  std::unique_ptr<CudaBackend> gpu_;
+  DeviceArray<uint16_t> gpu_w_, gpu_out_, cpu_w_, cpu_out_;
+};
+
+TEST_F(StepCapture, KeptGraphsRunWithEachStepsUploads) {
+  StepRecorder rec(*gpu_);
+  rec.set_enabled(true);
+  // 1: run as it is (the backend's first single-token step), not kept (no arena yet); 2: captured,
+  // its uploads through the ring (no graph buffer yet): not kept by the backend; 3: captured again
+  // from the recording, kept; 4-6: relaunched.
+  for (uint64_t s = 1; s <= 6; ++s) run(rec, 3, s);
+  EXPECT_EQ(rec.stats().recorded, 2);
+  EXPECT_EQ(rec.stats().reissued, 1);
+  EXPECT_EQ(rec.stats().relaunched, 3);
+  EXPECT_EQ(gpu_->stats().graph_steps, 5) << "every step but the first ran as a graph";
+
+  run(rec, 2, 7);  // another shape: a graph of its own, then both are relaunched
+  run(rec, 2, 8);
+  run(rec, 3, 9);
+  EXPECT_EQ(rec.stats().relaunched, 5);
+
+  // A step whose uploads outgrow the graphs' buffer: the next capture regrows it, which drops the
+  // kept graphs; they are captured again from their recordings, then relaunched.
+  run(rec, 24, 10);
+  run(rec, 24, 11);
+  run(rec, 3, 12);
+  run(rec, 3, 13);
+  EXPECT_GE(rec.stats().reissued, 2);
+  EXPECT_GE(rec.stats().relaunched, 6);
+}
+
+}  // namespace
+}  // namespace dsinfer
