@@ -41,8 +41,12 @@ if [[ $steps == *serve* ]]; then
     >"$out/generate_cuda.txt" 2>&1
   $dsinfer generate --device cpu --model $tiny --prompt "The quick brown fox" --max-tokens 24 --temperature 0 \
     >"$out/generate_cpu.txt" 2>&1
+  # The same with the decode steps recorded as graphs and relaunched (the step recorder).
+  DSINFER_CUDA_GRAPH=1 $dsinfer generate --device cuda --model $tiny --prompt "The quick brown fox" --max-tokens 24 \
+    --temperature 0 >"$out/generate_cuda_graphs.txt" 2>&1
   echo "generate: cuda and cpu outputs $(cmp -s <(head -n 1 "$out/generate_cuda.txt") <(head -n 1 "$out/generate_cpu.txt") && echo equal || echo DIFFER)"
-  cat "$out/generate_cpu.txt" "$out/generate_cuda.txt"
+  echo "generate: cuda with graphs and cpu outputs $(cmp -s <(head -n 1 "$out/generate_cuda_graphs.txt") <(head -n 1 "$out/generate_cpu.txt") && echo equal || echo DIFFER)"
+  cat "$out/generate_cpu.txt" "$out/generate_cuda.txt" "$out/generate_cuda_graphs.txt"
   # Logits of the tiny model on both backends (prefill + 8 decode steps, teacher-forced alike).
   echo '{"prompts": [[1, 400, 401, 402, 403, 404, 405, 406], [1, 600, 17, 33]]}' >/tmp/prompts.json
   for d in cpu cuda; do
