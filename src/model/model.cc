@@ -104,10 +104,12 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
   if (logits.size() != chunks.size() * static_cast<size_t>(c.vocab_size))
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
   if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(device_, logits.size());
-  // One sequence's decode step reads nothing back before its logits (the router's choice and the
+  // A decode step of few tokens reads nothing back before its logits (the router's choice and the
   // indexer's selections stay on the device): the recorder may hold it and run it as recorded.
+  const bool decode = std::all_of(chunks.begin(), chunks.end(),
+                                  [](const ForwardChunk& ch) { return ch.decode && !ch.debug && !ch.replay; });
   const bool recorded =
-      chunks.size() == 1 && chunks[0].decode && !chunks[0].debug && !chunks[0].replay && recorder_.begin_step();
+      decode && static_cast<int64_t>(chunks.size()) <= device_.max_recorded_tokens() && recorder_.begin_step();
   const Status st = run(chunks, logits_, recorded);
   if (recorded) recorder_.end_step(st.ok());
   DSINFER_RETURN_IF_ERROR(st);

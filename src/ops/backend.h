@@ -36,6 +36,9 @@ class Backend {
   /// Whether begin_step_capture can capture steps and keep them to run again (then recording the
   /// decode steps pays: model.h LoadOptions::replay_steps).
   virtual bool keeps_steps() const { return false; }
+  /// The most tokens a step recorded by a StepRecorder may hold: up to it, no op reads device
+  /// memory back on its own (the routed experts run on the device's choice); the CPU has no bound.
+  virtual int64_t max_recorded_tokens() const { return INT64_MAX; }
   virtual uint64_t end_step_capture(bool /*run*/) { return 0; }
   /// Runs kept step `id` again, its uploads (in recorded order, to the same places, of the same
   /// sizes) now copying `uploads`. false: nothing ran (not kept, or memory it used has moved).

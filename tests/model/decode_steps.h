@@ -1,5 +1,5 @@
-// A fixture model's prompt of 7 tokens, then single-token decode steps: the run the step-replay
-// tests (CPU and GPU) compare with and without the step recorder.
+// Fixture models' prompts, then decode steps of all their sequences together: the run the
+// step-replay tests (CPU and GPU) compare with and without the step recorder.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,20 +10,31 @@
 
 namespace dsinfer::testing {
 
-/// Every forward's logits, in order: the prompt's, then each of `steps` decode steps'.
-inline std::vector<float> prompt_then_decode(Model& model, int steps) {
-  SequenceState seq = model.new_sequence();
-  std::vector<float> logits(model.config().vocab_size), all;
-  std::vector<ForwardChunk> chunk(1);
-  chunk[0].state = &seq;
-  chunk[0].tokens = {1, 200, 201, 202, 203, 204, 205};
-  chunk[0].prompt_len = 7;
-  EXPECT_TRUE(model.forward(chunk, logits).ok());
-  all = logits;
+/// Every forward's logits, in order: `sequences` prompts (7, 10, 13, ... tokens, so the sequences
+/// sit at other positions), each prefilled alone, then `steps` decode steps of one token per
+/// sequence, all sequences in one forward.
+inline std::vector<float> prompts_then_decode(Model& model, int steps, int sequences = 1) {
+  const size_t vocab = static_cast<size_t>(model.config().vocab_size);
+  std::vector<SequenceState> seqs;
+  std::vector<float> all, logits(vocab);
+  for (int q = 0; q < sequences; ++q) {
+    seqs.push_back(model.new_sequence());
+    std::vector<ForwardChunk> prompt(1);
+    prompt[0].state = &seqs.back();
+    prompt[0].tokens = {1};
+    for (int t = 1; t < 7 + 3 * q; ++t) prompt[0].tokens.push_back(199 + t + 11 * q);
+    prompt[0].prompt_len = static_cast<int64_t>(prompt[0].tokens.size());
+    EXPECT_TRUE(model.forward(prompt, logits).ok());
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  std::vector<ForwardChunk> step(sequences);
+  logits.resize(sequences * vocab);
   for (int s = 0; s < steps; ++s) {
-    chunk[0].start_pos = seq.length, chunk[0].decode = true;
-    chunk[0].tokens = {static_cast<int32_t>(17 + 31 * s % 300)};  // ids below both vocabs (384, 512)
-    const Status st = model.forward(chunk, logits);
+    for (int q = 0; q < sequences; ++q) {
+      step[q].state = &seqs[q], step[q].start_pos = seqs[q].length, step[q].decode = true;
+      step[q].tokens = {static_cast<int32_t>(17 + (31 * s + 7 * q) % 300)};  // ids below both vocabs (384, 512)
+    }
+    const Status st = model.forward(step, logits);
     EXPECT_TRUE(st.ok()) << st.to_string();
     all.insert(all.end(), logits.begin(), logits.end());
   }

@@ -604,19 +604,31 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
   const bool exact_gemv = linear_kernel_ == cuda::LinearKernel::kAuto || linear_kernel_ == cuda::LinearKernel::kFma ||
                           linear_kernel_ == cuda::LinearKernel::kGemv;
+  const bool few = n >= 1 && n <= kDeviceRoutedTokens;
   const RouteTable* routes =
-      n == 1 && experts > 0 && 2 * k <= cuda::kMaxLinearGroups && exact_gemv && a.x.dtype == DType::kBF16
+      few && experts > 0 && 2 * k <= cuda::kMaxLinearGroups && exact_gemv && a.x.dtype == DType::kBF16
           ? &route_table(a.experts)
           : nullptr;
   if (!routes || !routes->ok) {
-    if (n == 1) capture_.enabled = false;  // this model's single-token steps read the choice back
+    if (few) capture_.enabled = false;  // this model's decode steps read the choice back
     Backend::routed_experts(a);
     return;
   }
   const RouteTable& table = *routes;
   check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
-  DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32,
+  DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32 &&
+                    a.acc.is_contiguous() && a.x.stride[1] == 1,
                 "routed_experts: contiguous choices, an f32 accumulator");
+  if (n > 1) {  // token after token: each its own experts' GEMVs on the device's choice, as below
+    const auto row = [](TensorView v, int64_t t) {
+      v.data = v.as<uint8_t>() + dtype_bytes(v.dtype, t * v.stride[0]);
+      v.shape[0] = 1;
+      return v;
+    };
+    for (int64_t t = 0; t < n; ++t)
+      routed_experts({row(a.x, t), row(a.indices, t), row(a.weights, t), a.experts, a.swiglu_limit, row(a.acc, t)});
+    return;
+  }
   const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
   const int64_t dim = w1.in, ff = w1.out;
   auto gate = DeviceArray<uint16_t>::uninitialized(*this, k * ff),

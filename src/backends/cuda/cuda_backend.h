@@ -90,10 +90,16 @@ class CudaBackend final : public Backend {
   void gather_rows(const GatherRowsArgs& a) override;
   void scatter_rows(const ScatterRowsArgs& a) override;
   void scatter_add(const ScatterAddArgs& a) override;
-  /// One token with block-scaled experts: the expert GEMVs read the router's ids from device memory
-  /// (a table of the experts' weights on the device), so the choice is never read back; else
-  /// Backend's grouping by expert.
+  /// Up to kDeviceRoutedTokens tokens with block-scaled experts: token after token, the expert
+  /// GEMVs read the router's ids from device memory (a table of the experts' weights on the
+  /// device), so the choice is never read back and the step can be captured; more tokens:
+  /// Backend's grouping by expert (each chosen expert's weights read once for all its tokens).
   void routed_experts(const RoutedExpertsArgs& a) override;
+  /// Where the per-token GEMVs (6 experts' w1, w3 and w2 of a token: ~110 us at V4.1-Flash's
+  /// shapes) are predicted to beat the grouping's GEMMs over 1-2 rows an expert (~45 us an expert,
+  /// ~35 distinct experts of 64 for 8 tokens): not yet measured end to end (docs/perf-notes.md).
+  static constexpr int64_t kDeviceRoutedTokens = 8;
+  int64_t max_recorded_tokens() const override { return kDeviceRoutedTokens; }
 
  private:
   // A device buffer that only grows.
