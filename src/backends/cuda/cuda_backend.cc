@@ -51,6 +51,7 @@ CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
   for (cudaEvent_t& e : staging_.done) check_launch(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
   const char* graphs = std::getenv("DSINFER_CUDA_GRAPH");
   capture_.enabled = graphs && std::string(graphs) == "1";
+  if (const char* r = std::getenv("DSINFER_CUDA_ROUTED_TOKENS")) device_routed_tokens_ = std::max(0, std::atoi(r));
   if (const char* r = std::getenv("DSINFER_CUDA_GEMV_ROWS"))
     gemv_rows_ = std::atoi(r) == 8 ? 8 : std::atoi(r) == 1 ? 1 : 0;
   if (const char* k = std::getenv("DSINFER_CUDA_LINEAR")) {
@@ -604,7 +605,7 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
   const bool exact_gemv = linear_kernel_ == cuda::LinearKernel::kAuto || linear_kernel_ == cuda::LinearKernel::kFma ||
                           linear_kernel_ == cuda::LinearKernel::kGemv;
-  const bool few = n >= 1 && n <= kDeviceRoutedTokens;
+  const bool few = n >= 1 && (n == 1 || n <= device_routed_tokens_);
   const RouteTable* routes =
       few && experts > 0 && 2 * k <= cuda::kMaxLinearGroups && exact_gemv && a.x.dtype == DType::kBF16
           ? &route_table(a.experts)

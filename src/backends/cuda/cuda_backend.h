@@ -98,8 +98,9 @@ class CudaBackend final : public Backend {
   /// Where the per-token GEMVs (6 experts' w1, w3 and w2 of a token: ~110 us at V4.1-Flash's
   /// shapes) are predicted to beat the grouping's GEMMs over 1-2 rows an expert (~45 us an expert,
   /// ~35 distinct experts of 64 for 8 tokens): not yet measured end to end (docs/perf-notes.md).
+  /// DSINFER_CUDA_ROUTED_TOKENS=N sets the bound (0: every batch grouped), for comparisons.
   static constexpr int64_t kDeviceRoutedTokens = 8;
-  int64_t max_recorded_tokens() const override { return kDeviceRoutedTokens; }
+  int64_t max_recorded_tokens() const override { return device_routed_tokens_; }
 
  private:
   // A device buffer that only grows.
@@ -193,6 +194,7 @@ class CudaBackend final : public Backend {
   // DSINFER_CUDA_GEMV_ROWS=1|8: one token's GEMVs with a row or 8 rows a warp wherever that applies
   // (for comparisons); unset: by shape (cuda/kernels/linear/linear_gemv.cu).
   int gemv_rows_ = 0;
+  int64_t device_routed_tokens_ = kDeviceRoutedTokens;  // DSINFER_CUDA_ROUTED_TOKENS
   Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_, attn_scores_,
       router_logits_;
   cublasContext* cublas_ = nullptr;       // made on the first large batch
