@@ -63,7 +63,6 @@ class CudaBackend final : public Backend {
     int64_t ops = 0, allocations = 0, uploads = 0, downloads = 0, device_copies = 0;
     double download_wait_s = 0;
     int64_t graph_steps = 0, graph_instantiations = 0;  // steps run as graphs; graphs made (captured steps)
-    double capture_s = 0;                               // host time capturing and instantiating them
   };
   const Stats& stats() const { return stats_; }
 
@@ -172,14 +171,12 @@ class CudaBackend final : public Backend {
     cudaGraphExec_t last = nullptr;  // the graph launched most recently
     std::vector<Slot> slots;         // the running capture's uploads
     bool keepable = true;            // the running capture's memory all comes from the arena and the buffer
-    Stats at_begin;
     uint8_t* arena = nullptr;
     size_t arena_bytes = 0, used = 0, needed = 0;
     int64_t live = 0;  // arena allocations not yet freed
     uint8_t* uploads = nullptr;
     size_t upload_bytes = 0, upload_used = 0, upload_needed = 0;
     std::vector<void*> retired;  // scratch buffers replaced during a capture, freed after it ran
-    double started = 0;          // steady-clock seconds at begin
   };
   bool in_arena(const void* p) const;
   bool capture_upload(void* dst, const void* host_src, size_t bytes);  // false: the graphs' buffer is full

@@ -1,7 +1,6 @@
 // CudaBackend's step capture: a single sequence's decode step recorded as a CUDA graph, run, and
 // kept to run again with its uploads' bytes rewritten (cuda_backend.h says when).
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "backends/cuda/cuda_backend.h"
@@ -9,10 +8,6 @@
 
 namespace dsinfer {
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 void check(cudaError_t e, const char* what) {
   DSINFER_CHECK(e == cudaSuccess, "CUDA {}: {}", what, cudaGetErrorString(e));
@@ -34,7 +29,6 @@ bool CudaBackend::begin_step_capture() {
   Capture& c = capture_;
   DSINFER_CHECK(!c.active, "begin_step_capture: a capture is running");
   if (!c.enabled || c.single_token_steps++ == 0) return false;
-  c.started = now_s();
   if (!c.stream) {
     check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "capture stream");
     check(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming), "capture event");
@@ -62,7 +56,6 @@ bool CudaBackend::begin_step_capture() {
   check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "begin capture");
   c.active = true, c.keepable = true, c.used = c.needed = 0, c.live = 0, c.upload_used = c.upload_needed = 0;
   c.slots.clear();
-  c.at_begin = stats_;
   return true;
 }
 
@@ -115,7 +108,6 @@ uint64_t CudaBackend::end_step_capture(bool run) {
     for (void* p : c.retired) cudaFree(p);
     c.retired.clear();
   }
-  stats_.capture_s += now_s() - c.started;
   return id;
 }
 
