@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // Memory as the CPU backend's, every op a no-op; counts the calls.
-class NullBackend final : public Backend {
+class NullBackend final : public Backend, private StepGraphs {
  public:
   int64_t calls = 0;
   Device device() const override { return Device::kCpu; }
@@ -37,33 +37,19 @@ class NullBackend final : public Backend {
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes), ++calls; }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes), ++calls; }
-  bool begin_step_capture() override { return true; }
-  bool keeps_steps() const override { return true; }
-  uint64_t end_step_capture(bool run) override { return run ? 1 : 0; }
-  bool relaunch_step(uint64_t, std::span<const std::span<const uint8_t>>) override { return true; }
+  StepGraphs* step_graphs() override { return this; }
 
-  void embed(const EmbedArgs&) override { ++calls; }
-  void rms_norm(const RmsNormArgs&) override { ++calls; }
-  void linear(const LinearArgs&) override { ++calls; }
-  void grouped_linear(const GroupedLinearArgs&) override { ++calls; }
-  void rope(const RopeArgs&) override { ++calls; }
-  void fake_quant(const FakeQuantArgs&) override { ++calls; }
-  void hc_mixes(const HcMixesArgs&) override { ++calls; }
-  void hc_pre(const HcPreArgs&) override { ++calls; }
-  void hc_post(const HcPostArgs&) override { ++calls; }
-  void sparse_attn(const SparseAttnArgs&) override { ++calls; }
-  void indexer_scores(const IndexerScoresArgs&) override { ++calls; }
-  void candidate_blocks(const CandidateBlocksArgs&) override { ++calls; }
-  void topk(const TopkArgs&) override { ++calls; }
-  void paged_rows(const PagedRowsArgs&) override { ++calls; }
-  void swiglu(const SwigluArgs&) override { ++calls; }
-  void router(const RouterArgs&) override { ++calls; }
-  void compress_pool(const CompressPoolArgs&) override { ++calls; }
-  void engram_gate(const EngramGateArgs&) override { ++calls; }
-  void gather_rows(const GatherRowsArgs&) override { ++calls; }
-  void scatter_rows(const ScatterRowsArgs&) override { ++calls; }
-  void scatter_add(const ScatterAddArgs&) override { ++calls; }
-  void routed_experts(const RoutedExpertsArgs&) override { ++calls; }  // on the device's choice (CudaBackend)
+  // routed_experts too: on the device's choice, as CudaBackend runs a decode step's.
+#define DSINFER_COUNT_OP(name, Args) \
+  void name(const Args&) override { ++calls; }
+  DSINFER_OPS(DSINFER_COUNT_OP)
+#undef DSINFER_COUNT_OP
+
+ private:
+  bool begin_capture() override { return true; }
+  uint64_t end_capture(bool run) override { return run ? 1 : 0; }
+  bool relaunch(uint64_t, std::span<const std::span<const uint8_t>>) override { return true; }
+  void release(uint64_t) override {}
 };
 
 std::vector<int> int_list(const std::string& s) {

@@ -39,7 +39,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
   DSINFER_RETURN_IF_ERROR(check_checkpoint(build_weight_manifest(config), ckpt));
   if (options.prefault) ckpt.prefault(options.progress);
   std::unique_ptr<Model> m(new Model(std::move(config), std::move(ckpt), backend, comm));
-  m->recorder_.set_enabled(options.replay_steps || backend.keeps_steps());
+  m->recorder_.set_enabled(options.replay_steps || backend.step_graphs());
   DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_));
   place_weights(m->weights_, backend, options.upload_progress);
   const ModelConfig& c = m->config_;
@@ -109,7 +109,7 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
   const bool decode = std::all_of(chunks.begin(), chunks.end(),
                                   [](const ForwardChunk& ch) { return ch.decode && !ch.debug && !ch.replay; });
   const bool recorded =
-      decode && static_cast<int64_t>(chunks.size()) <= device_.max_recorded_tokens() && recorder_.begin_step();
+      decode && static_cast<int64_t>(chunks.size()) <= device_.max_tokens_without_reads() && recorder_.begin_step();
   const Status st = run(chunks, logits_, recorded);
   if (recorded) recorder_.end_step(st.ok());
   DSINFER_RETURN_IF_ERROR(st);

@@ -55,7 +55,7 @@ struct LoadOptions {
   bool prefault = false;                                        // read every weight page at load (Checkpoint::prefault)
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes read by the prefault
   std::function<void(uint64_t done, uint64_t total)> upload_progress;  // bytes copied to a GPU backend
-  /// Decode steps (of up to Backend::max_recorded_tokens sequences) through a StepRecorder
+  /// Decode steps (of up to Backend::max_tokens_without_reads sequences) through a StepRecorder
   /// (ops/step_recorder.h): recorded, then run again as recorded while their calls repeat (the
   /// same sequences, in the same order). Also on wherever the backend keeps captured steps
   /// (CudaBackend with DSINFER_CUDA_GRAPH=1).

@@ -239,3 +239,30 @@ struct ScatterAddArgs {
 };
 
 }  // namespace dsinfer
+
+/// Every op of the Backend interface, one line each: X(name, Args). Backend declares `name(const
+/// Args&)` from this list, and so do the backends and the step recorder (DSINFER_OVERRIDE_OPS in
+/// ops/backend.h): an op is added here and nowhere else in the interface.
+#define DSINFER_OPS(X)                     \
+  X(embed, EmbedArgs)                      \
+  X(rms_norm, RmsNormArgs)                 \
+  X(linear, LinearArgs)                    \
+  X(grouped_linear, GroupedLinearArgs)     \
+  X(rope, RopeArgs)                        \
+  X(fake_quant, FakeQuantArgs)             \
+  X(hc_mixes, HcMixesArgs)                 \
+  X(hc_pre, HcPreArgs)                     \
+  X(hc_post, HcPostArgs)                   \
+  X(sparse_attn, SparseAttnArgs)           \
+  X(indexer_scores, IndexerScoresArgs)     \
+  X(candidate_blocks, CandidateBlocksArgs) \
+  X(topk, TopkArgs)                        \
+  X(paged_rows, PagedRowsArgs)             \
+  X(swiglu, SwigluArgs)                    \
+  X(router, RouterArgs)                    \
+  X(compress_pool, CompressPoolArgs)       \
+  X(engram_gate, EngramGateArgs)           \
+  X(gather_rows, GatherRowsArgs)           \
+  X(scatter_rows, ScatterRowsArgs)         \
+  X(scatter_add, ScatterAddArgs)           \
+  X(routed_experts, RoutedExpertsArgs)

@@ -101,6 +101,7 @@ bool StepRecorder::begin_step() {
     arena_bytes_ = std::max(needed_ + needed_ / 2, kMinArena);  // room for the other step shape
     arena_ = static_cast<uint8_t*>(inner_.allocate(arena_bytes_));
   }
+  if (StepGraphs* g = inner_.step_graphs()) graphs_ = g;
   ++stats_.steps;
   used_ = needed_ = 0, arena_live_ = 0, stable_ = true, calls_ = 0;
   staged_.clear();
@@ -131,14 +132,14 @@ void StepRecorder::end_step(bool ok) {
     }
     start_recording(&recordings_[live_.front()], calls_);  // the step is a recording's beginning
   }
-  const uint64_t id = capturing_ ? inner_.end_step_capture(ok) : 0;
+  const uint64_t id = capturing_ ? graphs_->end_capture(ok) : 0;
   capturing_ = false, mode_ = Mode::kPass;
   if (!ok) return;
   ++stats_.recorded;
   if (stable_) {
     keep_recording(id);
   } else if (id) {
-    inner_.release_step(id);
+    graphs_->release(id);
   }
 }
 
@@ -162,7 +163,7 @@ bool StepRecorder::probe(Match matches) {
 
 void StepRecorder::start_recording(const Recording* from, size_t prefix) {
   mode_ = Mode::kRecord;
-  capturing_ = inner_.begin_step_capture();
+  capturing_ = graphs_ && graphs_->begin_capture();
   current_ = Recording{};
   if (from && prefix > 0) {
     current_.calls.assign(from->calls.begin(), from->calls.begin() + static_cast<std::ptrdiff_t>(prefix));
@@ -186,16 +187,16 @@ void StepRecorder::run_recording(Recording& r) {
     std::vector<std::span<const uint8_t>> uploads;
     for (const auto& e : r.calls)
       if (const Upload* u = as<Upload>(*e)) uploads.emplace_back(staged_.data() + u->offset, u->bytes);
-    if (inner_.relaunch_step(r.id, uploads)) {
+    if (graphs_->relaunch(r.id, uploads)) {
       ++stats_.relaunched;
       return;
     }
-    inner_.release_step(r.id);  // what it used has moved: captured again below
+    graphs_->release(r.id);  // what it used has moved: captured again below
     r.id = 0;
   }
-  const bool capturing = inner_.begin_step_capture();
+  const bool capturing = graphs_ && graphs_->begin_capture();
   issue(r, r.calls.size());
-  r.id = capturing ? inner_.end_step_capture(true) : 0;
+  r.id = capturing ? graphs_->end_capture(true) : 0;
   ++stats_.reissued;
 }
 
@@ -205,7 +206,7 @@ void StepRecorder::keep_recording(uint64_t id) {
     const auto oldest =
         std::min_element(recordings_.begin(), recordings_.end(),
                          [](const Recording& a, const Recording& b) { return a.last_used < b.last_used; });
-    if (oldest->id) inner_.release_step(oldest->id);
+    if (oldest->id) graphs_->release(oldest->id);
     recordings_.erase(oldest);
   }
   recordings_.push_back(std::move(current_));
@@ -214,7 +215,7 @@ void StepRecorder::keep_recording(uint64_t id) {
 
 void StepRecorder::drop_recordings() {
   for (const Recording& r : recordings_)
-    if (r.id) inner_.release_step(r.id);
+    if (r.id) graphs_->release(r.id);
   recordings_.clear();
 }
 
@@ -297,71 +298,9 @@ void StepRecorder::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   inner_.copy_to_host(host_dst, src, bytes);
 }
 
-void StepRecorder::embed(const EmbedArgs& a) {
-  call(&Backend::embed, a);
-}
-void StepRecorder::rms_norm(const RmsNormArgs& a) {
-  call(&Backend::rms_norm, a);
-}
-void StepRecorder::linear(const LinearArgs& a) {
-  call(&Backend::linear, a);
-}
-void StepRecorder::grouped_linear(const GroupedLinearArgs& a) {
-  call(&Backend::grouped_linear, a);
-}
-void StepRecorder::rope(const RopeArgs& a) {
-  call(&Backend::rope, a);
-}
-void StepRecorder::fake_quant(const FakeQuantArgs& a) {
-  call(&Backend::fake_quant, a);
-}
-void StepRecorder::hc_mixes(const HcMixesArgs& a) {
-  call(&Backend::hc_mixes, a);
-}
-void StepRecorder::hc_pre(const HcPreArgs& a) {
-  call(&Backend::hc_pre, a);
-}
-void StepRecorder::hc_post(const HcPostArgs& a) {
-  call(&Backend::hc_post, a);
-}
-void StepRecorder::sparse_attn(const SparseAttnArgs& a) {
-  call(&Backend::sparse_attn, a);
-}
-void StepRecorder::indexer_scores(const IndexerScoresArgs& a) {
-  call(&Backend::indexer_scores, a);
-}
-void StepRecorder::candidate_blocks(const CandidateBlocksArgs& a) {
-  call(&Backend::candidate_blocks, a);
-}
-void StepRecorder::topk(const TopkArgs& a) {
-  call(&Backend::topk, a);
-}
-void StepRecorder::paged_rows(const PagedRowsArgs& a) {
-  call(&Backend::paged_rows, a);
-}
-void StepRecorder::swiglu(const SwigluArgs& a) {
-  call(&Backend::swiglu, a);
-}
-void StepRecorder::router(const RouterArgs& a) {
-  call(&Backend::router, a);
-}
-void StepRecorder::compress_pool(const CompressPoolArgs& a) {
-  call(&Backend::compress_pool, a);
-}
-void StepRecorder::engram_gate(const EngramGateArgs& a) {
-  call(&Backend::engram_gate, a);
-}
-void StepRecorder::gather_rows(const GatherRowsArgs& a) {
-  call(&Backend::gather_rows, a);
-}
-void StepRecorder::scatter_rows(const ScatterRowsArgs& a) {
-  call(&Backend::scatter_rows, a);
-}
-void StepRecorder::scatter_add(const ScatterAddArgs& a) {
-  call(&Backend::scatter_add, a);
-}
-void StepRecorder::routed_experts(const RoutedExpertsArgs& a) {
-  call(&Backend::routed_experts, a);
-}
+#define DSINFER_RECORD_OP(name, Args) \
+  void StepRecorder::name(const Args& a) { call(&Backend::name, a); }
+DSINFER_OPS(DSINFER_RECORD_OP)
+#undef DSINFER_RECORD_OP
 
 }  // namespace dsinfer

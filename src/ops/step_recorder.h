@@ -2,7 +2,7 @@
 // decode) and, when a later step makes the same calls, runs the recorded step again instead of
 // issuing them one by one. "The same" means the same ops on the same memory with the same shapes
 // and scalars, in the same order; only the bytes the step uploads may differ. On a backend that
-// keeps captured steps (CUDA graphs: Backend::begin_step_capture) that is one relaunch with the
+// keeps captured steps (CUDA graphs: ops/step_graphs.h) that is one relaunch with the
 // step's new uploads; elsewhere the recorded calls are issued again, which is how the CPU tests
 // check the mechanism. The model keeps a decode step's calls the same from one step to the next
 // (positions, slots and lengths are uploaded data, never addresses or sizes: model/model.cc), so
@@ -59,28 +59,8 @@ class StepRecorder final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
 
-  void embed(const EmbedArgs& a) override;
-  void rms_norm(const RmsNormArgs& a) override;
-  void linear(const LinearArgs& a) override;
-  void grouped_linear(const GroupedLinearArgs& a) override;
-  void rope(const RopeArgs& a) override;
-  void fake_quant(const FakeQuantArgs& a) override;
-  void hc_mixes(const HcMixesArgs& a) override;
-  void hc_pre(const HcPreArgs& a) override;
-  void hc_post(const HcPostArgs& a) override;
-  void sparse_attn(const SparseAttnArgs& a) override;
-  void indexer_scores(const IndexerScoresArgs& a) override;
-  void candidate_blocks(const CandidateBlocksArgs& a) override;
-  void topk(const TopkArgs& a) override;
-  void paged_rows(const PagedRowsArgs& a) override;
-  void swiglu(const SwigluArgs& a) override;
-  void router(const RouterArgs& a) override;
-  void compress_pool(const CompressPoolArgs& a) override;
-  void engram_gate(const EngramGateArgs& a) override;
-  void gather_rows(const GatherRowsArgs& a) override;
-  void scatter_rows(const ScatterRowsArgs& a) override;
-  void scatter_add(const ScatterAddArgs& a) override;
-  void routed_experts(const RoutedExpertsArgs& a) override;
+  DSINFER_OVERRIDE_OPS  // each compared with the recordings, recorded, or passed through (call below)
+  int64_t max_tokens_without_reads() const override { return inner_.max_tokens_without_reads(); }
 
   struct Entry;  // one recorded call (step_recorder.cc)
 
@@ -119,6 +99,7 @@ class StepRecorder final : public Backend {
   std::vector<size_t> live_;  // kProbe: recordings that matched every call so far
   size_t calls_ = 0;          // the step's calls so far
   Recording current_;         // kRecord: the calls issued this step
+  StepGraphs* graphs_ = nullptr;  // the inner backend's, once it has them (kept: recordings name its steps)
   bool capturing_ = false;    // kRecord: the inner backend captures the step
   // This step's uploads, back to back: recordings name their bytes by offset here, so a replayed
   // or re-issued step copies the bytes of its own uploads.

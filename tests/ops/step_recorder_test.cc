@@ -128,8 +128,8 @@ TEST_F(StepRecorderTest, AStepThatEndsEarlyRunsItsOwnCalls) {
 
 // A backend that keeps captured steps, as CudaBackend's graphs: between begin and end the calls
 // are kept (uploads with a copy of their bytes), end runs them; a kept step runs again with the
-// bytes relaunch_step gives. `moved` makes every kept step unusable (memory it names moved).
-class KeepingBackend final : public Backend {
+// bytes relaunch gives. `moved` makes every kept step unusable (memory it names moved).
+class KeepingBackend final : public Backend, private StepGraphs {
  public:
   explicit KeepingBackend(CpuBackend& cpu) : cpu_(cpu) {}
   bool moved = false;
@@ -157,9 +157,17 @@ class KeepingBackend final : public Backend {
   void copy_on_device(void* dst, const void* src, size_t bytes) override {
     add([=, this] { cpu_.copy_on_device(dst, src, bytes); });
   }
-  bool begin_step_capture() override { return capturing_ = true; }
-  bool keeps_steps() const override { return true; }
-  uint64_t end_step_capture(bool run) override {
+  StepGraphs* step_graphs() override { return this; }
+  size_t kept() const { return kept_.size(); }
+
+#define DSINFER_KEEP_OP(name, Args) \
+  void name(const Args& a) override { add([=, this] { cpu_.name(a); }); }
+  DSINFER_OPS(DSINFER_KEEP_OP)
+#undef DSINFER_KEEP_OP
+
+ private:
+  bool begin_capture() override { return capturing_ = true; }
+  uint64_t end_capture(bool run) override {
     capturing_ = false;
     Kept k{std::move(calls_), std::move(uploads_)};
     calls_.clear(), uploads_.clear();
@@ -171,7 +179,7 @@ class KeepingBackend final : public Backend {
     kept_[next_] = std::move(k);
     return next_++;
   }
-  bool relaunch_step(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override {
+  bool relaunch(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override {
     auto it = kept_.find(id);
     if (moved || it == kept_.end() || uploads.size() != it->second.uploads.size()) return false;
     for (size_t i = 0; i < uploads.size(); ++i) {
@@ -182,71 +190,8 @@ class KeepingBackend final : public Backend {
     ++relaunches;
     return true;
   }
-  void release_step(uint64_t id) override { kept_.erase(id); }
-  size_t kept() const { return kept_.size(); }
+  void release(uint64_t id) override { kept_.erase(id); }
 
-  void embed(const EmbedArgs& a) override {
-    add([=, this] { cpu_.embed(a); });
-  }
-  void rms_norm(const RmsNormArgs& a) override {
-    add([=, this] { cpu_.rms_norm(a); });
-  }
-  void linear(const LinearArgs& a) override {
-    add([=, this] { cpu_.linear(a); });
-  }
-  void rope(const RopeArgs& a) override {
-    add([=, this] { cpu_.rope(a); });
-  }
-  void fake_quant(const FakeQuantArgs& a) override {
-    add([=, this] { cpu_.fake_quant(a); });
-  }
-  void hc_mixes(const HcMixesArgs& a) override {
-    add([=, this] { cpu_.hc_mixes(a); });
-  }
-  void hc_pre(const HcPreArgs& a) override {
-    add([=, this] { cpu_.hc_pre(a); });
-  }
-  void hc_post(const HcPostArgs& a) override {
-    add([=, this] { cpu_.hc_post(a); });
-  }
-  void sparse_attn(const SparseAttnArgs& a) override {
-    add([=, this] { cpu_.sparse_attn(a); });
-  }
-  void indexer_scores(const IndexerScoresArgs& a) override {
-    add([=, this] { cpu_.indexer_scores(a); });
-  }
-  void candidate_blocks(const CandidateBlocksArgs& a) override {
-    add([=, this] { cpu_.candidate_blocks(a); });
-  }
-  void topk(const TopkArgs& a) override {
-    add([=, this] { cpu_.topk(a); });
-  }
-  void paged_rows(const PagedRowsArgs& a) override {
-    add([=, this] { cpu_.paged_rows(a); });
-  }
-  void swiglu(const SwigluArgs& a) override {
-    add([=, this] { cpu_.swiglu(a); });
-  }
-  void router(const RouterArgs& a) override {
-    add([=, this] { cpu_.router(a); });
-  }
-  void compress_pool(const CompressPoolArgs& a) override {
-    add([=, this] { cpu_.compress_pool(a); });
-  }
-  void engram_gate(const EngramGateArgs& a) override {
-    add([=, this] { cpu_.engram_gate(a); });
-  }
-  void gather_rows(const GatherRowsArgs& a) override {
-    add([=, this] { cpu_.gather_rows(a); });
-  }
-  void scatter_rows(const ScatterRowsArgs& a) override {
-    add([=, this] { cpu_.scatter_rows(a); });
-  }
-  void scatter_add(const ScatterAddArgs& a) override {
-    add([=, this] { cpu_.scatter_add(a); });
-  }
-
- private:
   void add(std::function<void()> c) {
     if (capturing_)
       calls_.push_back(std::move(c));

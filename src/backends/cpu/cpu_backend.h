@@ -27,27 +27,7 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
 
-  void embed(const EmbedArgs& a) override;
-  void rms_norm(const RmsNormArgs& a) override;
-  void linear(const LinearArgs& a) override;
-  void grouped_linear(const GroupedLinearArgs& a) override;
-  void rope(const RopeArgs& a) override;
-  void fake_quant(const FakeQuantArgs& a) override;
-  void hc_mixes(const HcMixesArgs& a) override;
-  void hc_pre(const HcPreArgs& a) override;
-  void hc_post(const HcPostArgs& a) override;
-  void sparse_attn(const SparseAttnArgs& a) override;
-  void indexer_scores(const IndexerScoresArgs& a) override;
-  void candidate_blocks(const CandidateBlocksArgs& a) override;
-  void topk(const TopkArgs& a) override;
-  void paged_rows(const PagedRowsArgs& a) override;
-  void swiglu(const SwigluArgs& a) override;
-  void router(const RouterArgs& a) override;
-  void compress_pool(const CompressPoolArgs& a) override;
-  void engram_gate(const EngramGateArgs& a) override;
-  void gather_rows(const GatherRowsArgs& a) override;
-  void scatter_rows(const ScatterRowsArgs& a) override;
-  void scatter_add(const ScatterAddArgs& a) override;
+  DSINFER_OVERRIDE_OPS  // routed_experts: composite.h (the host groups the tokens by expert)
 
  private:
   std::unique_ptr<ThreadPool> pool_;

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/check.h"
 #include "core/float_formats.h"
+#include "ops/composite.h"
 
 namespace dsinfer {
 
@@ -98,6 +99,10 @@ void CpuBackend::scatter_add(const ScatterAddArgs& a) {
       for (int64_t j = 0; j < d; ++j) out[j] = f32_to_bf16(acc[j]);
     }
   }
+}
+
+void CpuBackend::routed_experts(const RoutedExpertsArgs& a) {
+  routed_experts_by_expert(*this, a);
 }
 
 }  // namespace dsinfer

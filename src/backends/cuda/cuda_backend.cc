@@ -18,6 +18,7 @@
 #include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/kernels/moe/router.h"
 #include "core/check.h"
+#include "ops/composite.h"
 #include "ops/device_array.h"
 
 namespace dsinfer {
@@ -612,7 +613,7 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
           : nullptr;
   if (!routes || !routes->ok) {
     if (few) capture_.enabled = false;  // this model's decode steps read the choice back
-    Backend::routed_experts(a);
+    routed_experts_by_expert(*this, a);
     return;
   }
   const RouteTable& table = *routes;

@@ -17,7 +17,7 @@ struct cublasContext;  // cublasHandle_t's pointee (cublas_v2.h stays out of thi
 
 namespace dsinfer {
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, private StepGraphs {
  public:
   /// On the current device, which must exist (cuda::device_count() > 0); `stream` may be null (the
   /// default stream).
@@ -38,19 +38,15 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   /// The step as a CUDA graph (step_capture.cc): its kernels run back to back, without the gaps
-  /// of launches one by one, and the graph is kept to run again (relaunch_step) with the step's
+  /// of launches one by one, and the graph is kept to run again (relaunch) with the step's
   /// uploads rewritten in place: a StepRecorder in front decides when (ops/step_recorder.h).
   /// Temporaries of the captured ops come from an arena at the same addresses every capture and
-  /// uploads from a pinned buffer of the graphs'; a kept graph is dropped (relaunch_step says
+  /// uploads from a pinned buffer of the graphs'; a kept graph is dropped (relaunch says
   /// false) once memory it names has moved (a scratch buffer or the arena regrown). The first
   /// single-token step runs as it is (it makes the experts' device tables and grows the scratch
   /// buffers, which a capture may not). Opt-in (DSINFER_CUDA_GRAPH=1) until measured: recording a
   /// step every step was slower than launching (docs/perf-notes.md).
-  bool begin_step_capture() override;
-  bool keeps_steps() const override { return capture_.enabled; }
-  uint64_t end_step_capture(bool run) override;
-  bool relaunch_step(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override;
-  void release_step(uint64_t id) override;
+  StepGraphs* step_graphs() override { return capture_.enabled ? this : nullptr; }
   /// For the benchmarks: runs the last launched step's graph `times` more times (its uploads as
   /// they are: call it right after the step) and returns the seconds per run, 0 when no graph
   /// ran. The device time of a step without any host in between.
@@ -66,42 +62,24 @@ class CudaBackend final : public Backend {
   };
   const Stats& stats() const { return stats_; }
 
-  void embed(const EmbedArgs& a) override;
-  void rms_norm(const RmsNormArgs& a) override;
-  void linear(const LinearArgs& a) override;
-  /// One launch for block-scaled weights of one format and shape with equal row counts (each
-  /// distinct input quantised once); other calls go one by one.
-  void grouped_linear(const GroupedLinearArgs& a) override;
-  void rope(const RopeArgs& a) override;
-  void fake_quant(const FakeQuantArgs& a) override;
-  void hc_mixes(const HcMixesArgs& a) override;
-  void hc_pre(const HcPreArgs& a) override;
-  void hc_post(const HcPostArgs& a) override;
-  void sparse_attn(const SparseAttnArgs& a) override;
-  void indexer_scores(const IndexerScoresArgs& a) override;
-  void candidate_blocks(const CandidateBlocksArgs& a) override;
-  void topk(const TopkArgs& a) override;
-  void paged_rows(const PagedRowsArgs& a) override;
-  void swiglu(const SwigluArgs& a) override;
-  void router(const RouterArgs& a) override;
-  void compress_pool(const CompressPoolArgs& a) override;
-  void engram_gate(const EngramGateArgs& a) override;
-  void gather_rows(const GatherRowsArgs& a) override;
-  void scatter_rows(const ScatterRowsArgs& a) override;
-  void scatter_add(const ScatterAddArgs& a) override;
+  DSINFER_OVERRIDE_OPS
   /// Up to kDeviceRoutedTokens tokens with block-scaled experts: token after token, the expert
   /// GEMVs read the router's ids from device memory (a table of the experts' weights on the
   /// device), so the choice is never read back and the step can be captured; more tokens:
   /// Backend's grouping by expert (each chosen expert's weights read once for all its tokens).
-  void routed_experts(const RoutedExpertsArgs& a) override;
   /// Where the per-token GEMVs (6 experts' w1, w3 and w2 of a token: ~110 us at V4.1-Flash's
   /// shapes) are predicted to beat the grouping's GEMMs over 1-2 rows an expert (~45 us an expert,
   /// ~35 distinct experts of 64 for 8 tokens): not yet measured end to end (docs/perf-notes.md).
   /// DSINFER_CUDA_ROUTED_TOKENS=N sets the bound (0: every batch grouped), for comparisons.
   static constexpr int64_t kDeviceRoutedTokens = 8;
-  int64_t max_recorded_tokens() const override { return device_routed_tokens_; }
+  int64_t max_tokens_without_reads() const override { return device_routed_tokens_; }
 
  private:
+  bool begin_capture() override;
+  uint64_t end_capture(bool run) override;
+  bool relaunch(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override;
+  void release(uint64_t id) override;
+
   // A device buffer that only grows.
   struct Scratch {
     void* data = nullptr;

@@ -25,9 +25,9 @@ bool CudaBackend::in_arena(const void* p) const {
   return capture_.arena && b >= capture_.arena && b < capture_.arena + capture_.arena_bytes;
 }
 
-bool CudaBackend::begin_step_capture() {
+bool CudaBackend::begin_capture() {
   Capture& c = capture_;
-  DSINFER_CHECK(!c.active, "begin_step_capture: a capture is running");
+  DSINFER_CHECK(!c.active, "begin_capture: a capture is running");
   if (!c.enabled || c.single_token_steps++ == 0) return false;
   if (!c.stream) {
     check(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "capture stream");
@@ -59,7 +59,7 @@ bool CudaBackend::begin_step_capture() {
   return true;
 }
 
-// A captured upload reads the graphs' pinned buffer, where relaunch_step writes the next step's
+// A captured upload reads the graphs' pinned buffer, where relaunch writes the next step's
 // bytes.
 bool CudaBackend::capture_upload(void* dst, const void* host_src, size_t bytes) {
   Capture& c = capture_;
@@ -77,9 +77,9 @@ bool CudaBackend::capture_upload(void* dst, const void* host_src, size_t bytes) 
   return true;
 }
 
-uint64_t CudaBackend::end_step_capture(bool run) {
+uint64_t CudaBackend::end_capture(bool run) {
   Capture& c = capture_;
-  DSINFER_CHECK(c.active, "end_step_capture without begin_step_capture");
+  DSINFER_CHECK(c.active, "end_capture without begin_capture");
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
   stream_ = c.eager, c.active = false;
@@ -111,16 +111,16 @@ uint64_t CudaBackend::end_step_capture(bool run) {
   return id;
 }
 
-bool CudaBackend::relaunch_step(uint64_t id, std::span<const std::span<const uint8_t>> uploads) {
+bool CudaBackend::relaunch(uint64_t id, std::span<const std::span<const uint8_t>> uploads) {
   Capture& c = capture_;
-  DSINFER_CHECK(!c.active, "relaunch_step during a capture");
+  DSINFER_CHECK(!c.active, "relaunch during a capture");
   const auto it = std::find_if(c.graphs.begin(), c.graphs.end(), [&](const auto& g) { return g.first == id; });
   if (it == c.graphs.end() || it->second.generation != c.generation) return false;
   const Capture::Graph& g = it->second;
-  DSINFER_CHECK(uploads.size() == g.slots.size(), "relaunch_step: {} uploads for a step of {}", uploads.size(),
+  DSINFER_CHECK(uploads.size() == g.slots.size(), "relaunch: {} uploads for a step of {}", uploads.size(),
                 g.slots.size());
   for (size_t i = 0; i < uploads.size(); ++i)
-    DSINFER_CHECK(uploads[i].size() == g.slots[i].bytes, "relaunch_step: upload {} of {} bytes, recorded {}", i,
+    DSINFER_CHECK(uploads[i].size() == g.slots[i].bytes, "relaunch: upload {} of {} bytes, recorded {}", i,
                   uploads[i].size(), g.slots[i].bytes);
   // The buffer is shared by every kept graph: the one that ran last must be done reading it.
   check(cudaStreamSynchronize(stream_), "graph uploads");
@@ -132,7 +132,7 @@ bool CudaBackend::relaunch_step(uint64_t id, std::span<const std::span<const uin
   return true;
 }
 
-void CudaBackend::release_step(uint64_t id) {
+void CudaBackend::release(uint64_t id) {
   Capture& c = capture_;
   const auto it = std::find_if(c.graphs.begin(), c.graphs.end(), [&](const auto& g) { return g.first == id; });
   if (it == c.graphs.end()) return;

@@ -1,6 +1,5 @@
-// Backend's composite ops: what a backend may run as its own kernels, written once in terms of
-// the elementary ops for the backends that do not.
-#include "ops/backend.h"
+// Composite ops (composite.h).
+#include "ops/composite.h"
 
 #include <cstring>
 #include <vector>
@@ -13,7 +12,7 @@ namespace dsinfer {
 // The routed experts' tokens gathered expert after expert (ascending id, tokens ascending within
 // an expert: a counting sort in one pass over the choices), every expert's w1/w3, SwiGLU and w2 as
 // grouped calls, each expert's output added into acc in ascending order.
-void Backend::routed_experts(const RoutedExpertsArgs& a) {
+void routed_experts_by_expert(Backend& be, const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), dim = a.x.size(1), k = a.indices.size(1);
   const int64_t experts = static_cast<int64_t>(a.experts.size());
   if (n == 0) return;
@@ -25,12 +24,12 @@ void Backend::routed_experts(const RoutedExpertsArgs& a) {
   std::vector<float> wts(n * k);
   if (a.weights.as<const uint8_t>() == a.indices.as<const uint8_t>() + n * k * 4) {  // one read for both
     std::vector<int32_t> both(2 * n * k);
-    copy_to_host(both.data(), a.indices.data, both.size() * 4);
+    be.copy_to_host(both.data(), a.indices.data, both.size() * 4);
     std::memcpy(idx.data(), both.data(), n * k * 4);
     std::memcpy(wts.data(), both.data() + n * k, n * k * 4);
   } else {
-    copy_to_host(idx.data(), a.indices.data, n * k * 4);
-    copy_to_host(wts.data(), a.weights.data, n * k * 4);
+    be.copy_to_host(idx.data(), a.indices.data, n * k * 4);
+    be.copy_to_host(wts.data(), a.weights.data, n * k * 4);
   }
   std::vector<int64_t> first(experts + 1, 0);  // expert e owns rows [first[e], first[e + 1])
   for (int32_t e : idx) {
@@ -47,14 +46,14 @@ void Backend::routed_experts(const RoutedExpertsArgs& a) {
       rows[at] = static_cast<int32_t>(t), row_w[at] = wts[t * k + j];
     }
   const int64_t m = n * k;
-  const DeviceArray<int32_t> drows(*this, std::span<const int32_t>(rows));
-  const DeviceArray<float> drow_w(*this, std::span<const float>(row_w));
-  auto xe = DeviceArray<uint16_t>::uninitialized(*this, m * dim),
-       g = DeviceArray<uint16_t>::uninitialized(*this, m * ff);
-  auto u = DeviceArray<uint16_t>::uninitialized(*this, m * ff),
-       act = DeviceArray<uint16_t>::uninitialized(*this, m * ff);
-  auto o = DeviceArray<uint16_t>::uninitialized(*this, m * dim);
-  gather_rows({a.x, drows.view(DType::kI32, {m}), xe.view(DType::kBF16, {m, dim})});
+  const DeviceArray<int32_t> drows(be, std::span<const int32_t>(rows));
+  const DeviceArray<float> drow_w(be, std::span<const float>(row_w));
+  auto xe = DeviceArray<uint16_t>::uninitialized(be, m * dim),
+       g = DeviceArray<uint16_t>::uninitialized(be, m * ff);
+  auto u = DeviceArray<uint16_t>::uninitialized(be, m * ff),
+       act = DeviceArray<uint16_t>::uninitialized(be, m * ff);
+  auto o = DeviceArray<uint16_t>::uninitialized(be, m * dim);
+  be.gather_rows({a.x, drows.view(DType::kI32, {m}), xe.view(DType::kBF16, {m, dim})});
   std::vector<LinearArgs> up, down;
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t r0 = first[e], me = first[e + 1] - first[e];
@@ -65,14 +64,14 @@ void Backend::routed_experts(const RoutedExpertsArgs& a) {
     up.push_back({xin, &ew.w3, u.view(DType::kBF16, {me, ff}, r0 * ff)});
     down.push_back({act.view(DType::kBF16, {me, ff}, r0 * ff), &ew.w2, o.view(DType::kBF16, {me, dim}, r0 * dim)});
   }
-  grouped_linear({up});
-  swiglu({g.view(DType::kBF16, {m, ff}), u.view(DType::kBF16, {m, ff}), drow_w.view(DType::kF32, {m}), a.swiglu_limit,
+  be.grouped_linear({up});
+  be.swiglu({g.view(DType::kBF16, {m, ff}), u.view(DType::kBF16, {m, ff}), drow_w.view(DType::kF32, {m}), a.swiglu_limit,
           act.view(DType::kBF16, {m, ff})});
-  grouped_linear({down});
+  be.grouped_linear({down});
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t r0 = first[e], me = first[e + 1] - first[e];
     if (me == 0) continue;
-    scatter_add({o.view(DType::kBF16, {me, dim}, r0 * dim), drows.view(DType::kI32, {me}, r0), a.acc, {}});
+    be.scatter_add({o.view(DType::kBF16, {me, dim}, r0 * dim), drows.view(DType::kI32, {me}, r0), a.acc, {}});
   }
 }
 
