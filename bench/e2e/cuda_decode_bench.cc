@@ -25,6 +25,7 @@
 #include "core/float_formats.h"
 #include "e2e/synthetic_model.h"
 #include "model/model.h"
+#include "runtime/model_runner.h"
 
 using namespace dsinfer;
 using Clock = std::chrono::steady_clock;
@@ -159,6 +160,7 @@ int main(int argc, char** argv) {
   auto model = Model::load(dir, backend, comm);
   if (!model.ok()) return std::fprintf(stderr, "%s\n", model.status().to_string().c_str()), 1;
   if (flash_experts > 0) fill_unwritten_weights(**model, backend);
+  ModelRunner runner(**model);
   std::printf("loaded and copied to the GPU in %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
   // Weight bytes a step of `batch` tokens reads: everything but the unselected experts, with the
   // experts a batch selects counted as uniform routing would pick them.
@@ -185,7 +187,7 @@ int main(int argc, char** argv) {
       for (const bool graphs : {false, true}) {  // one sequence's steps also as CUDA graphs
         if (graphs && batch != 1) continue;
         backend.set_step_graphs(graphs);  // graphs kept, and the model's step recorder in front of them
-        (*model)->set_replay_steps(graphs);
+        runner.set_replay_steps(graphs);
         std::vector<SequenceState> seqs;
         for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
         std::vector<ForwardChunk> chunks(batch);
@@ -198,7 +200,7 @@ int main(int argc, char** argv) {
         // upload buffer and a kept graph of each of the two shapes decode steps alternate between
         // (at a context of a multiple of 1024 the ratio-2 layers' padded width grows at step -3).
         for (int step = -4; step < steps; ++step) {
-          if (step == 0) before = backend.stats(), steps_before = (*model)->step_stats();
+          if (step == 0) before = backend.stats(), steps_before = runner.step_stats();
           for (int b = 0; b < batch; ++b) {
             chunks[b].state = &seqs[b];
             chunks[b].start_pos = seqs[b].length;
@@ -206,7 +208,7 @@ int main(int argc, char** argv) {
             chunks[b].tokens = {static_cast<int32_t>(3 + (step + b + 8) % 200)};
           }
           const auto s0 = Clock::now();
-          if (Status s = (*model)->forward(chunks, logits); !s.ok())
+          if (Status s = runner.forward(chunks, logits); !s.ok())
             return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
           const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
           if (step >= 0) sum += dt, best = std::min(best, dt);
@@ -227,7 +229,7 @@ int main(int argc, char** argv) {
             static_cast<long long>((after.uploads - before.uploads) / steps),
             static_cast<long long>((after.downloads - before.downloads) / steps),
             (after.download_wait_s - before.download_wait_s) / steps * 1e3);
-        const StepRecorder::Stats& steps_after = (*model)->step_stats();
+        const StepRecorder::Stats& steps_after = runner.step_stats();
         if (captured)
           std::printf("%lld / %lld; %lld; %.2f |\n",
                       static_cast<long long>(steps_after.relaunched - steps_before.relaunched),

@@ -2,7 +2,7 @@
 // 40 layers at real dimensions), measured on any machine: the model runs on a backend whose ops do
 // nothing (its memory is host memory, its copies are memcpy), so a step's time is what the host
 // does for it besides the driver's calls: the model's bookkeeping and argument building, and
-// with the step recorder (ops/step_recorder.h) the comparisons that find the recording to
+// with the step recorder (runtime/step_recorder.h) the comparisons that find the recording to
 // relaunch. The backend keeps steps as CudaBackend's graphs do (a relaunch costs it nothing here),
 // so "recorded" rows are what a replayed GPU step costs the host before its one graph launch.
 //   host_step_bench [--steps N] [--context 4096,32768] [--dir PATH]
@@ -18,6 +18,7 @@
 
 #include "e2e/synthetic_model.h"
 #include "model/model.h"
+#include "runtime/model_runner.h"
 
 using namespace dsinfer;
 using Clock = std::chrono::steady_clock;
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
   auto model = Model::load(dir, backend, comm);
   if (!model.ok()) return std::fprintf(stderr, "%s\n", model.status().to_string().c_str()), 1;
   const ModelConfig& c = (*model)->config();
+  ModelRunner runner(**model);
   std::vector<uint16_t> rows(static_cast<size_t>(std::max(max_context, c.window_size)) * c.head_dim, 0x3F80);
 
   std::printf(
@@ -91,7 +93,7 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- |\n");
   for (const int context : contexts)
     for (const bool recorded : {false, true}) {
-      (*model)->set_replay_steps(recorded);
+      runner.set_replay_steps(recorded);
       SequenceState seq = (*model)->new_sequence();
       for (int l = 0; l < c.n_layers; ++l) {  // the caches as a prefill of `context` positions leaves them
         if (!c.is_kv_source(l)) continue;
@@ -110,16 +112,16 @@ int main(int argc, char** argv) {
       int64_t calls = 0;
       StepRecorder::Stats before;
       for (int step = -3; step < steps; ++step) {  // warm-up: the arena, then a recording of each step shape
-        if (step == 0) before = (*model)->step_stats(), calls = backend.calls;
+        if (step == 0) before = runner.step_stats(), calls = backend.calls;
         chunk[0].state = &seq, chunk[0].start_pos = seq.length, chunk[0].decode = true;
         chunk[0].tokens = {static_cast<int32_t>(3 + (step + 8) % 200)};
         const auto t0 = Clock::now();
-        if (Status s = (*model)->forward(chunk, logits); !s.ok())
+        if (Status s = runner.forward(chunk, logits); !s.ok())
           return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
         if (step >= 0) sum += dt, best = std::min(best, dt);
       }
-      const StepRecorder::Stats& after = (*model)->step_stats();
+      const StepRecorder::Stats& after = runner.step_stats();
       std::printf("| %d | %d | %s | %.3f / %.3f | %lld | %lld / %lld |\n", context, steps, recorded ? "on" : "off",
                   sum / steps * 1e3, best * 1e3, static_cast<long long>((backend.calls - calls) / steps),
                   static_cast<long long>(after.relaunched - before.relaunched),

@@ -56,7 +56,7 @@ struct TensorView {
   T* as() const {
     return static_cast<T*>(data);
   }
-  /// The same memory, type and layout (a recorded step compares its ops' views: ops/step_recorder.h).
+  /// The same memory, type and layout (a recorded step compares its ops' views: runtime/step_recorder.h).
   bool operator==(const TensorView&) const = default;
 };
 

@@ -58,15 +58,15 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   DeviceArray<uint16_t> qr = b.scratch<uint16_t>(n * ql), q = b.scratch<uint16_t>(n * heads * hd);
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * hd), o = b.scratch<uint16_t>(n * heads * hd);
   const TensorView qrv = qr.view(DType::kBF16, {n, ql}), kvv = kv.view(DType::kBF16, {n, hd});
-  backend_.linear({x, &w.wq_a, qrv});
-  backend_.rms_norm({qrv, w.q_norm, c.norm_eps, qrv});
-  backend_.linear({qrv, &w.wq_b, q.view(DType::kBF16, {n, heads * hd})});
+  b.be.linear({x, &w.wq_a, qrv});
+  b.be.rms_norm({qrv, w.q_norm, c.norm_eps, qrv});
+  b.be.linear({qrv, &w.wq_b, q.view(DType::kBF16, {n, heads * hd})});
   const RopeRows& at_pos = b.rope_at_positions(rope);
-  at_pos.apply(backend_, q.view(DType::kBF16, {n, heads, hd}), 0, false);
-  backend_.linear({x, &w.wkv, kvv});
-  backend_.rms_norm({kvv, w.kv_norm, c.norm_eps, kvv});
-  at_pos.apply(backend_, kv.view(DType::kBF16, {n, 1, hd}), 0, false);
-  backend_.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
+  at_pos.apply(b.be, q.view(DType::kBF16, {n, heads, hd}), 0, false);
+  b.be.linear({x, &w.wkv, kvv});
+  b.be.rms_norm({kvv, w.kv_norm, c.norm_eps, kvv});
+  at_pos.apply(b.be, kv.view(DType::kBF16, {n, 1, hd}), 0, false);
+  b.be.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
 
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
     ForwardChunk& ch = b.chunks[ci];
@@ -91,9 +91,9 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
       const int64_t h0 = std::max<int64_t>(start - (win - 1), 0), cached = start - h0;
       prefill_rows = b.scratch<uint16_t>((cached + s) * hd);
       copy_rows(
-          backend_, prefill_rows.data(), cache.window.data(), hd, cached, [](int64_t i) { return i; },
+          b.be, prefill_rows.data(), cache.window.data(), hd, cached, [](int64_t i) { return i; },
           [&](int64_t i) { return (h0 + i) % win; });
-      backend_.copy_on_device(prefill_rows.data() + cached * hd, kv.data() + row0 * hd, s * hd * 2);
+      b.be.copy_on_device(prefill_rows.data() + cached * hd, kv.data() + row0 * hd, s * hd * 2);
       wrows = prefill_rows.view(DType::kBF16, {cached + s, hd});
       for (int64_t i = 0; i < s; ++i) {
         const int64_t t = start + i, first = std::max<int64_t>(t - (win - 1), 0);
@@ -101,7 +101,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
       }
       const int64_t kept = std::min(s, win);  // the ring keeps the last window
       copy_rows(
-          backend_, cache.window.data(), kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % win; },
+          b.be, cache.window.data(), kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % win; },
           [&](int64_t i) { return row0 + s - kept + i; });
     }
     const int64_t n_win_rows = wrows.size(0);
@@ -122,21 +122,21 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     for (int64_t i = 0; i < s; ++i) std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
     const DeviceArray<int32_t> didx = b.upload(idx);
     if (ch.decode)  // the token's row into the ring: at its list's last window slot, p % win (a slot the device reads)
-      backend_.scatter_rows({rows_of(kvv, row0, 1), didx.view(DType::kI32, {1}, width - 1), wrows});
+      b.be.scatter_rows({rows_of(kvv, row0, 1), didx.view(DType::kI32, {1}, width - 1), wrows});
     if (k > 0) {
       TensorView selected_rows = didx.view(DType::kI32, {s, k}, width);
       selected_rows.stride[0] = width + k;
       const DeviceArray<int32_t>& blocks = b.block_table(ci);
-      backend_.paged_rows({b.topk[ci].view(DType::kI32, {s, k}),
+      b.be.paged_rows({b.topk[ci].view(DType::kI32, {s, k}),
                            blocks.view(DType::kI32, {static_cast<int64_t>(blocks.size())}), store_->rows_per_block(src),
                            n_win_rows, selected_rows});
     }
-    backend_.sparse_attn({q.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd), wrows, crows,
+    b.be.sparse_attn({q.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd), wrows, crows,
                           didx.view(DType::kI32, {s, width + k}), w.attn_sink,
                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                           o.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd)});
   }
-  at_pos.apply(backend_, o.view(DType::kBF16, {n, heads, hd}), 0, /*inverse=*/true);
+  at_pos.apply(b.be, o.view(DType::kBF16, {n, heads, hd}), 0, /*inverse=*/true);
 
   // Grouped low-rank output: group g projects heads [g*h/G, (g+1)*h/G) with its own rows of wo_a.
   const int64_t groups = c.o_groups, olr = c.o_lora_rank, gw = heads * hd / groups;
@@ -148,8 +148,8 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     zg.data = z.data() + g * olr, zg.shape[1] = olr;
     wo_a.push_back({og, &w.wo_a[g], zg});
   }
-  backend_.grouped_linear({wo_a});
-  backend_.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
+  b.be.grouped_linear({wo_a});
+  b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
   comm_.all_reduce_sum(out);
   return {};
 }
@@ -165,20 +165,20 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
   const TensorView xc = rows_of(x, row0, s);
 
   // Compressor (kv sources): the pre-RoPE latents of the groups this chunk completes.
-  DeviceArray<uint16_t> latent(backend_);
+  DeviceArray<uint16_t> latent(b.be);
   std::vector<int64_t> group_pos;  // first token of each completed group
   if (c.is_kv_source(l)) {
     LayerCache& cache = st.layers[l];
     if (r == 1) {
       latent = b.scratch<uint16_t>(s * hd);
       const TensorView lv = latent.view(DType::kBF16, {s, hd});
-      backend_.linear({xc, &w.comp_wkv, lv});
-      backend_.rms_norm({lv, w.comp_norm, c.norm_eps, lv});
+      b.be.linear({xc, &w.comp_wkv, lv});
+      b.be.rms_norm({lv, w.comp_norm, c.norm_eps, lv});
       for (int64_t i = 0; i < s; ++i) group_pos.push_back(start + i);
     } else {
       DeviceArray<float> kvf = b.scratch<float>(s * hd), score = b.scratch<float>(s * hd);
-      backend_.linear({xc, &w.comp_wkv, kvf.view(DType::kF32, {s, hd})});
-      backend_.linear({xc, &w.comp_wgate, score.view(DType::kF32, {s, hd})});
+      b.be.linear({xc, &w.comp_wkv, kvf.view(DType::kF32, {s, hd})});
+      b.be.linear({xc, &w.comp_wgate, score.view(DType::kF32, {s, hd})});
       // State slot p % 2; a group completes at odd p with the pair (slot 0, slot 1). A group begun
       // in an earlier call takes its first row from the state; the rest are consecutive rows.
       for (int64_t p = start; p < start + s; ++p)
@@ -189,23 +189,23 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
            {std::tuple{&pairs, &cache.kv_state, &kvf}, {&pair_scores, &cache.score_state, &score}}) {
         int64_t first = 0, filled = 0;  // first chunk row of a whole pair; floats of `dst` written
         if (g && start % 2 == 1) {
-          backend_.copy_on_device(dst->data(), state->data(), hd * 4);
-          backend_.copy_on_device(dst->data() + hd, rows->data(), hd * 4);
+          b.be.copy_on_device(dst->data(), state->data(), hd * 4);
+          b.be.copy_on_device(dst->data() + hd, rows->data(), hd * 4);
           first = 1, filled = 2 * hd;
         }
         if (filled < g * 2 * hd)
-          backend_.copy_on_device(dst->data() + filled, rows->data() + first * hd, (g * 2 * hd - filled) * 4);
+          b.be.copy_on_device(dst->data() + filled, rows->data() + first * hd, (g * 2 * hd - filled) * 4);
         for (int64_t slot = 0; slot < 2; ++slot) {  // the last row of each parity becomes its slot
           const int64_t last = start + s - 1 - ((start + s - 1 - slot) % 2 + 2) % 2;
           if (last >= start)
-            backend_.copy_on_device(state->data() + slot * hd, rows->data() + (last - start) * hd, hd * 4);
+            b.be.copy_on_device(state->data() + slot * hd, rows->data() + (last - start) * hd, hd * 4);
         }
       }
       latent = b.scratch<uint16_t>(g * hd);
       if (g) {
         const TensorView lv = latent.view(DType::kBF16, {g, hd});
-        backend_.compress_pool({pairs.view(DType::kF32, {g, 2, hd}), pair_scores.view(DType::kF32, {g, 2, hd}), lv});
-        backend_.rms_norm({lv, w.comp_norm, c.norm_eps, lv});
+        b.be.compress_pool({pairs.view(DType::kF32, {g, 2, hd}), pair_scores.view(DType::kF32, {g, 2, hd}), lv});
+        b.be.rms_norm({lv, w.comp_norm, c.norm_eps, lv});
       }
     }
   }
@@ -215,10 +215,10 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
 
   // Publish the rotated, fp4 fake-quantised latents into this layer's compressed cache (spec §6.2).
   if (groups) {
-    RopeRows(backend_, rope, group_pos).apply(backend_, latent.view(DType::kBF16, {groups, 1, hd}), 0, false);
-    backend_.fake_quant({latent.view(DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
+    RopeRows(b.be, rope, group_pos).apply(b.be, latent.view(DType::kBF16, {groups, 1, hd}), 0, false);
+    b.be.fake_quant({latent.view(DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
     const int64_t j0 = group_pos.front() / r;
-    publish_rows(backend_, *store_, store_->compressed(l), latent.view(DType::kBF16, {groups, hd}), l,
+    publish_rows(b.be, *store_, store_->compressed(l), latent.view(DType::kBF16, {groups, hd}), l,
                  st.blocks.blocks(), j0);
     st.layers[l].compressed_rows = std::max(st.layers[l].compressed_rows, j0 + groups);
   }
@@ -237,19 +237,19 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   const int r = c.compress_ratio(l);
   const int64_t s = xc.size(0), start = ch.start_pos, end = start + s, T = end / r;
   const int64_t hi = c.index_n_heads, di = c.index_head_dim;
-  const LayerReplay* replay = ch.replay && ch.replay->count(l) ? &ch.replay->at(l) : nullptr;
+  const LayerReplay* replay = b.replay(ci, l);
 
   // Index keys of a key owner, from the pre-RoPE latents (spec §7.1); the shared slot moves here.
   const int64_t groups = static_cast<int64_t>(group_pos.size());
   if (c.is_kv_source(l) && groups) {
     DeviceArray<uint16_t> keys = b.scratch<uint16_t>(groups * di);
     const TensorView kv = keys.view(DType::kBF16, {groups, di});
-    backend_.linear({latent.view(DType::kBF16, {groups, c.head_dim}), &w.idx_wk, kv});
-    backend_.rms_norm({kv, w.idx_k_norm, c.norm_eps, kv});
-    RopeRows(backend_, rope, group_pos).apply(backend_, keys.view(DType::kBF16, {groups, 1, di}), 0, false);
-    backend_.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
+    b.be.linear({latent.view(DType::kBF16, {groups, c.head_dim}), &w.idx_wk, kv});
+    b.be.rms_norm({kv, w.idx_k_norm, c.norm_eps, kv});
+    RopeRows(b.be, rope, group_pos).apply(b.be, keys.view(DType::kBF16, {groups, 1, di}), 0, false);
+    b.be.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
     const int64_t j0 = group_pos.front() / r;
-    publish_rows(backend_, *store_, store_->index_keys(l), kv, l, st.blocks.blocks(), j0);
+    publish_rows(b.be, *store_, store_->index_keys(l), kv, l, st.blocks.blocks(), j0);
     st.layers[l].index_key_rows = std::max(st.layers[l].index_key_rows, j0 + groups);
     st.index_key_owner = l;
   }
@@ -262,10 +262,10 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   }
 
   DeviceArray<uint16_t> q = b.scratch<uint16_t>(s * hi * di), wts = b.scratch<uint16_t>(s * hi);
-  backend_.linear({qrc, &w.idx_wq_b, q.view(DType::kBF16, {s, hi * di})});
-  b.rope_at_positions(rope).apply(backend_, q.view(DType::kBF16, {s, hi, di}), b.offset[ci], false);
-  backend_.fake_quant({q.view(DType::kBF16, {s, hi * di}), FakeQuant::kFp4E8M0Group32});
-  backend_.linear({xc, &w.idx_weights_proj, wts.view(DType::kBF16, {s, hi})});
+  b.be.linear({qrc, &w.idx_wq_b, q.view(DType::kBF16, {s, hi * di})});
+  b.rope_at_positions(rope).apply(b.be, q.view(DType::kBF16, {s, hi, di}), b.offset[ci], false);
+  b.be.fake_quant({q.view(DType::kBF16, {s, hi * di}), FakeQuant::kFp4E8M0Group32});
+  b.be.linear({xc, &w.idx_weights_proj, wts.view(DType::kBF16, {s, hi})});
   const float wscale =
       static_cast<float>(std::pow(static_cast<double>(di), -0.5) * std::pow(static_cast<double>(hi), -0.5));
 
@@ -286,7 +286,7 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   const DeviceArray<int32_t>&dkey_rows = rows->second.key_rows, &dvisible = rows->second.visible;
   const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
   DeviceArray<float> dscores = b.scratch<float>(s * cols);
-  backend_.indexer_scores({q.view(DType::kBF16, {s, hi, di}),
+  b.be.indexer_scores({q.view(DType::kBF16, {s, hi, di}),
                            key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
                            wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
                            dscores.view(DType::kF32, {s, cols}), dkey_rows.view(DType::kI32, {cols}), wscale});
@@ -302,7 +302,7 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
       b.candidates[ci] = b.upload(replay->candidates);
     } else {
       b.candidates[ci] = b.scratch<uint8_t>(s * cols);
-      backend_.candidate_blocks({scores, dvis, c.candidate_topk_blocks, c.candidate_block_size,
+      b.be.candidate_blocks({scores, dvis, c.candidate_topk_blocks, c.candidate_block_size,
                                  b.candidates[ci].view(DType::kU8, {s, cols})});
     }
     b.candidates_T[ci] = cols;
@@ -319,9 +319,9 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
                    fmt::format("layer {}: the replayed top-k holds {} values, not {}", l, replay->topk.size(), s * k));
     b.topk[ci].upload(replay->topk);
   } else {
-    backend_.topk({scores, mask, dvis, b.topk[ci].view(DType::kI32, {s, k})});
+    b.be.topk({scores, mask, dvis, b.topk[ci].view(DType::kI32, {s, k})});
   }
-  if (ch.debug) {  // dumped as the reference passes them to sparse_attn: offset by its window rows (s or win)
+  if (b.wants_tensors(ci)) {  // dumped as the reference passes them to sparse_attn: offset by its window rows (s or win)
     std::vector<int32_t> dumped = b.topk[ci].download();
     const int64_t offset = ch.decode ? c.window_size : s;
     for (int32_t& v : dumped)

@@ -39,8 +39,9 @@ struct RopeRows {
 };
 
 struct Model::Batch {
-  explicit Batch(Backend& backend) : be(backend) {}
-  Backend& be;
+  Batch(Backend& backend, ForwardTaps* forward_taps) : be(backend), taps(forward_taps) {}
+  Backend& be;         // where the ops go (ForwardContext::ops)
+  ForwardTaps* taps;   // may be null
   /// Scratch in the backend's memory for an op's output (uninitialised: the op writes all of
   /// it), zeroed scratch for an accumulator, or a copy of host data there.
   template <typename T>
@@ -63,10 +64,7 @@ struct Model::Batch {
   }
 
   std::span<ForwardChunk> chunks;
-  /// A recorded step (ops/step_recorder.h) keeps its calls the same from one decode step to the
-  /// next: what grows with the sequence is padded (columns(), block_table()) and every position,
-  /// slot and length is uploaded data, never an address or a size.
-  bool fixed_shapes = false;
+  bool fixed_shapes = false;  // ForwardContext::fixed_shapes
   int64_t n = 0;                // tokens in the call
   std::vector<int64_t> offset;  // chunk c owns rows [offset[c], offset[c + 1])
   std::vector<int64_t> pos;     // [n] absolute positions
@@ -159,23 +157,26 @@ struct Model::Batch {
     return block_tables_[c];
   }
 
-  /// Records host data for --dump-debug.
+  /// The selections the taps hand chunk c's layer, or null.
+  const LayerReplay* replay(size_t c, int layer) const { return taps ? taps->replay(c, layer) : nullptr; }
+  bool wants_tensors(size_t c) const { return taps && taps->wants_tensors(c); }
+  /// Hands the taps host data of chunk c (--dump-debug).
   void record(size_t c, const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data) const {
-    if (!chunks[c].debug) return;
+    if (!wants_tensors(c)) return;
     DebugTensor t{dtype, std::move(shape), {}};
     t.bytes.resize(debug_bytes(t));
     if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
-    (*chunks[c].debug)[name] = std::move(t);
+    taps->tensor(c, name, std::move(t));
   }
-  /// Records `array` from element `from` on.
+  /// Hands the taps `array` from element `from` on.
   template <typename T>
   void record(size_t c, const std::string& name, DType dtype, std::vector<int64_t> shape, const DeviceArray<T>& array,
               int64_t from) const {
-    if (!chunks[c].debug) return;
+    if (!wants_tensors(c)) return;
     DebugTensor t{dtype, std::move(shape), {}};
     t.bytes.resize(debug_bytes(t));
     if (!t.bytes.empty()) be.copy_to_host(t.bytes.data(), array.data() + from, t.bytes.size());
-    (*chunks[c].debug)[name] = std::move(t);
+    taps->tensor(c, name, std::move(t));
   }
 
  private:

@@ -39,7 +39,6 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
   DSINFER_RETURN_IF_ERROR(check_checkpoint(build_weight_manifest(config), ckpt));
   if (options.prefault) ckpt.prefault(options.progress);
   std::unique_ptr<Model> m(new Model(std::move(config), std::move(ckpt), backend, comm));
-  m->recorder_.set_enabled(options.replay_steps || backend.step_graphs());
   DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_));
   place_weights(m->weights_, backend, options.upload_progress);
   const ModelConfig& c = m->config_;
@@ -68,7 +67,7 @@ Status Model::reserve_cache(int64_t block_tokens, int max_blocks) {
   if (block_tokens <= 0 || block_tokens % 2 != 0 || max_blocks < 0)
     return error(ErrorKind::kInvalidArgument,
                  fmt::format("cache blocks must hold an even number of positions, not {}", block_tokens));
-  store_ = std::make_unique<CacheStore>(config_, device_, block_tokens, max_blocks);
+  store_ = std::make_unique<CacheStore>(config_, backend_, block_tokens, max_blocks);
   return {};
 }
 
@@ -85,9 +84,9 @@ Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<co
   const int64_t per = store_->rows_per_block(layer);
   for (int64_t g = 0; g < groups;) {  // one copy per block: its rows are consecutive in the pool
     const int64_t row = store_->row(layer, blocks, g), run = std::min(per - g % per, groups - g);
-    device_.copy_to_device(store_->compressed(layer).data() + row * c.head_dim, &compressed[g * c.head_dim],
+    backend_.copy_to_device(store_->compressed(layer).data() + row * c.head_dim, &compressed[g * c.head_dim],
                            run * c.head_dim * 2);
-    device_.copy_to_device(store_->index_keys(layer).data() + row * c.index_head_dim, &index_keys[g * c.index_head_dim],
+    backend_.copy_to_device(store_->index_keys(layer).data() + row * c.index_head_dim, &index_keys[g * c.index_head_dim],
                            run * c.index_head_dim * 2);
     g += run;
   }
@@ -95,34 +94,37 @@ Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<co
   return {};
 }
 
-Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
+Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits, ForwardTaps* taps) {
+  if (logits.size() != chunks.size() * static_cast<size_t>(config_.vocab_size))
+    return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
+  if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(backend_, logits.size());
+  const TensorView device_logits =
+      logits_.view(DType::kF32, {static_cast<int64_t>(chunks.size()), config_.vocab_size});
+  DSINFER_RETURN_IF_ERROR(forward(chunks, device_logits, {.taps = taps}));
+  backend_.copy_to_host(logits.data(), logits_.data(), logits.size() * sizeof(float));
+  return {};
+}
+
+Status Model::forward(std::span<ForwardChunk> chunks, const TensorView& logits, const ForwardContext& ctx) {
   const ModelConfig& c = config_;
   DSINFER_RETURN_IF_ERROR(Batch::validate(c, chunks));
+  if (logits.ndim != 2 || logits.dtype != DType::kF32 || logits.size(0) != static_cast<int64_t>(chunks.size()) ||
+      logits.size(1) != c.vocab_size)
+    return error(ErrorKind::kInvalidArgument, "logits must be [chunks, vocab] f32");
   // Blocks for every position first: taking them may grow the store (and move its pools).
   for (ForwardChunk& ch : chunks)
     DSINFER_RETURN_IF_ERROR(ch.state->blocks.cover(ch.start_pos + static_cast<int64_t>(ch.tokens.size())));
-  if (logits.size() != chunks.size() * static_cast<size_t>(c.vocab_size))
-    return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
-  if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(device_, logits.size());
-  // A decode step of few tokens reads nothing back before its logits (the router's choice and the
-  // indexer's selections stay on the device): the recorder may hold it and run it as recorded.
-  const bool decode = std::all_of(chunks.begin(), chunks.end(),
-                                  [](const ForwardChunk& ch) { return ch.decode && !ch.debug && !ch.replay; });
-  const bool recorded =
-      decode && static_cast<int64_t>(chunks.size()) <= device_.max_tokens_without_reads() && recorder_.begin_step();
-  const Status st = run(chunks, logits_, recorded);
-  if (recorded) recorder_.end_step(st.ok());
-  DSINFER_RETURN_IF_ERROR(st);
-  device_.copy_to_host(logits.data(), logits_.data(), logits.size() * sizeof(float));
+  Batch b(ctx.ops ? *ctx.ops : backend_, ctx.taps);
+  b.init(chunks);
+  b.fixed_shapes = ctx.fixed_shapes;
+  DSINFER_RETURN_IF_ERROR(run(b, logits));
   for (ForwardChunk& ch : chunks) ch.state->length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
   return {};
 }
 
-Status Model::run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits, bool recorded) {
+Status Model::run(Batch& b, const TensorView& logits) {
   const ModelConfig& c = config_;
-  Batch b(backend_);
-  b.init(chunks);
-  b.fixed_shapes = recorded;
+  const std::span<ForwardChunk> chunks = b.chunks;
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
   if (hasher_) {
     b.hashes.resize(n * hasher_->n_layers() * hasher_->n_columns());
@@ -142,7 +144,7 @@ Status Model::run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits, bo
   for (int64_t k = 0; k < hc; ++k) {
     TensorView copy = b.x.view(DType::kBF16, {n, dim}, k * dim);
     copy.stride[0] = hc * dim;
-    backend_.embed({ids.view(DType::kI32, {n}), weights_.embed, 0, copy});
+    b.be.embed({ids.view(DType::kI32, {n}), weights_.embed, 0, copy});
   }
   std::vector<float> pre(n * hc, 0.0f);
   for (int64_t t = 0; t < n; ++t) pre[t * hc] = 1.0f;
@@ -159,13 +161,13 @@ Status Model::run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits, bo
   DeviceArray<float> last_pre = b.scratch<float>(nc * hc);
   for (int64_t ci = 0; ci < nc; ++ci) {
     const int64_t t = b.offset[ci + 1] - 1;
-    backend_.copy_on_device(last_x.data() + ci * hc * dim, b.x.data() + t * hc * dim, hc * dim * 2);
-    backend_.copy_on_device(last_pre.data() + ci * hc, b.pre.data() + t * hc, hc * 4);
+    b.be.copy_on_device(last_x.data() + ci * hc * dim, b.x.data() + t * hc * dim, hc * dim * 2);
+    b.be.copy_on_device(last_pre.data() + ci * hc, b.pre.data() + t * hc, hc * 4);
   }
   const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
-  backend_.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
-  backend_.rms_norm({xc, weights_.norm, c.norm_eps, xc});
-  backend_.linear({xc, &weights_.head, logits.view(DType::kF32, {nc, c.vocab_size})});
+  b.be.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
+  b.be.rms_norm({xc, weights_.norm, c.norm_eps, xc});
+  b.be.linear({xc, &weights_.head, logits});
   return {};
 }
 
@@ -181,22 +183,22 @@ Status Model::block(int l, Batch& b) {
   const TensorView xv = x.view(DType::kBF16, {n, dim}), yv = y.view(DType::kBF16, {n, dim});
 
   // Attention: mixes from the block input; collapse with the previous sublayer's pre.
-  backend_.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+  b.be.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
                      a_pre.view(DType::kF32, {n, hc}), a_post.view(DType::kF32, {n, hc}),
                      a_comb.view(DType::kF32, {n, hc, hc})});
-  backend_.hc_pre({stream, b.pre.view(DType::kF32, {n, hc}), xv});
-  backend_.rms_norm({xv, w.attn_norm, c.norm_eps, xv});
+  b.be.hc_pre({stream, b.pre.view(DType::kF32, {n, hc}), xv});
+  b.be.rms_norm({xv, w.attn_norm, c.norm_eps, xv});
   DSINFER_RETURN_IF_ERROR(attention(l, b, xv, yv));
-  backend_.hc_post({yv, stream, a_post.view(DType::kF32, {n, hc}), a_comb.view(DType::kF32, {n, hc, hc}), stream});
+  b.be.hc_post({yv, stream, a_post.view(DType::kF32, {n, hc}), a_comb.view(DType::kF32, {n, hc, hc}), stream});
 
   // FFN: mixes from the updated stream; collapse with this attention's pre.
-  backend_.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+  b.be.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
                      f_pre.view(DType::kF32, {n, hc}), f_post.view(DType::kF32, {n, hc}),
                      f_comb.view(DType::kF32, {n, hc, hc})});
-  backend_.hc_pre({stream, a_pre.view(DType::kF32, {n, hc}), xv});
-  backend_.rms_norm({xv, w.ffn_norm, c.norm_eps, xv});
+  b.be.hc_pre({stream, a_pre.view(DType::kF32, {n, hc}), xv});
+  b.be.rms_norm({xv, w.ffn_norm, c.norm_eps, xv});
   moe(l, b, xv, yv);
-  backend_.hc_post({yv, stream, f_post.view(DType::kF32, {n, hc}), f_comb.view(DType::kF32, {n, hc, hc}), stream});
+  b.be.hc_post({yv, stream, f_post.view(DType::kF32, {n, hc}), f_comb.view(DType::kF32, {n, hc, hc}), stream});
   b.pre = std::move(f_pre);  // the delayed pre-mix: the next block's attention collapses with it
 
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
@@ -226,8 +228,8 @@ void Model::engram(int l, Batch& b) {
     }
   const DeviceArray<uint16_t> looked_up = b.upload(rows);
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * (hc + 1) * dim);
-  backend_.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});
-  backend_.engram_gate({b.x.view(DType::kBF16, {n, hc, dim}), kv.view(DType::kBF16, {n, (hc + 1) * dim}), w.wgt,
+  b.be.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});
+  b.be.engram_gate({b.x.view(DType::kBF16, {n, hc, dim}), kv.view(DType::kBF16, {n, (hc + 1) * dim}), w.wgt,
                         TensorView{}, c.norm_eps});
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)
     b.record(ci, fmt::format("layer{}.engram_out", l), DType::kBF16, {b.size(ci), hc, dim}, b.x,

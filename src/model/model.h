@@ -15,29 +15,15 @@
 #include "io/model_config.h"
 #include "model/cache_store.h"
 #include "model/engram_hash.h"
+#include "model/forward_taps.h"
 #include "model/rope.h"
 #include "model/sequence_state.h"
 #include "model/weights.h"
 #include "ops/backend.h"
 #include "ops/communicator.h"
 #include "ops/device_array.h"
-#include "ops/step_recorder.h"
 
 namespace dsinfer {
-
-/// The golden run's own selections for one layer of one chunk (debug replay, spec fixtures).
-struct LayerReplay {
-  std::vector<int32_t> topk;        // [s, k] compressed positions or -1 (index sources)
-  std::vector<uint8_t> candidates;  // [s, T] (candidate source)
-  std::vector<int32_t> experts;     // [s, n_act] in the router's order
-};
-
-/// A named internal tensor of one chunk, laid out as the fixtures' golden_debug files.
-struct DebugTensor {
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
 
 struct ForwardChunk {
   SequenceState* state = nullptr;
@@ -47,19 +33,22 @@ struct ForwardChunk {
   /// true: one token laid out as the reference's decode step.
   bool decode = false;
   int64_t prompt_len = 0;
-  const std::map<int, LayerReplay>* replay = nullptr;   // by layer; may be null
-  std::map<std::string, DebugTensor>* debug = nullptr;  // filled when not null
+};
+
+/// Where a forward's ops go and in which shapes: the model runner's choice (runtime/model_runner.h).
+struct ForwardContext {
+  Backend* ops = nullptr;  // null: the model's backend; else one in front of it (a step recorder)
+  /// Keep a decode step's calls the same from one step to the next, so a recorded step can run again:
+  /// what grows with the sequence is padded (Batch::columns, Batch::block_table) and positions,
+  /// slots and lengths are uploaded data, never addresses or sizes.
+  bool fixed_shapes = false;
+  ForwardTaps* taps = nullptr;  // may be null
 };
 
 struct LoadOptions {
   bool prefault = false;                                        // read every weight page at load (Checkpoint::prefault)
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes read by the prefault
   std::function<void(uint64_t done, uint64_t total)> upload_progress;  // bytes copied to a GPU backend
-  /// Decode steps (of up to Backend::max_tokens_without_reads sequences) through a StepRecorder
-  /// (ops/step_recorder.h): recorded, then run again as recorded while their calls repeat (the
-  /// same sequences, in the same order). Also on wherever the backend keeps captured steps
-  /// (CudaBackend with DSINFER_CUDA_GRAPH=1).
-  bool replay_steps = false;
 };
 
 class Model {
@@ -71,7 +60,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   /// The loaded weights (views into the backend's memory): for tools and benchmarks.
   const ModelWeights& weights() const { return weights_; }
-  SequenceState new_sequence() const { return make_sequence_state(config_, device_, *store_); }
+  SequenceState new_sequence() const { return make_sequence_state(config_, backend_, *store_); }
 
   /// Replaces the store of the growing caches with one of at most `max_blocks` blocks (0: no
   /// bound) of `block_tokens` positions (the server's memory budget); kInvalidArgument while a
@@ -80,10 +69,8 @@ class Model {
   /// Blocks of the growing caches when no budget sets them (the server's --cache-block-tokens does).
   static constexpr int64_t kDefaultCacheBlockTokens = 64;
   const CacheStore& cache_store() const { return *store_; }
-  /// Turns the recording of decode steps (LoadOptions::replay_steps) on or off between calls.
-  void set_replay_steps(bool on) { recorder_.set_enabled(on); }
-  /// How the decode steps ran (recorded, relaunched, re-issued): for tests and benchmarks.
-  const StepRecorder::Stats& step_stats() const { return recorder_.stats(); }
+  /// The backend the weights, caches and sequences live on.
+  Backend& backend() const { return backend_; }
 
   /// Puts a kv source's compressed rows and index keys (bf16, groups x head_dim and groups x
   /// index_head_dim) into `seq` as a prefill of groups * ratio positions would leave them, for
@@ -91,21 +78,17 @@ class Model {
   Status write_compressed_cache(SequenceState& seq, int layer, std::span<const uint16_t> compressed,
                                 std::span<const uint16_t> index_keys);
 
-  /// Runs the chunks and writes the fp32 logits of each chunk's last token: logits [chunks, V].
-  Status forward(std::span<ForwardChunk> chunks, std::span<float> logits);
+  /// Runs the chunks and writes the fp32 logits of each chunk's last token: logits [chunks, V] f32
+  /// in the backend's memory. The ops go where ctx says.
+  Status forward(std::span<ForwardChunk> chunks, const TensorView& logits, const ForwardContext& ctx);
+  /// The same with the logits copied to the host, on the model's backend.
+  Status forward(std::span<ForwardChunk> chunks, std::span<float> logits, ForwardTaps* taps = nullptr);
 
  private:
   Model(ModelConfig config, Checkpoint ckpt, Backend& backend, Communicator& comm)
-      : config_(std::move(config)),
-        ckpt_(std::move(ckpt)),
-        device_(backend),
-        recorder_(backend),
-        backend_(recorder_),
-        comm_(comm) {}
+      : config_(std::move(config)), ckpt_(std::move(ckpt)), backend_(backend), comm_(comm) {}
   struct Batch;
-  // forward's ops, into the logits; recorded: a step the recorder holds (its calls kept the same
-  // from one decode step to the next: Batch::fixed_shapes)
-  Status run(std::span<ForwardChunk> chunks, DeviceArray<float>& logits, bool recorded);
+  Status run(Batch& b, const TensorView& logits);  // forward's ops, into the logits
   Status block(int layer, Batch& b);
   Status attention(int layer, Batch& b, const TensorView& x, const TensorView& out);
   Status compressed_kv(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr);
@@ -117,11 +100,9 @@ class Model {
   ModelConfig config_;
   Checkpoint ckpt_;
   ModelWeights weights_;
-  Backend& device_;        // what lives across calls (weights, caches, sequences) is in its memory
-  StepRecorder recorder_;  // in front of device_: every forward's calls go through it
-  Backend& backend_;       // = recorder_
+  Backend& backend_;  // what lives across calls (weights, caches, sequences) is in its memory
   Communicator& comm_;
-  DeviceArray<float> logits_;  // the last forward's logits: a recorded step writes them at one address
+  DeviceArray<float> logits_;  // the host-logits forward's, kept between calls
   std::unique_ptr<EngramHasher> hasher_;
   std::vector<const RopeTable*> rope_;  // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;

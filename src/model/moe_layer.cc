@@ -15,14 +15,14 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   std::vector<int32_t> routed(2 * n * k);
   bool replayed = false;
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
-    const auto* rp = b.chunks[ci].replay;
-    if (!rp || !rp->count(l) || rp->at(l).experts.empty()) continue;
-    std::copy(rp->at(l).experts.begin(), rp->at(l).experts.end(), routed.begin() + b.offset[ci] * k);
+    const LayerReplay* rp = b.replay(ci, l);
+    if (!rp || rp->experts.empty()) continue;
+    std::copy(rp->experts.begin(), rp->experts.end(), routed.begin() + b.offset[ci] * k);
     replayed = true;
   }
   DeviceArray<int32_t> droute = replayed ? b.upload(routed) : b.scratch<int32_t>(2 * n * k);
   const ScoreFunc sf = c.score_function();
-  backend_.router({x, w.gate, w.bias, w.bias_vl, TensorView{},
+  b.be.router({x, w.gate, w.bias, w.bias_vl, TensorView{},
                    sf == ScoreFunc::kSoftmax   ? RouterScore::kSoftmax
                    : sf == ScoreFunc::kSigmoid ? RouterScore::kSigmoid
                                                : RouterScore::kSqrtSoftplus,
@@ -31,7 +31,7 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)
     b.record(ci, fmt::format("layer{}.gate_indices", l), DType::kI32, {b.size(ci), k}, droute, b.offset[ci] * k);
   DeviceArray<float> y = b.zeros<float>(n * dim);
-  backend_.routed_experts({x, droute.view(DType::kI32, {n, k}), droute.view(DType::kF32, {n, k}, n * k), w.experts,
+  b.be.routed_experts({x, droute.view(DType::kI32, {n, k}), droute.view(DType::kF32, {n, k}, n * k), w.experts,
                            static_cast<float>(c.swiglu_limit), y.view(DType::kF32, {n, dim})});
   comm_.all_reduce_sum(y.view(DType::kF32, {n, dim}));  // routed experts live on their ranks
 
@@ -40,11 +40,11 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   DeviceArray<uint16_t> sact = b.scratch<uint16_t>(n * ff), so = b.scratch<uint16_t>(n * dim);
   const LinearArgs shared_up[] = {{x, &w.shared.w1, sg.view(DType::kBF16, {n, ff})},
                                   {x, &w.shared.w3, su.view(DType::kBF16, {n, ff})}};
-  backend_.grouped_linear({shared_up});
-  backend_.swiglu({sg.view(DType::kBF16, {n, ff}), su.view(DType::kBF16, {n, ff}), TensorView{},
+  b.be.grouped_linear({shared_up});
+  b.be.swiglu({sg.view(DType::kBF16, {n, ff}), su.view(DType::kBF16, {n, ff}), TensorView{},
                    static_cast<float>(c.swiglu_limit), sact.view(DType::kBF16, {n, ff})});
-  backend_.linear({sact.view(DType::kBF16, {n, ff}), &w.shared.w2, so.view(DType::kBF16, {n, dim})});
-  backend_.scatter_add(
+  b.be.linear({sact.view(DType::kBF16, {n, ff}), &w.shared.w2, so.view(DType::kBF16, {n, dim})});
+  b.be.scatter_add(
       {so.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), y.view(DType::kF32, {n, dim}), out});
 }
 

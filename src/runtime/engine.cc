@@ -43,6 +43,7 @@ struct Engine::Live {
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config, std::optional<CacheLayout> cache)
     : model_(model),
+      runner_(model),
       tokenizer_(tokenizer),
       cache_(cache ? std::make_unique<CacheManager>(*cache) : nullptr),
       scheduler_(config, cache_.get()) {
@@ -131,7 +132,7 @@ bool Engine::step() {
   }
   const int64_t vocab = model_.config().vocab_size;
   std::vector<float> logits(plan.size() * vocab);
-  if (Status s = model_.forward(chunks, logits); !s.ok()) {
+  if (Status s = runner_.forward(chunks, logits); !s.ok()) {
     for (const ScheduledChunk& c : plan) finish(c.id, FinishReason::kError, s.message());
     return !requests_.empty();
   }

@@ -24,6 +24,7 @@
 #include "io/tokenizer.h"
 #include "model/model.h"
 #include "runtime/cache_manager.h"
+#include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
 
@@ -89,6 +90,7 @@ class Engine {
   void finish(uint64_t id, FinishReason reason, std::string error = {});
 
   Model& model_;
+  ModelRunner runner_;
   const Tokenizer& tokenizer_;
   std::unique_ptr<CacheManager> cache_;
   Scheduler scheduler_;

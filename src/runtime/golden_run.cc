@@ -95,8 +95,7 @@ Result<GoldenRunResult> run_golden_experiment(Model& model, const std::vector<st
   for (int step = 0; step < res.forwards; ++step) {
     const bool decode = step > 0;
     const int64_t s = decode ? 1 : min_len, start = decode ? min_len + step - 1 : 0;
-    std::vector<std::map<int, LayerReplay>> replays(res.batch);
-    std::vector<std::map<std::string, DebugTensor>> dumps(res.batch);
+    ChunkTaps taps(res.batch);
     std::vector<ForwardChunk> chunks(res.batch);
     for (int64_t i = 0; i < res.batch; ++i) {
       ForwardChunk& ch = chunks[i];
@@ -112,18 +111,21 @@ Result<GoldenRunResult> run_golden_experiment(Model& model, const std::vector<st
         ch.tokens = {o.force_tokens ? forced[i * forced_width + step - 1] : res.tokens[i * res.forwards + step - 1]};
       }
       if (o.replay) {
-        DSINFER_ASSIGN_OR_RETURN(replays[i], replay_for(*o.replay, c, step, i, s, decode));
-        ch.replay = &replays[i];
+        DSINFER_ASSIGN_OR_RETURN(taps[i].replay, replay_for(*o.replay, c, step, i, s, decode));
       }
-      if (o.dump_debug) ch.debug = &dumps[i];
+      taps[i].dump = o.dump_debug;
     }
-    DSINFER_RETURN_IF_ERROR(model.forward(chunks, logits));
+    DSINFER_RETURN_IF_ERROR(model.forward(chunks, logits, &taps));
     for (int64_t i = 0; i < res.batch; ++i) {
       const float* row = &logits[i * res.vocab];
       std::copy(row, row + res.vocab, &res.logits[(i * res.forwards + step) * res.vocab]);
       res.tokens[i * res.forwards + step] = static_cast<int32_t>(std::max_element(row, row + res.vocab) - row);
     }
-    if (o.dump_debug) append_debug(res.debug, step, dumps);
+    if (o.dump_debug) {
+      std::vector<std::map<std::string, DebugTensor>> dumps;
+      for (int64_t i = 0; i < res.batch; ++i) dumps.push_back(std::move(taps[i].tensors));
+      append_debug(res.debug, step, dumps);
+    }
   }
   return res;
 }

@@ -11,7 +11,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
 #include "ops/device_array.h"
-#include "ops/step_recorder.h"
+#include "runtime/step_recorder.h"
 #include "test_util.h"
 
 namespace dsinfer {

@@ -1,5 +1,5 @@
 // Decode steps recorded as CUDA graphs and relaunched with each step's uploads (DSINFER_CUDA_GRAPH=1:
-// the model's step recorder in front of CudaBackend's kept graphs) give the logits of the same
+// the model runner's step recorder in front of CudaBackend's kept graphs) give the logits of the same
 // steps run op by op, bit for bit, on both fixture models: a prompt, then single-token steps past
 // the window and through new compressed rows (skipped without a GPU).
 #include <gtest/gtest.h>
@@ -34,9 +34,10 @@ Decoded decode(const char* fixture, int sequences, bool graphs, int steps) {
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   Decoded run;
   if (!model.ok()) return run;
-  run.logits = testing::prompts_then_decode(**model, steps, sequences);
+  ModelRunner runner(**model);
+  run.logits = testing::prompts_then_decode(runner, steps, sequences);
   run.stats = backend.stats();
-  run.steps = (*model)->step_stats();
+  run.steps = runner.step_stats();
   return run;
 }
 

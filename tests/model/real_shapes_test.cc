@@ -107,19 +107,19 @@ testing::TempDir* RealShapes::dir_ = nullptr;
 TEST_F(RealShapes, PrefillChunkSelectsTop512OfMoreVisible) {
   // The last 10 tokens of a 600-token prompt whose first 590 are cached.
   SequenceState seq = filled_state(590);
-  std::map<std::string, DebugTensor> debug;
+  ChunkTaps taps(1);
+  taps[0].dump = true;
   std::vector<ForwardChunk> chunk(1);
   chunk[0].state = &seq;
   chunk[0].start_pos = 590;
   chunk[0].prompt_len = 600;
   for (int i = 0; i < 10; ++i) chunk[0].tokens.push_back((i * 37) % 256);
-  chunk[0].debug = &debug;
   std::vector<float> logits(256);
-  const Status s = model_->forward(chunk, logits);
+  const Status s = model_->forward(chunk, logits, &taps);
   ASSERT_TRUE(s.ok()) << s.to_string();
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   for (int l : {0, 1}) {
-    const DebugTensor& t = debug.at(fmt::format("layer{}.topk_idxs", l));
+    const DebugTensor& t = taps[0].tensors.at(fmt::format("layer{}.topk_idxs", l));
     ASSERT_EQ(t.shape, (std::vector<int64_t>{10, 512}));
     const std::vector<int32_t> idx = ints(t);
     for (int64_t q = 0; q < 10; ++q) {  // query 590 + q sees 591 + q entries, keeps 512 of them
@@ -136,20 +136,20 @@ TEST_F(RealShapes, DecodeOverSeventeenThousandEntriesUsesTheCandidateFilter) {
   const ModelConfig& c = model_->config();
   const int64_t P = 17000;
   SequenceState seq = filled_state(P);
-  std::map<std::string, DebugTensor> debug;
+  ChunkTaps taps(1);
+  taps[0].dump = true;
   std::vector<ForwardChunk> chunk(1);
   chunk[0].state = &seq;
   chunk[0].start_pos = P;
   chunk[0].decode = true;
   chunk[0].tokens = {42};
-  chunk[0].debug = &debug;
   std::vector<float> logits(256);
-  const Status s = model_->forward(chunk, logits);
+  const Status s = model_->forward(chunk, logits, &taps);
   ASSERT_TRUE(s.ok()) << s.to_string();
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 
   const int64_t T = P + 1, blocks = (T + 7) / 8;  // 2126 reachable blocks > 2048 kept
-  const DebugTensor& cand = debug.at("layer0.candidates");
+  const DebugTensor& cand = taps[0].tensors.at("layer0.candidates");
   ASSERT_EQ(cand.shape, (std::vector<int64_t>{1, T}));
   int64_t kept_positions = 0;
   std::set<int64_t> kept_blocks;
@@ -160,7 +160,7 @@ TEST_F(RealShapes, DecodeOverSeventeenThousandEntriesUsesTheCandidateFilter) {
   EXPECT_TRUE(kept_blocks.count((T - 1) / 8));  // the newest block is pinned
   EXPECT_GE(kept_positions, 2047 * 8 + 1);
   for (int l : {0, 1}) {
-    const std::vector<int32_t> idx = ints(debug.at(fmt::format("layer{}.topk_idxs", l)));
+    const std::vector<int32_t> idx = ints(taps[0].tensors.at(fmt::format("layer{}.topk_idxs", l)));
     ASSERT_EQ(idx.size(), 512u);
     EXPECT_TRUE(std::is_sorted(idx.begin(), idx.end()));
     EXPECT_EQ(std::set<int32_t>(idx.begin(), idx.end()).size(), 512u);

@@ -1,4 +1,4 @@
-// Decode steps through the step recorder (LoadOptions::replay_steps: recorded, then issued again
+// Decode steps through the model runner's step recorder (recorded, then issued again
 // as recorded with each step's own uploads) give the logits of the same steps run call by call, bit
 // for bit, on both fixture models: prompts, then decode steps past the window, through new
 // compressed rows and across the indexer's padded widths, of one sequence and of three at other
@@ -25,15 +25,14 @@ struct Decoded {
 Decoded decode(const char* fixture, int64_t block_tokens, int sequences, bool replay, int steps) {
   CpuBackend backend(2);
   LocalCommunicator comm;
-  LoadOptions options;
-  options.replay_steps = replay;
-  auto model = Model::load(testing::data_dir() / fixture / "checkpoint", backend, comm, options);
+  auto model = Model::load(testing::data_dir() / fixture / "checkpoint", backend, comm);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   Decoded run;
   if (!model.ok()) return run;
   EXPECT_TRUE((*model)->reserve_cache(block_tokens, 0).ok());
-  run.logits = testing::prompts_then_decode(**model, steps, sequences);
-  run.stats = (*model)->step_stats();
+  ModelRunner runner(**model, replay);
+  run.logits = testing::prompts_then_decode(runner, steps, sequences);
+  run.stats = runner.step_stats();
   return run;
 }
 

@@ -5,8 +5,9 @@
 // keeps captured steps (CUDA graphs: ops/step_graphs.h) that is one relaunch with the
 // step's new uploads; elsewhere the recorded calls are issued again, which is how the CPU tests
 // check the mechanism. The model keeps a decode step's calls the same from one step to the next
-// (positions, slots and lengths are uploaded data, never addresses or sizes: model/model.cc), so
-// a replayed step costs the host its own bookkeeping and the comparisons, not ~1,600 launches.
+// when asked (ForwardContext::fixed_shapes: positions, slots and lengths are uploaded data, never
+// addresses or sizes), so a replayed step costs the host its own bookkeeping and the comparisons,
+// not a launch per op. The ModelRunner (runtime/model_runner.h) owns the recorder.
 //
 // A step's allocations come from an arena of the recorder's (bump, the same addresses whenever
 // the allocation sizes repeat), so the step's temporaries are at the addresses its recording

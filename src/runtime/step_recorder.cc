@@ -1,6 +1,6 @@
 // StepRecorder (step_recorder.h): a step's calls compared with the recordings, recorded anew where
 // they differ, and a matching recording relaunched or re-issued.
-#include "ops/step_recorder.h"
+#include "runtime/step_recorder.h"
 
 #include <algorithm>
 #include <cstring>

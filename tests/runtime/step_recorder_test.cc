@@ -10,7 +10,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "ops/device_array.h"
-#include "ops/step_recorder.h"
+#include "runtime/step_recorder.h"
 #include "test_util.h"
 
 namespace dsinfer {
