@@ -10,7 +10,7 @@
 // and the prompt ends with <｜Assistant｜><think> (thinking) or <｜Assistant｜></think> (chat).
 // Reasoning is kept (`<think>`) for assistant turns after the last user turn, and for all of them
 // when tools are present.
-#include "runtime/chat_format.h"
+#include "chat/chat_format.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,6 +1,6 @@
 // Chat encoding: hand-checked prompts for each message kind and mode, multi-turn with tool
 // results, and the completion parser (reasoning, content, DSML tool calls, malformed DSML).
-#include "runtime/chat_format.h"
+#include "chat/chat_format.h"
 
 #include <gtest/gtest.h>
 

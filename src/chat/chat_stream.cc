@@ -1,4 +1,4 @@
-#include "runtime/chat_stream.h"
+#include "chat/chat_stream.h"
 
 #include <algorithm>
 
