@@ -1,3 +1,4 @@
+// ChatStreamParser: the completion parser for text that arrives in pieces.
 #include "chat/chat_stream.h"
 
 #include <algorithm>
