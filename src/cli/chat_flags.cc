@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "chat/chat_json.h"
 #include "io/json.h"
 
 namespace dsinfer::cli {

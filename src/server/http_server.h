@@ -7,13 +7,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "io/tokenizer.h"
 #include "runtime/engine_loop.h"
 
 namespace httplib {
 class Server;
-}
+struct Response;
+}  // namespace httplib
 
 namespace dsinfer::server {
 
@@ -38,6 +40,9 @@ class HttpServer {
 
  private:
   void routes();
+  /// POST /v1/chat/completions (chat) or /v1/completions: validates the body, submits the request
+  /// and answers whole or as server-sent events.
+  void complete(std::string_view body, bool chat, httplib::Response& res);
   ServerConfig config_;
   EngineLoop& loop_;
   const Tokenizer& tokenizer_;

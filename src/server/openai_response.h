@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/chat_format.h"
+#include "chat/chat_stream.h"
 #include "core/status.h"
 #include "io/tokenizer.h"
-#include "runtime/chat_format.h"
-#include "runtime/chat_stream.h"
 #include "runtime/sampler.h"
 
 namespace dsinfer::server {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/chat_json.h"
 #include "io/json.h"
 
 namespace dsinfer::server {

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/chat_format.h"
 #include "core/status.h"
-#include "runtime/chat_format.h"
 #include "runtime/sampler.h"
 
 namespace dsinfer::server {

@@ -1,6 +1,7 @@
 // V4.1's chat encoding (spec §13.3): OpenAI-style messages -> prompt text, and a completion's
 // text -> reasoning content, content and tool calls (DSML). Prompts are text with the special
-// tokens written out; the tokenizer recognises them as added tokens.
+// tokens written out; the tokenizer recognises them as added tokens. The OpenAI JSON shapes of
+// these types are chat_json.h's.
 #pragma once
 
 #include <span>
@@ -9,7 +10,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "io/json.h"
 
 namespace dsinfer {
 
@@ -50,7 +50,7 @@ inline ChatMessage make_message(ChatRole role, std::string content, std::string 
 
 struct ToolSpec {
   std::string name, description;
-  OrderedJson parameters = OrderedJson::object();  // JSON schema, keys in their written order
+  std::string parameters = "{}";  // JSON schema, as text: its keys in their written order
 };
 
 struct ChatOptions {
@@ -64,7 +64,7 @@ Result<int> parse_reasoning_effort(std::string_view text);
 
 /// BOS + the rendered messages + the assistant prefix the completion continues from.
 /// kInvalidArgument for a conversation that cannot be rendered (no messages, a tool call whose
-/// arguments are not a JSON object).
+/// arguments are not a JSON object, a tool whose parameters are not JSON).
 Result<std::string> render_chat_prompt(std::span<const ChatMessage> messages, const ChatOptions& options);
 
 /// The text a reply that must call a tool continues from: the opening of the calls block, and of
@@ -82,12 +82,5 @@ struct ParsedCompletion {
 /// block at the end of the content becomes tool calls. Malformed DSML stays in the content as
 /// plain text.
 ParsedCompletion parse_completion(std::string_view text, bool thinking);
-
-/// OpenAI `messages` (roles system, developer, user, assistant, tool, latest_reminder; content a
-/// string or an array of text parts; assistant `tool_calls`, `reasoning_content`).
-/// kInvalidArgument naming the offending message and field.
-Result<std::vector<ChatMessage>> chat_messages_from_json(const OrderedJson& messages);
-/// OpenAI `tools` ([{"type": "function", "function": {name, description, parameters}}]).
-Result<std::vector<ToolSpec>> tool_specs_from_json(const OrderedJson& tools);
 
 }  // namespace dsinfer

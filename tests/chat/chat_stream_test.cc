@@ -1,6 +1,6 @@
 // ChatStreamParser: for every way of cutting a completion into pieces, the deltas add up to
 // parse_completion of the whole, and a well-formed DSML block never shows in the content stream.
-#include "runtime/chat_stream.h"
+#include "chat/chat_stream.h"
 
 #include <gtest/gtest.h>
 

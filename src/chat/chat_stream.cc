@@ -1,4 +1,5 @@
-#include "runtime/chat_stream.h"
+// ChatStreamParser: the completion parser for text that arrives in pieces.
+#include "chat/chat_stream.h"
 
 #include <algorithm>
 

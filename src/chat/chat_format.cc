@@ -10,12 +10,14 @@
 // and the prompt ends with <｜Assistant｜><think> (thinking) or <｜Assistant｜></think> (chat).
 // Reasoning is kept (`<think>`) for assistant turns after the last user turn, and for all of them
 // when tools are present.
-#include "runtime/chat_format.h"
+#include "chat/chat_format.h"
 
 #include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
+
+#include "chat/chat_json.h"
 
 namespace dsinfer {
 namespace {
@@ -31,7 +33,7 @@ constexpr std::string_view kParamClose = "</｜DSML｜ parameter>";
 
 // The tools block of the system prompt. The spec (§13.3) gives its content, not its wording:
 // this text is ours (docs/chat-format.md).
-std::string tools_block(const std::vector<ToolSpec>& tools) {
+Result<std::string> tools_block(const std::vector<ToolSpec>& tools) {
   std::string out = fmt::format(
       "## Tools\n\n"
       "You can call the tools listed below. To call tools, end your reply with one block in this form:\n\n"
@@ -43,11 +45,8 @@ std::string tools_block(const std::vector<ToolSpec>& tools) {
       "### Tool schemas\n\n",
       kCallsOpen, kInvokeOpen, kParamOpen, kParamClose, kInvokeClose, kCallsClose);
   for (const ToolSpec& t : tools) {
-    OrderedJson j;
-    j["name"] = t.name;
-    j["description"] = t.description;
-    j["parameters"] = t.parameters;
-    out += python_json_dumps(j) + "\n";
+    DSINFER_ASSIGN_OR_RETURN(std::string schema, tool_schema_line(t));
+    out += schema + "\n";
   }
   out += "\nCall only the tools above, with the parameters their schemas define.";
   return out;
@@ -57,16 +56,14 @@ Result<std::string> render_tool_calls(const std::vector<ToolCall>& calls) {
   if (calls.empty()) return std::string();
   std::string out = fmt::format("\n\n{}\n", kCallsOpen);
   for (const ToolCall& c : calls) {
-    auto args = parse_ordered_json(c.arguments.empty() ? "{}" : c.arguments, "tool call arguments");
-    if (!args.ok() || !args->is_object())
+    auto args = tool_arguments_from_json(c.arguments);
+    if (!args.ok())
       return error(ErrorKind::kInvalidArgument,
                    fmt::format("tool call '{}': arguments must be a JSON object, got: {}", c.name, c.arguments));
     out += fmt::format("{}{}\">\n", kInvokeOpen, c.name);
-    for (auto it = args->begin(); it != args->end(); ++it) {
-      const bool is_string = it.value().is_string();
-      out += fmt::format("{}{}\" string=\"{}\">{}{}\n", kParamOpen, it.key(), is_string ? "true" : "false",
-                         is_string ? it.value().get<std::string>() : python_json_dumps(it.value()), kParamClose);
-    }
+    for (const ToolArgument& a : *args)
+      out += fmt::format("{}{}\" string=\"{}\">{}{}\n", kParamOpen, a.name, a.is_string ? "true" : "false", a.value,
+                         kParamClose);
     out += fmt::format("{}\n", kInvokeClose);
   }
   return out + std::string(kCallsClose);
@@ -154,7 +151,7 @@ bool parse_calls_block(std::string_view s, std::vector<ToolCall>* calls) {
     ToolCall call;
     if (!consume(s, kInvokeOpen) || !consume_quoted(s, &call.name) || !consume(s, ">") || call.name.empty())
       return false;
-    OrderedJson args = OrderedJson::object();
+    std::vector<ToolArgument> args;
     for (;;) {
       s = trim_view(s);
       if (consume(s, kInvokeClose)) break;
@@ -166,40 +163,14 @@ bool parse_calls_block(std::string_view s, std::vector<ToolCall>* calls) {
       if (end == std::string_view::npos) return false;
       const std::string_view value = s.substr(0, end);
       s.remove_prefix(end + kParamClose.size());
-      if (is_string == "true") {
-        args[key] = std::string(value);
-      } else if (is_string == "false") {
-        auto v = parse_ordered_json(value, "parameter");
-        if (!v.ok()) return false;
-        args[key] = std::move(*v);
-      } else {
-        return false;
-      }
+      if (is_string != "true" && is_string != "false") return false;
+      args.push_back({std::move(key), is_string == "true", std::string(value)});
     }
-    call.arguments = python_json_dumps(args);
+    auto arguments = tool_arguments_to_json(args);  // fails when a string="false" value is not JSON
+    if (!arguments.ok()) return false;
+    call.arguments = std::move(*arguments);
     calls->push_back(std::move(call));
   }
-}
-
-std::string text_of(const OrderedJson& content, size_t index, Status* status) {
-  if (content.is_null()) return "";
-  if (content.is_string()) return content.get<std::string>();
-  if (content.is_array()) {  // [{"type": "text", "text": "..."}]: the text parts, joined
-    std::string out;
-    for (const OrderedJson& part : content) {
-      if (!part.is_object() || !part.contains("text") || !part["text"].is_string()) {
-        *status = error(ErrorKind::kInvalidArgument,
-                        fmt::format("messages[{}].content: only text parts are supported", index));
-        return "";
-      }
-      out += part["text"].get<std::string>();
-    }
-    return out;
-  }
-  *status = error(ErrorKind::kInvalidArgument,
-                  fmt::format("messages[{}].content: expected a string or an array of text parts, got {}", index,
-                              json_type_name(content)));
-  return "";
 }
 
 }  // namespace
@@ -224,10 +195,11 @@ Result<std::string> render_chat_prompt(std::span<const ChatMessage> messages, co
                  fmt::format("reasoning effort {} is outside 1-100", options.reasoning_effort));
   std::vector<Turn> turns = merge_tool_results(messages);
   if (!options.tools.empty()) {
+    DSINFER_ASSIGN_OR_RETURN(std::string tools, tools_block(options.tools));
     if (turns.front().role == ChatRole::kSystem)
-      turns.front().text += (turns.front().text.empty() ? "" : "\n\n") + tools_block(options.tools);
+      turns.front().text += (turns.front().text.empty() ? "" : "\n\n") + tools;
     else
-      turns.insert(turns.begin(), Turn{ChatRole::kSystem, tools_block(options.tools)});
+      turns.insert(turns.begin(), Turn{ChatRole::kSystem, std::move(tools)});
   }
   // Leading system turns are the system prompt; later ones count as user turns.
   size_t leading = 0;
@@ -298,82 +270,6 @@ ParsedCompletion parse_completion(std::string_view text, bool thinking) {
   p.tool_calls.clear();
   p.content = std::string(text);
   return p;
-}
-
-Result<std::vector<ChatMessage>> chat_messages_from_json(const OrderedJson& messages) {
-  if (!messages.is_array() || messages.empty())
-    return error(ErrorKind::kInvalidArgument, "messages: expected a non-empty array");
-  std::vector<ChatMessage> out;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const OrderedJson& m = messages[i];
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return error(ErrorKind::kInvalidArgument, fmt::format("messages[{}]: expected an object with a string role", i));
-    const std::string role = m["role"].get<std::string>();
-    ChatMessage msg;
-    if (role == "system")
-      msg.role = ChatRole::kSystem;
-    else if (role == "user")
-      msg.role = ChatRole::kUser;
-    else if (role == "developer")
-      msg.role = ChatRole::kDeveloper;
-    else if (role == "assistant")
-      msg.role = ChatRole::kAssistant;
-    else if (role == "tool")
-      msg.role = ChatRole::kTool;
-    else if (role == "latest_reminder")
-      msg.role = ChatRole::kLatestReminder;
-    else
-      return error(ErrorKind::kInvalidArgument, fmt::format("messages[{}].role: unknown role '{}'", i, role));
-    Status status;
-    msg.content = text_of(m.contains("content") ? m["content"] : OrderedJson(), i, &status);
-    DSINFER_RETURN_IF_ERROR(status);
-    if (m.contains("reasoning_content") && m["reasoning_content"].is_string())
-      msg.reasoning_content = m["reasoning_content"].get<std::string>();
-    if (msg.role == ChatRole::kTool) {
-      if (m.contains("tool_call_id") && !m["tool_call_id"].is_string())
-        return error(ErrorKind::kInvalidArgument, fmt::format("messages[{}].tool_call_id: expected a string", i));
-      msg.tool_call_id = m.value("tool_call_id", "");
-    }
-    if (msg.role == ChatRole::kAssistant && m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-      const OrderedJson& calls = m["tool_calls"];
-      if (!calls.is_array())
-        return error(ErrorKind::kInvalidArgument, fmt::format("messages[{}].tool_calls: expected an array", i));
-      for (size_t c = 0; c < calls.size(); ++c) {
-        const OrderedJson& call = calls[c];
-        const OrderedJson* fn = call.is_object() && call.contains("function") ? &call["function"] : nullptr;
-        if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
-          return error(ErrorKind::kInvalidArgument,
-                       fmt::format("messages[{}].tool_calls[{}]: expected {{\"function\": {{\"name\": ...}}}}", i, c));
-        ToolCall tc;
-        tc.id = call.contains("id") && call["id"].is_string() ? call["id"].get<std::string>() : "";
-        tc.name = (*fn)["name"].get<std::string>();
-        const OrderedJson args = fn->contains("arguments") ? (*fn)["arguments"] : OrderedJson("{}");
-        tc.arguments = args.is_string() ? args.get<std::string>() : args.dump();
-        msg.tool_calls.push_back(std::move(tc));
-      }
-    }
-    out.push_back(std::move(msg));
-  }
-  return out;
-}
-
-Result<std::vector<ToolSpec>> tool_specs_from_json(const OrderedJson& tools) {
-  if (!tools.is_array()) return error(ErrorKind::kInvalidArgument, "tools: expected an array");
-  std::vector<ToolSpec> out;
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const OrderedJson& t = tools[i];
-    const OrderedJson* fn = t.is_object() && t.contains("function") ? &t["function"] : nullptr;
-    if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
-      return error(ErrorKind::kInvalidArgument,
-                   fmt::format("tools[{}]: expected {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i));
-    ToolSpec spec;
-    spec.name = (*fn)["name"].get<std::string>();
-    spec.description =
-        fn->contains("description") && (*fn)["description"].is_string() ? (*fn)["description"].get<std::string>() : "";
-    if (fn->contains("parameters")) spec.parameters = (*fn)["parameters"];
-    out.push_back(std::move(spec));
-  }
-  return out;
 }
 
 }  // namespace dsinfer

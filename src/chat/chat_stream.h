@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/chat_format.h"
+#include "chat/chat_format.h"
 
 namespace dsinfer {
 

@@ -1,6 +1,6 @@
 // Chat encoding: hand-checked prompts for each message kind and mode, multi-turn with tool
 // results, and the completion parser (reasoning, content, DSML tool calls, malformed DSML).
-#include "runtime/chat_format.h"
+#include "chat/chat_format.h"
 
 #include <gtest/gtest.h>
 
@@ -69,8 +69,8 @@ TEST(ChatFormat, LatestReminderComesBeforeTheAssistantPrefix) {
 
 TEST(ChatFormat, ToolsCallsAndResultsInCallOrder) {
   ChatOptions o;
-  ToolSpec weather{"get_weather", "Weather of a city", OrderedJson::parse(R"({"type": "object", "properties":
-      {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]})")};
+  ToolSpec weather{"get_weather", "Weather of a city", R"({"type": "object", "properties":
+      {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]})"};
   o.tools = {weather};
   ChatMessage call = make_message(ChatRole::kAssistant, "Checking.", "need data");
   call.tool_calls = {{"c1", "get_weather", R"({"city": "Paris", "days": 2})"},
@@ -124,6 +124,11 @@ TEST(ChatFormat, RejectsWhatCannotBeRendered) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("JSON object"), std::string::npos);
   EXPECT_FALSE(render_chat_prompt(m, effort_option(0)).ok());
+  ChatOptions bad_schema;
+  bad_schema.tools = {ToolSpec{"f", "", "{not json"}};
+  const auto s = render_chat_prompt(std::vector<ChatMessage>{make_message(ChatRole::kUser, "q")}, bad_schema);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("tool 'f'"), std::string::npos) << s.status().message();
 }
 
 TEST(ChatFormat, ReasoningEffortNames) {
@@ -189,35 +194,6 @@ TEST(ChatParse, ForcedToolCallOpeningsCompleteToCalls) {
   ASSERT_EQ(p.tool_calls.size(), 1u);
   EXPECT_EQ(p.tool_calls[0].name, "g");
   EXPECT_EQ(p.reasoning_content, "plan");
-}
-
-TEST(ChatJson, MessagesAndToolsFromOpenAiShapes) {
-  const OrderedJson j = OrderedJson::parse(R"([
-    {"role": "system", "content": "s"},
-    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
-    {"role": "assistant", "content": null, "tool_calls": [
-      {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"z\": 1, \"a\": 2}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "r"}])");
-  auto m = chat_messages_from_json(j);
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  ASSERT_EQ(m->size(), 4u);
-  EXPECT_EQ((*m)[1].content, "ab");
-  EXPECT_EQ((*m)[2].tool_calls[0].arguments, R"({"z": 1, "a": 2})");
-  EXPECT_EQ((*m)[3].tool_call_id, "c1");
-  for (const char* bad :
-       {R"([])", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
-        R"([{"role": "user", "content": 5}])", R"([{"role": "assistant", "tool_calls": [{"function": {}}]}])"}) {
-    const auto r = chat_messages_from_json(OrderedJson::parse(bad));
-    EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) {
-      EXPECT_NE(r.status().message().find("messages"), std::string::npos) << r.status().message();
-    }
-  }
-  auto t = tool_specs_from_json(
-      OrderedJson::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": 2}}}])"));
-  ASSERT_TRUE(t.ok());
-  EXPECT_EQ(python_json_dumps((*t)[0].parameters), R"({"b": 1, "a": 2})");
-  EXPECT_FALSE(tool_specs_from_json(OrderedJson::parse(R"([{"type": "function"}])")).ok());
 }
 
 }  // namespace
