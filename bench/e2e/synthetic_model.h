@@ -11,9 +11,9 @@
 
 #include "io/atomic_file.h"
 #include "io/model_config.h"
-#include "model/tiny_model.h"
-#include "model/tiny_tokenizer.h"
 #include "model/weight_manifest.h"
+#include "testing/tiny_model.h"
+#include "testing/tiny_tokenizer.h"
 
 namespace dsinfer {
 

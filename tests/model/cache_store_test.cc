@@ -5,8 +5,8 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "model/cache_store.h"
-#include "model/tiny_model.h"
-#include "model/tiny_tokenizer.h"
+#include "testing/tiny_model.h"
+#include "testing/tiny_tokenizer.h"
 
 namespace dsinfer {
 namespace {

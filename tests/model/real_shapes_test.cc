@@ -12,8 +12,8 @@
 #include "core/quant.h"
 #include "io/atomic_file.h"
 #include "model/model.h"
-#include "model/tiny_model.h"
 #include "test_util.h"
+#include "testing/tiny_model.h"
 
 namespace dsinfer {
 namespace {

@@ -1,6 +1,6 @@
 // make-tiny: the checkpoint it writes loads, matches its manifest, is deterministic, and its
 // quantised weights decode to the drawn distributions.
-#include "model/tiny_model.h"
+#include "testing/tiny_model.h"
 
 #include <gtest/gtest.h>
 
@@ -13,9 +13,9 @@
 #include "core/float_formats.h"
 #include "io/checkpoint.h"
 #include "io/engram_token_map.h"
-#include "model/tiny_tokenizer.h"
 #include "model/weight_manifest.h"
 #include "test_util.h"
+#include "testing/tiny_tokenizer.h"
 
 namespace dsinfer {
 namespace {

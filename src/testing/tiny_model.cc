@@ -1,6 +1,6 @@
 // Tiny config, the weight recipe (the same distributions as the golden fixtures' make_tiny.json)
 // and the release-format quantisation of each tensor.
-#include "model/tiny_model.h"
+#include "testing/tiny_model.h"
 
 #include <atomic>
 #include <cmath>
@@ -15,8 +15,8 @@
 #include "io/atomic_file.h"
 #include "io/engram_layout.h"
 #include "io/engram_token_map.h"
-#include "model/tiny_tokenizer.h"
 #include "model/weight_manifest.h"
+#include "testing/tiny_tokenizer.h"
 
 namespace dsinfer {
 namespace {
