@@ -9,8 +9,8 @@
 #include "backends/cpu/cpu_backend.h"
 #include "io/tokenizer.h"
 #include "model/model.h"
-#include "model/tiny_model.h"
 #include "test_util.h"
+#include "testing/tiny_model.h"
 
 namespace dsinfer::testing {
 

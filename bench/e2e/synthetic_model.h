@@ -11,93 +11,43 @@
 
 #include "io/atomic_file.h"
 #include "io/model_config.h"
-#include "model/tiny_model.h"
-#include "model/tiny_tokenizer.h"
 #include "model/weight_manifest.h"
+#include "testing/config_builder.h"
+#include "testing/tiny_model.h"
+#include "testing/tiny_tokenizer.h"
 
 namespace dsinfer {
 
-inline ModelConfig synthetic_config(int layers, int vocab) {
-  ModelConfig c;
-  c.max_batch_size = 1;
-  c.max_seq_len = 4096;
-  c.vocab_size = vocab;
-  c.dim = 2048;
-  c.moe_inter_dim = 2048;
-  c.n_layers = layers;
-  c.n_mtp_layers = 0;
-  c.n_heads = 16;
-  c.head_dim = 512;
-  c.rope_head_dim = 64;
-  c.q_lora_rank = 512;
-  c.o_groups = 4;
-  c.o_lora_rank = 256;
-  c.n_routed_experts = 8;
-  c.n_activated_experts = 6;
-  c.route_scale = 1.5;
-  c.swiglu_limit = 10;
-  c.window_size = 128;
-  c.compress_ratios.assign(layers, 1);
-  c.compress_ratios[0] = c.compress_ratios[1] = 0;
-  for (int l = 2; l < layers / 2; ++l) c.compress_ratios[l] = 2;
-  c.kv_source_layers = {2, layers / 2};
-  c.index_source_layers = {2, layers / 2, layers / 2 + 2};
-  c.candidate_source_layer = layers / 2;
-  c.candidate_topk_blocks = 64;
-  c.candidate_block_size = 8;
-  c.index_n_heads = 8;
-  c.index_head_dim = 128;
-  c.index_topk = 128;
-  c.original_seq_len = 4096;
-  c.compress_rope_theta = 160000;
-  c.rope_factor = 16;
-  return c;
+/// The ~2 GB model (at 24 layers): Flash's layer kinds in `layers` layers (one source of each), dim
+/// 2048, 16 heads, 8 routed experts top-6.
+inline Result<ModelConfig> synthetic_config(int layers, int vocab_size, int max_seq_len) {
+  return flash_shaped_config({.max_batch_size = 1,
+                              .max_seq_len = max_seq_len,
+                              .vocab_size = vocab_size,
+                              .layers = one_source_each_layout(layers),
+                              .n_routed_experts = 8,
+                              .dim = 2048,
+                              .moe_inter_dim = 2048,
+                              .q_lora_rank = 512,
+                              .o_lora_rank = 256,
+                              .n_heads = 16,
+                              .o_groups = 4,
+                              .index_n_heads = 8,
+                              .index_topk = 128,
+                              .candidate_topk_blocks = 64,
+                              .original_seq_len = 4096});
 }
 
 /// V4.1-Flash's text model at its real dimensions (tests/data/configs/v41_flash_hf.json: dim 5120,
 /// 40 layers, 64 heads, the same compression ratios, kv/index/candidate sources, indexer and
 /// hyper-connections) with `experts` routed experts instead of 384 and a small Engram table; the
 /// DSpark draft layers and the vision tower are left out.
-inline ModelConfig flash_config(int experts, const TokenizerVocab& vocab) {
-  ModelConfig c;
-  c.max_batch_size = 64;
-  c.vocab_size = 129280;
-  c.dim = 5120;
-  c.moe_inter_dim = 2304;
-  c.n_layers = 40;
-  c.n_mtp_layers = 0;
-  c.n_heads = 64;
-  c.n_routed_experts = experts;
-  c.n_activated_experts = 6;
-  c.route_scale = 1.5;
-  c.swiglu_limit = 10;
-  c.q_lora_rank = 1280;
-  c.head_dim = 512;
-  c.rope_head_dim = 64;
-  c.o_groups = 8;
-  c.o_lora_rank = 1024;
-  c.window_size = 128;
-  c.compress_ratios.assign(40, 1);
-  c.compress_ratios[0] = c.compress_ratios[1] = 0;
-  for (int l = 2; l < 20; ++l) c.compress_ratios[l] = 2;
-  c.kv_source_layers = {2, 8, 14, 20};
-  c.index_source_layers = {2, 8, 14, 20, 24, 28, 32, 36};
-  c.candidate_source_layer = 20;
-  c.candidate_topk_blocks = 2048;
-  c.candidate_block_size = 8;
-  c.index_n_heads = 32;
-  c.index_head_dim = 128;
-  c.index_topk = 512;
-  c.compress_rope_theta = 160000;
-  c.rope_factor = 16;
-  c.original_seq_len = 65536;
-  c.engram_layer_ids = {1, 14};
-  c.engram_max_ngram_size = 4;
-  c.engram_vocab_size = 20000;
-  c.engram_n_heads = 8;
-  c.engram_head_dim = 256;
-  derive_engram_sizes(c, vocab);
-  return c;
+inline Result<ModelConfig> flash_config(int experts, const TokenizerVocab& vocab, int max_seq_len) {
+  return flash_shaped_config({.max_batch_size = 64,
+                              .max_seq_len = max_seq_len,
+                              .n_routed_experts = experts,
+                              .engram_tokenizer = &vocab,
+                              .engram_vocab_size = 20000});
 }
 
 /// Weight codes above this many bytes are left out of the Flash-shaped checkpoint (57 GB would not
@@ -121,9 +71,8 @@ inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir
   auto vocab = TokenizerVocab::from_json(tok, "tokenizer");
   if (!vocab.ok()) return vocab.status();
   SyntheticModel m;
-  m.config = flash_experts > 0 ? flash_config(flash_experts, *vocab) : synthetic_config(layers, vocab->size());
-  m.config.max_seq_len = max_seq_len;
-  DSINFER_RETURN_IF_ERROR(m.config.validate());
+  DSINFER_ASSIGN_OR_RETURN(m.config, flash_experts > 0 ? flash_config(flash_experts, *vocab, max_seq_len)
+                                                       : synthetic_config(layers, vocab->size(), max_seq_len));
   if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json")) {
     const auto t0 = std::chrono::steady_clock::now();
     DSINFER_RETURN_IF_ERROR(make_random_weights(m.config, 1, flash_experts > 0 ? kUnwrittenAbove : -1)

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
-#include "model/tiny_model.h"
+#include "testing/tiny_model.h"
 
 namespace dsinfer::cli {
 namespace {

@@ -5,8 +5,9 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "model/cache_store.h"
-#include "model/tiny_model.h"
-#include "model/tiny_tokenizer.h"
+#include "testing/config_builder.h"
+#include "testing/tiny_model.h"
+#include "testing/tiny_tokenizer.h"
 
 namespace dsinfer {
 namespace {
@@ -14,9 +15,9 @@ namespace {
 ModelConfig config() {
   auto vocab = TokenizerVocab::from_json(make_tiny_tokenizer_json(kTinyTokenizerMerges), "tokenizer");
   EXPECT_TRUE(vocab.ok());
-  ModelConfig c = tiny_model_config(*vocab);
-  EXPECT_TRUE(c.validate().ok());
-  return c;
+  auto c = tiny_model_config(*vocab);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return *c;
 }
 
 TEST(CacheStore, BlocksComeBackWhenTheTableGoes) {

@@ -12,53 +12,41 @@
 #include "core/quant.h"
 #include "io/atomic_file.h"
 #include "model/model.h"
-#include "model/tiny_model.h"
 #include "test_util.h"
+#include "testing/config_builder.h"
+#include "testing/tiny_model.h"
 
 namespace dsinfer {
 namespace {
 
-ModelConfig real_attention_config() {
-  ModelConfig c;
-  c.max_batch_size = 1;
-  c.max_seq_len = 18000;
-  c.vocab_size = 256;
-  c.dim = 256;
-  c.moe_inter_dim = 64;
-  c.n_layers = 2;
-  c.n_mtp_layers = 0;
-  c.n_heads = 64;
-  c.head_dim = 512;
-  c.rope_head_dim = 64;
-  c.q_lora_rank = 128;
-  c.o_groups = 8;
-  c.o_lora_rank = 32;
-  c.n_routed_experts = 4;
-  c.n_activated_experts = 2;
-  c.window_size = 128;
-  c.compress_ratios = {1, 1};
-  c.kv_source_layers = {0};
-  c.index_source_layers = {0, 1};
-  c.candidate_source_layer = 0;
-  c.candidate_topk_blocks = 2048;
-  c.candidate_block_size = 8;
-  c.index_n_heads = 32;
-  c.index_head_dim = 128;
-  c.index_topk = 512;
-  c.compress_rope_theta = 160000;
-  c.original_seq_len = 65536;
-  c.rope_factor = 16;
-  return c;
+// Flash's attention on a narrow residual stream and few experts: a ratio-1 kv source that publishes
+// candidates, then a reindex layer.
+Result<ModelConfig> real_attention_config() {
+  return flash_shaped_config({.max_batch_size = 1,
+                              .max_seq_len = 18000,
+                              .vocab_size = 256,
+                              .layers = {.compress_ratios = {1, 1},
+                                         .kv_source_layers = {0},
+                                         .index_source_layers = {0, 1},
+                                         .candidate_source_layer = 0},
+                              .n_routed_experts = 4,
+                              .n_activated_experts = 2,
+                              .route_scale = 1.0,
+                              .swiglu_limit = 0.0,
+                              .dim = 256,
+                              .moe_inter_dim = 64,
+                              .q_lora_rank = 128,
+                              .o_lora_rank = 32});
 }
 
 class RealShapes : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir;
-    const ModelConfig c = real_attention_config();
-    ASSERT_TRUE(c.validate().ok()) << c.validate().to_string();
-    ASSERT_TRUE(make_random_weights(c, 5).write(dir_->path() / "model.safetensors").ok());
-    ASSERT_TRUE(write_file_atomic(dir_->path() / "config.json", c.to_json().dump()).ok());
+    const Result<ModelConfig> c = real_attention_config();
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    ASSERT_TRUE(make_random_weights(*c, 5).write(dir_->path() / "model.safetensors").ok());
+    ASSERT_TRUE(write_file_atomic(dir_->path() / "config.json", c->to_json().dump()).ok());
   }
   static void TearDownTestSuite() { delete dir_; }
   void SetUp() override {

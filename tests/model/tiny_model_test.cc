@@ -1,6 +1,6 @@
 // make-tiny: the checkpoint it writes loads, matches its manifest, is deterministic, and its
 // quantised weights decode to the drawn distributions.
-#include "model/tiny_model.h"
+#include "testing/tiny_model.h"
 
 #include <gtest/gtest.h>
 
@@ -13,9 +13,10 @@
 #include "core/float_formats.h"
 #include "io/checkpoint.h"
 #include "io/engram_token_map.h"
-#include "model/tiny_tokenizer.h"
 #include "model/weight_manifest.h"
 #include "test_util.h"
+#include "testing/config_builder.h"
+#include "testing/tiny_tokenizer.h"
 
 namespace dsinfer {
 namespace {
@@ -106,7 +107,9 @@ TEST(TinyModel, UnwrittenBigWeights) {
   testing::TempDir full, sparse;
   auto vocab = TokenizerVocab::from_json(make_tiny_tokenizer_json(kTinyTokenizerMerges), "tiny");
   ASSERT_TRUE(vocab.ok());
-  const ModelConfig c = tiny_model_config(*vocab);
+  auto config = tiny_model_config(*vocab);
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  const ModelConfig& c = *config;
   const int64_t above = 4096;
   ASSERT_TRUE(make_random_weights(c, 3).write(full.path() / "m.safetensors").ok());
   ASSERT_TRUE(make_random_weights(c, 3, above).write(sparse.path() / "m.safetensors").ok());

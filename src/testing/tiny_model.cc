@@ -1,6 +1,6 @@
-// Tiny config, the weight recipe (the same distributions as the golden fixtures' make_tiny.json)
-// and the release-format quantisation of each tensor.
-#include "model/tiny_model.h"
+// The weight recipe (the same distributions as the golden fixtures' make_tiny.json), the
+// release-format quantisation of each tensor, and the tiny checkpoint's files.
+#include "testing/tiny_model.h"
 
 #include <atomic>
 #include <cmath>
@@ -13,10 +13,9 @@
 #include "core/float_formats.h"
 #include "core/hash.h"
 #include "io/atomic_file.h"
-#include "io/engram_layout.h"
-#include "io/engram_token_map.h"
-#include "model/tiny_tokenizer.h"
 #include "model/weight_manifest.h"
+#include "testing/config_builder.h"
+#include "testing/tiny_tokenizer.h"
 
 namespace dsinfer {
 namespace {
@@ -174,70 +173,6 @@ void quantize_fp4(const std::vector<float>& w, int64_t rows, int64_t cols, std::
 
 }  // namespace
 
-ModelConfig tiny_model_config(const TokenizerVocab& vocab) {
-  ModelConfig c;
-  c.max_batch_size = 4;
-  c.max_seq_len = 4096;
-  c.vocab_size = vocab.size();
-  c.dim = 128;
-  c.moe_inter_dim = 64;
-  c.n_layers = 8;
-  c.n_mtp_layers = 3;
-  c.n_heads = 4;
-  c.n_routed_experts = 8;
-  c.n_activated_experts = 2;
-  c.route_scale = 1.5;
-  c.swiglu_limit = 10.0;
-  c.q_lora_rank = 64;
-  c.head_dim = 64;
-  c.rope_head_dim = 16;
-  c.o_groups = 2;
-  c.o_lora_rank = 32;
-  c.window_size = 16;
-  // 0,1: window only (1 with Engram); 2: ratio-2 kv source, 3: reuses it; 4: ratio-1 kv source
-  // and candidate source; 5: reuse; 6: reindex (with Engram); 7: reuse; 8-10: DSpark drafts.
-  c.compress_ratios = {0, 0, 2, 2, 1, 1, 1, 1, 0, 0, 0};
-  c.kv_source_layers = {2, 4};
-  c.index_source_layers = {2, 4, 6};
-  c.compress_rope_theta = 160000;
-  c.original_seq_len = 1024;
-  c.rope_factor = 16;
-  c.index_n_heads = 2;
-  c.index_head_dim = 32;
-  c.index_topk = 8;
-  c.candidate_source_layer = 4;
-  c.candidate_topk_blocks = 5;
-  c.candidate_block_size = 2;
-  c.engram_layer_ids = {1, 6};
-  c.engram_max_ngram_size = 3;
-  c.engram_vocab_size = 600;
-  c.engram_n_heads = 2;
-  c.engram_head_dim = 32;
-  c.engram_pad_id = 2;
-  derive_engram_sizes(c, vocab);
-  c.vision_n_layers = 2;
-  c.vision_dim = 64;
-  c.vision_n_heads = 2;
-  c.vision_inter_dim = 96;
-  c.image_token_id = vocab.id_of(TinyTokenizerSpecials::kImage).value_or(0);
-  c.dspark_block_size = 5;
-  c.dspark_noise_token_id = vocab.id_of(TinyTokenizerSpecials::kSystem).value_or(0);
-  c.dspark_target_layer_ids = {5, 6, 7};
-  c.dspark_markov_rank = 32;
-  c.dspark_n_routed_experts = 4;
-  c.dspark_n_activated_experts = 2;
-  return c;
-}
-
-void derive_engram_sizes(ModelConfig& c, const TokenizerVocab& vocab) {
-  c.engram_compressed_vocab_size = build_engram_token_map(vocab).compressed_vocab_size;
-  const int layers = static_cast<int>(c.engram_layer_ids.size());
-  const EngramLayout layout =
-      compute_engram_layout(layers, c.engram_max_ngram_size, c.engram_n_heads, c.engram_vocab_size);
-  c.engram_num_embeddings.clear();
-  for (int i = 0; i < layers; ++i) c.engram_num_embeddings.push_back(layout.table_rows(i));
-}
-
 SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, int64_t unwritten_above) {
   const std::vector<TensorSpec> manifest = build_weight_manifest(config);
   std::map<std::string, const TensorSpec*> by_name;
@@ -301,8 +236,7 @@ Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed) {
   if (ec) return error(ErrorKind::kIo, fmt::format("{}: cannot create folder: {}", dir.string(), ec.message()));
   const Json tokenizer = make_tiny_tokenizer_json(kTinyTokenizerMerges);
   DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::from_json(tokenizer, "tiny tokenizer"));
-  const ModelConfig config = tiny_model_config(vocab);
-  DSINFER_RETURN_IF_ERROR(config.validate());
+  DSINFER_ASSIGN_OR_RETURN(const ModelConfig config, tiny_model_config(vocab));
   const Json tokenizer_config = {
       {"tokenizer_class", "PreTrainedTokenizerFast"}, {"bos_token", TinyTokenizerSpecials::kBos},
       {"eos_token", TinyTokenizerSpecials::kEos},     {"pad_token", TinyTokenizerSpecials::kEos},

@@ -1,6 +1,5 @@
-// The built-in tiny V4.1 model: a config that exercises every layer kind (window-only, Engram,
-// ratio-2 and ratio-1 kv sources, reuse, reindex, candidate blocks, DSpark draft layers, vision)
-// and random weights written in the official release format. Tests and the demo use it.
+// The built-in tiny V4.1 model (its config, with every layer kind: testing/config_builder.h) and
+// random weights written in the official release format. Tests and the demo use it.
 #pragma once
 
 #include <cstdint>
@@ -9,19 +8,11 @@
 #include "core/status.h"
 #include "io/model_config.h"
 #include "io/safetensors_writer.h"
-#include "io/tokenizer_vocab.h"
 
 namespace dsinfer {
 
 /// Most BPE merges the tiny tokenizer learns (its built-in corpus runs out of pairs sooner).
 constexpr int kTinyTokenizerMerges = 752;
-
-/// The tiny config for the tiny tokenizer (its token ids and Engram compressed vocab).
-ModelConfig tiny_model_config(const TokenizerVocab& vocab);
-
-/// The Engram sizes that follow from c's other Engram fields (layers, n-gram size, heads, vocab)
-/// and the tokenizer: the compressed vocab and each Engram layer's table rows.
-void derive_engram_sizes(ModelConfig& c, const TokenizerVocab& vocab);
 
 /// Random weights for every tensor of `config`'s manifest, quantised like the release: fp8 e4m3
 /// with 32x32 e8m0 block scales, fp4 e2m1 experts with per-row e8m0 scales per 32, fp8 Engram

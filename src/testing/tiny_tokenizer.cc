@@ -1,6 +1,6 @@
 // BPE training (the textbook loop: count adjacent pairs over word types, merge the most frequent,
 // ties broken by the pair's text so the result never depends on hash order).
-#include "model/tiny_tokenizer.h"
+#include "testing/tiny_tokenizer.h"
 
 #include <map>
 #include <utility>
