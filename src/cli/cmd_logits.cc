@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "io/json.h"
 #include "io/safetensors_writer.h"
-#include "runtime/golden_run.h"
+#include "testing/golden_run.h"
 
 namespace dsinfer::cli {
 namespace {

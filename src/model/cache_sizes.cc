@@ -1,6 +1,13 @@
 // Cache size arithmetic.
 #include "model/cache_sizes.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
 namespace dsinfer {
 namespace {
 
@@ -31,6 +38,28 @@ CacheSizes compact_cache_sizes(const ModelConfig& c) {
 
 CacheSizes reference_cache_sizes(const ModelConfig& c) {
   return sizes(c, {2.0 * c.head_dim, 2.0 * c.index_head_dim, 2.0 * c.head_dim, 8});
+}
+
+Result<CacheLayout> cache_layout(const CacheSizes& sizes, int64_t budget_bytes, int64_t block_tokens,
+                                 int64_t max_positions) {
+  if (block_tokens < 2 || block_tokens % 2 != 0)  // a block holds whole groups of every compress ratio
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("cache blocks must hold an even number of positions (2 or more), not {}", block_tokens));
+  CacheLayout l;
+  l.block_tokens = block_tokens;
+  l.block_bytes = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(sizes.per_token() * block_tokens)));
+  l.fixed_blocks =
+      (sizes.window_per_sequence + sizes.compressor_state_per_sequence + l.block_bytes - 1) / l.block_bytes;
+  const int64_t blocks = budget_bytes / l.block_bytes;
+  const int64_t one_sequence = l.fixed_blocks + (max_positions + block_tokens - 1) / block_tokens;
+  if (blocks < one_sequence)
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("a cache budget of {} cannot hold one sequence of {} positions (needs {})",
+                             human_bytes(static_cast<double>(budget_bytes)), max_positions,
+                             human_bytes(static_cast<double>(one_sequence * l.block_bytes))));
+  if (blocks >= (int64_t{1} << 30)) return error(ErrorKind::kInvalidArgument, "cache budget too large for its blocks");
+  l.num_blocks = static_cast<int>(blocks);
+  return l;
 }
 
 }  // namespace dsinfer

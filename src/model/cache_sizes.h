@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/status.h"
 #include "io/model_config.h"
 
 namespace dsinfer {
@@ -26,5 +27,20 @@ struct CacheSizes {
 CacheSizes compact_cache_sizes(const ModelConfig& c);
 /// The reference's buffers: bf16 everywhere, int64 token history.
 CacheSizes reference_cache_sizes(const ModelConfig& c);
+
+/// A memory budget for the caches in blocks (the server's): a sequence of L positions holds the
+/// blocks of its fixed caches (every layer's window ring, the compressor's partial groups) plus
+/// one block per `block_tokens` positions of the caches that grow with it.
+struct CacheLayout {
+  int64_t block_tokens = 256;  // positions per block of the growing caches
+  int64_t block_bytes = 0;     // what one block stands for
+  int64_t fixed_blocks = 0;    // blocks every sequence holds from its first position
+  int num_blocks = 0;          // usable blocks
+};
+
+/// The layout for a budget; kInvalidArgument when one sequence of `max_positions` does not fit
+/// (the error names the budget that would), since then a request could never finish.
+Result<CacheLayout> cache_layout(const CacheSizes& sizes, int64_t budget_bytes, int64_t block_tokens,
+                                 int64_t max_positions);
 
 }  // namespace dsinfer

@@ -7,8 +7,15 @@
 
 namespace dsinfer {
 
-CacheStore::CacheStore(const ModelConfig& config, Backend& backend, int64_t block_tokens, int max_blocks)
-    : config_(config), block_tokens_(block_tokens), max_blocks_(max_blocks) {
+CacheStore::CacheStore(const ModelConfig& config, Backend& backend, int64_t block_tokens)
+    : CacheStore(config, backend, block_tokens, 4, false, 0) {}
+
+CacheStore::CacheStore(const ModelConfig& config, Backend& backend, const CacheLayout& layout)
+    : CacheStore(config, backend, layout.block_tokens, layout.num_blocks, true, layout.fixed_blocks) {}
+
+CacheStore::CacheStore(const ModelConfig& config, Backend& backend, int64_t block_tokens, int capacity, bool bounded,
+                       int64_t fixed_blocks)
+    : config_(config), block_tokens_(block_tokens), bounded_(bounded), fixed_blocks_(fixed_blocks), pool_(capacity) {
   DSINFER_CHECK(block_tokens > 0 && block_tokens % 2 == 0, "cache blocks of {} positions", block_tokens);
   compressed_.resize(config.n_layers);
   index_keys_.resize(config.n_layers);
@@ -17,31 +24,40 @@ CacheStore::CacheStore(const ModelConfig& config, Backend& backend, int64_t bloc
       compressed_[l] = DeviceArray<uint16_t>(backend), index_keys_[l] = DeviceArray<uint16_t>(backend);
 }
 
-void CacheStore::grow(int capacity) {
+int64_t CacheStore::blocks_for(int64_t positions) const {
+  return positions <= 0 ? 0 : fixed_blocks_ + (positions + block_tokens_ - 1) / block_tokens_;
+}
+
+void CacheStore::cover_block(int32_t block) {
+  if (block < pool_blocks_) return;
+  // Doubling, but never past the ids the pool has: the pools' memory follows the highest id in use.
+  const int64_t blocks = std::min<int64_t>(std::max<int64_t>({2 * pool_blocks_, block + 1, 4}), pool_.capacity() + 1);
   for (int l = 0; l < config_.n_layers; ++l) {
     if (!config_.is_kv_source(l)) continue;
-    compressed_[l].resize(capacity * rows_per_block(l) * config_.head_dim);
-    index_keys_[l].resize(capacity * rows_per_block(l) * config_.index_head_dim);
+    compressed_[l].resize(blocks * rows_per_block(l) * config_.head_dim);
+    index_keys_[l].resize(blocks * rows_per_block(l) * config_.index_head_dim);
   }
-  for (int b = capacity - 1; b >= capacity_; --b) free_.push_back(b);
-  capacity_ = capacity;
+  pool_blocks_ = blocks;
 }
 
 Result<int32_t> CacheStore::allocate() {
-  if (free_.empty()) {
-    if (max_blocks_ > 0 && capacity_ >= max_blocks_)
-      return error(ErrorKind::kResourceExhausted,
-                   fmt::format("the cache store's {} blocks of {} positions are all in use", capacity_, block_tokens_));
-    const int doubled = std::max(4, 2 * capacity_);
-    grow(max_blocks_ > 0 ? std::min(doubled, max_blocks_) : doubled);
+  if (pool_.num_free() == 0) {
+    if (bounded_)
+      return error(ErrorKind::kResourceExhausted, fmt::format("the cache store's {} blocks of {} positions are all in use",
+                                                              pool_.capacity(), block_tokens_));
+    pool_.grow(2 * pool_.capacity());
   }
-  const int32_t b = free_.back();
-  free_.pop_back();
+  const int32_t b = pool_.allocate(1)->front();
+  cover_block(b);
   return b;
 }
 
-void CacheStore::release(std::span<const int32_t> blocks) {
-  free_.insert(free_.end(), blocks.rbegin(), blocks.rend());
+Status CacheStore::reserve_fixed() {
+  if (!pool_.reserve(static_cast<int>(fixed_blocks_)))
+    return error(ErrorKind::kResourceExhausted,
+                 fmt::format("the cache store's {} blocks cannot hold another sequence's fixed caches ({} blocks)",
+                             pool_.capacity(), fixed_blocks_));
+  return {};
 }
 
 BlockTable& BlockTable::operator=(BlockTable&& o) noexcept {
@@ -49,6 +65,7 @@ BlockTable& BlockTable::operator=(BlockTable&& o) noexcept {
     clear();
     store_ = std::exchange(o.store_, nullptr);
     blocks_ = std::move(o.blocks_);
+    fixed_ = std::exchange(o.fixed_, false);
     o.blocks_.clear();
   }
   return *this;
@@ -56,6 +73,10 @@ BlockTable& BlockTable::operator=(BlockTable&& o) noexcept {
 
 Status BlockTable::cover(int64_t positions) {
   DSINFER_CHECK(store_, "a block table without a store");
+  if (positions > 0 && !fixed_) {
+    DSINFER_RETURN_IF_ERROR(store_->reserve_fixed());
+    fixed_ = true;
+  }
   while (static_cast<int64_t>(blocks_.size()) * store_->block_tokens() < positions) {
     DSINFER_ASSIGN_OR_RETURN(int32_t b, store_->allocate());
     blocks_.push_back(b);
@@ -65,7 +86,9 @@ Status BlockTable::cover(int64_t positions) {
 
 void BlockTable::clear() {
   if (store_ && !blocks_.empty()) store_->release(blocks_);
+  if (store_ && fixed_) store_->release_fixed();
   blocks_.clear();
+  fixed_ = false;
 }
 
 }  // namespace dsinfer

@@ -1,10 +1,13 @@
 // CacheStore: the storage of the caches that grow with a sequence (each kv source's compressed KV
 // and index keys), shared by all sequences in blocks of `block_tokens` positions (vLLM's paged KV
-// cache). A sequence's BlockTable lists its blocks: block j holds its positions
-// [j * block_tokens, (j + 1) * block_tokens), i.e. rows [j * block_tokens / r, ...) of a ratio-r
-// layer's caches, so a sequence holds memory for the positions it has and no more. The pools grow
-// (doubling) as blocks are taken, up to `max_blocks` when one is given (the server's memory
-// budget), so memory follows use.
+// cache), and the one allocator of those blocks (a BlockPool whose ids index the pools). A
+// sequence's BlockTable lists its blocks: block j of the table holds its positions
+// [j * block_tokens, (j + 1) * block_tokens), i.e. rows [id * block_tokens / r, ...) of a ratio-r
+// layer's pools, so a sequence holds memory for the positions it has and no more. Unbounded, the
+// pools grow (doubling) as blocks are taken; bounded by a budget's layout (the server's), the
+// store hands out its blocks and counts each sequence's fixed caches (window rings, the
+// compressor's partial groups: each sequence's own memory) as `fixed_blocks` of them, so that the
+// running sequences stay inside the budget.
 #pragma once
 
 #include <cstdint>
@@ -13,24 +16,36 @@
 
 #include "core/status.h"
 #include "io/model_config.h"
+#include "model/block_pool.h"
+#include "model/cache_sizes.h"
 #include "ops/device_array.h"
 
 namespace dsinfer {
 
 class CacheStore {
  public:
-  /// `block_tokens` a positive multiple of 2 (the largest compress ratio); max_blocks 0: no bound.
-  CacheStore(const ModelConfig& config, Backend& backend, int64_t block_tokens, int max_blocks);
+  /// Unbounded, blocks of `block_tokens` positions (a positive multiple of 2, the largest
+  /// compress ratio).
+  CacheStore(const ModelConfig& config, Backend& backend, int64_t block_tokens);
+  /// Bounded by a budget: layout.num_blocks blocks, each sequence's fixed caches counted as
+  /// layout.fixed_blocks of them.
+  CacheStore(const ModelConfig& config, Backend& backend, const CacheLayout& layout);
 
   int64_t block_tokens() const { return block_tokens_; }
-  int max_blocks() const { return max_blocks_; }
-  int blocks_in_use() const { return capacity_ - static_cast<int>(free_.size()); }
+  bool bounded() const { return bounded_; }
+  int64_t fixed_blocks() const { return fixed_blocks_; }
+  /// Blocks a sequence of `positions` positions holds, its fixed caches counted (0 for none).
+  int64_t blocks_for(int64_t positions) const;
+  const BlockPool& pool() const { return pool_; }
 
-  /// A free block; kResourceExhausted when max_blocks are in use.
+  /// A free block; kResourceExhausted when a bounded store's blocks are all taken.
   Result<int32_t> allocate();
-  void release(std::span<const int32_t> blocks);
+  void release(std::span<const int32_t> blocks) { pool_.release(blocks); }
+  /// Counts a sequence's fixed caches against the budget; kResourceExhausted when they do not fit.
+  Status reserve_fixed();
+  void release_fixed() { pool_.unreserve(static_cast<int>(fixed_blocks_)); }
 
-  /// Layer l's pools (l a kv source): [num_blocks * rows_per_block(l), width] bf16.
+  /// Layer l's pools (l a kv source): [blocks * rows_per_block(l), width] bf16, block 0 the null one.
   const DeviceArray<uint16_t>& compressed(int layer) const { return compressed_[layer]; }
   const DeviceArray<uint16_t>& index_keys(int layer) const { return index_keys_[layer]; }
   int64_t rows_per_block(int layer) const { return block_tokens_ / config_.compress_ratio(layer); }
@@ -41,17 +56,21 @@ class CacheStore {
   }
 
  private:
-  void grow(int capacity);
+  CacheStore(const ModelConfig& config, Backend& backend, int64_t block_tokens, int capacity, bool bounded,
+             int64_t fixed_blocks);
+  void cover_block(int32_t block);  // the pools reach block `block`
 
   const ModelConfig& config_;
   int64_t block_tokens_;
-  int max_blocks_;
-  int capacity_ = 0;
-  std::vector<int32_t> free_;  // a stack: the most recently released block is reused first
+  bool bounded_;
+  int64_t fixed_blocks_;
+  BlockPool pool_;
+  int64_t pool_blocks_ = 0;  // blocks the pools hold memory for: ids [0, pool_blocks_)
   std::vector<DeviceArray<uint16_t>> compressed_, index_keys_;  // by layer; empty but for kv sources
 };
 
-/// A sequence's blocks of a CacheStore, returned to it when the table goes (move-only).
+/// A sequence's blocks of a CacheStore (and its fixed caches' count), returned to it when the table
+/// goes or is cleared (move-only): the one place a sequence's cache blocks are released.
 class BlockTable {
  public:
   BlockTable() = default;
@@ -63,13 +82,14 @@ class BlockTable {
   ~BlockTable() { clear(); }
 
   std::span<const int32_t> blocks() const { return blocks_; }
-  /// Takes blocks until positions [0, positions) are covered.
+  /// Takes blocks until positions [0, positions) are covered (the fixed caches counted first).
   Status cover(int64_t positions);
   void clear();
 
  private:
   CacheStore* store_ = nullptr;
   std::vector<int32_t> blocks_;
+  bool fixed_ = false;  // the fixed caches are counted
 };
 
 }  // namespace dsinfer

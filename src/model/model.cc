@@ -50,7 +50,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
                                dir.string(), map.compressed_vocab_size, c.engram_compressed_vocab_size));
     m->hasher_ = std::make_unique<EngramHasher>(c, std::move(map.map));
   }
-  m->store_ = std::make_unique<CacheStore>(m->config_, backend, kDefaultCacheBlockTokens, 0);
+  m->store_ = std::make_unique<CacheStore>(m->config_, backend, kDefaultCacheBlockTokens);
   // Two tables serve every layer: window-only (theta 1e4) and compressed (YaRN) (spec §3.2).
   m->rope_tables_.resize(2);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -61,13 +61,30 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
   return m;
 }
 
-Status Model::reserve_cache(int64_t block_tokens, int max_blocks) {
-  if (store_->blocks_in_use() != 0)
+namespace {
+
+Status replaceable(const CacheStore& store, int64_t block_tokens) {
+  if (store.pool().num_in_use() != 0 || store.pool().num_free() != store.pool().capacity())
     return error(ErrorKind::kInvalidArgument, "the cache store cannot be replaced while sequences hold blocks");
-  if (block_tokens <= 0 || block_tokens % 2 != 0 || max_blocks < 0)
+  if (block_tokens <= 0 || block_tokens % 2 != 0)
     return error(ErrorKind::kInvalidArgument,
                  fmt::format("cache blocks must hold an even number of positions, not {}", block_tokens));
-  store_ = std::make_unique<CacheStore>(config_, backend_, block_tokens, max_blocks);
+  return {};
+}
+
+}  // namespace
+
+Status Model::reserve_cache(int64_t block_tokens) {
+  DSINFER_RETURN_IF_ERROR(replaceable(*store_, block_tokens));
+  store_ = std::make_unique<CacheStore>(config_, backend_, block_tokens);
+  return {};
+}
+
+Status Model::reserve_cache(const CacheLayout& layout) {
+  DSINFER_RETURN_IF_ERROR(replaceable(*store_, layout.block_tokens));
+  if (layout.num_blocks < 1 || layout.fixed_blocks < 0)
+    return error(ErrorKind::kInvalidArgument, "a cache budget needs at least one block");
+  store_ = std::make_unique<CacheStore>(config_, backend_, layout);
   return {};
 }
 

@@ -62,10 +62,11 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   SequenceState new_sequence() const { return make_sequence_state(config_, backend_, *store_); }
 
-  /// Replaces the store of the growing caches with one of at most `max_blocks` blocks (0: no
-  /// bound) of `block_tokens` positions (the server's memory budget); kInvalidArgument while a
+  /// Replaces the store of the growing caches with an unbounded one of blocks of `block_tokens`
+  /// positions, or with one bounded by a budget's layout (the server's); kInvalidArgument while a
   /// sequence holds blocks.
-  Status reserve_cache(int64_t block_tokens, int max_blocks);
+  Status reserve_cache(int64_t block_tokens);
+  Status reserve_cache(const CacheLayout& layout);
   /// Blocks of the growing caches when no budget sets them (the server's --cache-block-tokens does).
   static constexpr int64_t kDefaultCacheBlockTokens = 64;
   const CacheStore& cache_store() const { return *store_; }

@@ -41,19 +41,23 @@ struct Engine::Live {
   }
 };
 
+namespace {
+
+// The model's store of the growing caches for the engine: bounded by the budget's layout when one
+// is given (the running requests' fixed caches counted from the same blocks), else unbounded.
+const CacheStore* engine_cache_store(Model& model, const std::optional<CacheLayout>& cache) {
+  const Status s = cache ? model.reserve_cache(*cache) : model.reserve_cache(Model::kDefaultCacheBlockTokens);
+  DSINFER_CHECK(s.ok(), "Engine: {}", s.message());
+  return &model.cache_store();
+}
+
+}  // namespace
+
 Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config, std::optional<CacheLayout> cache)
     : model_(model),
       runner_(model),
       tokenizer_(tokenizer),
-      cache_(cache ? std::make_unique<CacheManager>(*cache) : nullptr),
-      scheduler_(config, cache_.get()) {
-  // The model's store of the growing caches in the account's blocks, bounded by the same budget
-  // (the fixed per-sequence caches take some of the account's blocks, so the store never runs
-  // short of what the account grants); without an account, unbounded.
-  const Status s = cache_ ? model_.reserve_cache(cache->block_tokens, cache->num_blocks)
-                          : model_.reserve_cache(Model::kDefaultCacheBlockTokens, 0);
-  DSINFER_CHECK(s.ok(), "Engine: {}", s.message());
-}
+      scheduler_(config, engine_cache_store(model, cache)) {}
 
 Engine::~Engine() = default;
 
@@ -66,12 +70,12 @@ Result<uint64_t> Engine::submit(EngineRequest request) {
                  fmt::format("prompt of {} tokens + {} new tokens exceeds the context of {} tokens",
                              request.prompt.size(), request.max_tokens, context));
   DSINFER_RETURN_IF_ERROR(request.sampling.validate());
-  if (cache_) {
-    const int64_t blocks = cache_->blocks_for(static_cast<int64_t>(request.prompt.size()) + request.max_tokens);
-    if (blocks > cache_->num_blocks())
+  if (const CacheStore& store = model_.cache_store(); store.bounded()) {
+    const int64_t blocks = store.blocks_for(static_cast<int64_t>(request.prompt.size()) + request.max_tokens);
+    if (blocks > store.pool().capacity())
       return error(ErrorKind::kInvalidArgument,
                    fmt::format("prompt + {} new tokens needs {} cache blocks; the cache budget holds {}",
-                               request.max_tokens, blocks, cache_->num_blocks()));
+                               request.max_tokens, blocks, store.pool().capacity()));
   }
   const uint64_t id = next_id_++;
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
@@ -109,7 +113,8 @@ EngineStats Engine::stats() const {
   EngineStats s;
   s.running = static_cast<int64_t>(scheduler_.num_running());
   s.waiting = static_cast<int64_t>(scheduler_.num_waiting());
-  if (cache_) s.cache_blocks = cache_->num_blocks(), s.cache_blocks_free = cache_->num_free();
+  if (const CacheStore& store = model_.cache_store(); store.bounded())
+    s.cache_blocks = store.pool().capacity(), s.cache_blocks_free = store.pool().num_free();
   s.preemptions = scheduler_.num_preemptions();
   return s;
 }
@@ -117,6 +122,7 @@ EngineStats Engine::stats() const {
 bool Engine::step() {
   if (requests_.empty()) return false;
   const SchedulerOutput scheduled = scheduler_.schedule();
+  // A preempted request's blocks go back with its sequence state (and the same for a finished one).
   for (uint64_t id : scheduled.preempted) requests_.at(id)->state = model_.new_sequence();
   const std::vector<ScheduledChunk>& plan = scheduled.chunks;
   if (plan.empty()) return true;

@@ -4,8 +4,8 @@
 // matcher, so its output does not depend on which others share its steps (on the CPU backend it
 // is bit-identical to running alone).
 //
-// With a cache layout, the caches of the running requests stay within its budget: short of
-// blocks, the newest requests are preempted and later recompute what they had: the prompt as a
+// With a cache layout, the caches of the running requests stay within its budget (the model's
+// cache store bounded by it, model/cache_store.h): short of blocks, the newest requests are preempted and later recompute what they had: the prompt as a
 // prefill, then their output so far as the same decode steps that first produced it (not as one
 // prefill: the reference's decode and prefill give different caches at some positions, spec
 // §6.4), so the caches come back bit for bit and the output does not change. EngineLoop is the
@@ -23,7 +23,6 @@
 
 #include "io/tokenizer.h"
 #include "model/model.h"
-#include "runtime/cache_manager.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
@@ -92,7 +91,6 @@ class Engine {
   Model& model_;
   ModelRunner runner_;
   const Tokenizer& tokenizer_;
-  std::unique_ptr<CacheManager> cache_;
   Scheduler scheduler_;
   std::map<uint64_t, std::unique_ptr<Live>> requests_;
   uint64_t next_id_ = 1;

@@ -12,17 +12,25 @@ void Scheduler::remove(uint64_t id) {
   const auto match = [id](const SchedulerEntry& e) { return e.id == id; };
   std::erase_if(running_, match);
   std::erase_if(waiting_, match);
-  if (cache_) cache_->release(id);
 }
 
-int64_t Scheduler::fit(const SchedulerEntry& e, int64_t wanted) {
-  return cache_ ? cache_->grow(e.id, e.computed, wanted) : wanted;
+int64_t Scheduler::fit(SchedulerEntry& e, int64_t wanted) {
+  if (!cache_) return wanted;
+  const int64_t affordable = e.blocks + free_, fixed = cache_->fixed_blocks(), per = cache_->block_tokens();
+  if (affordable < fixed + 1) return 0;
+  const int64_t n = std::min(wanted, (affordable - fixed) * per - e.computed);
+  if (n <= 0) return 0;
+  const int64_t blocks = cache_->blocks_for(e.computed + n);
+  free_ -= blocks - e.blocks;
+  e.blocks = blocks;
+  return n;
 }
 
 void Scheduler::preempt_last(SchedulerOutput& out) {
   SchedulerEntry e = running_.back();
   running_.pop_back();
-  if (cache_) cache_->release(e.id);
+  free_ += e.blocks;  // dropped with its sequence state before the step runs
+  e.blocks = 0;
   e.computed = 0;  // its prompt again, then its output so far as decodes (the engine knows the tokens)
   waiting_.push_front(e);
   out.preempted.push_back(e.id);
@@ -32,10 +40,11 @@ void Scheduler::preempt_last(SchedulerOutput& out) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int64_t budget = config_.token_budget;
+  if (cache_) free_ = cache_->pool().num_free();
   // Decodes first: a running request past its prompt advances by one token every step. Short of
   // blocks, the newest requests make room (never one already given its token: they come first).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
-    const SchedulerEntry& e = running_[i];
+    SchedulerEntry& e = running_[i];
     if (e.computed < e.prompt_tokens) continue;
     while (fit(e, 1) == 0) {
       const bool self = i + 1 == running_.size();
@@ -47,7 +56,7 @@ SchedulerOutput Scheduler::schedule() {
   // Then prompt pieces: running requests still in their prompt, as far as blocks allow. If nothing
   // at all could run, the newest request gives way (one request alone always fits the pool).
   for (;;) {
-    for (const SchedulerEntry& e : running_) {
+    for (SchedulerEntry& e : running_) {
       if (e.computed >= e.prompt_tokens || budget <= 0) continue;
       const int64_t n = fit(e, std::min(budget, e.prompt_tokens - e.computed));
       if (n > 0) out.chunks.push_back({e.id, e.computed, n, false, e.prompt_tokens}), budget -= n;

@@ -1,11 +1,13 @@
 // Scheduler: which requests run in the next step and with how many tokens (vLLM's schedule()):
 // one token for every running request past its prompt, then prompt pieces of the running and
-// waiting requests, first come first served, within a token budget and, when a CacheManager is
-// given, within the cache blocks it can hand out. When a running request needs a block and none is
+// waiting requests, first come first served, within a token budget and, when a bounded cache store
+// is given, within the blocks it can hand out. When a running request needs a block and none is
 // free, the newest running requests are preempted: they give their blocks back and wait at the
 // front of the queue to compute their positions again from 0 (the prompt in pieces, then one
-// position per step past it). It only moves each request's count of computed tokens; the engine
-// runs what it returns and knows which tokens fill those positions.
+// position per step past it). It only moves each request's count of computed tokens and counts
+// the blocks its plan needs; the engine runs what it returns, its forward takes those blocks
+// (BlockTable::cover) and a preempted request's blocks go back when the engine drops its
+// sequence state: the one place they are released.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +15,7 @@
 #include <deque>
 #include <vector>
 
-#include "runtime/cache_manager.h"
+#include "model/cache_store.h"
 
 namespace dsinfer {
 
@@ -27,6 +29,7 @@ struct SchedulerEntry {
   uint64_t id = 0;
   int64_t prompt_tokens = 0;
   int64_t computed = 0;  // tokens already in the sequence's caches
+  int64_t blocks = 0;    // cache blocks its sequence holds once the planned chunks ran
 };
 
 struct ScheduledChunk {
@@ -43,10 +46,11 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  /// `cache` (may be null: no cache limit) must outlive the scheduler.
-  Scheduler(SchedulerConfig config, CacheManager* cache) : config_(config), cache_(cache) {}
+  /// `cache` (may be null or unbounded: no cache limit) must outlive the scheduler.
+  Scheduler(SchedulerConfig config, const CacheStore* cache)
+      : config_(config), cache_(cache && cache->bounded() ? cache : nullptr) {}
   void add(uint64_t id, int64_t prompt_tokens);
-  /// Forgets a request (finished or cancelled), running or waiting, and frees its blocks.
+  /// Forgets a request (finished or cancelled), running or waiting; its blocks are the engine's to drop.
   void remove(uint64_t id);
   SchedulerOutput schedule();
   /// After a step ran `chunks`: every request's computed count moves past its chunk.
@@ -57,13 +61,15 @@ class Scheduler {
   int64_t num_preemptions() const { return preemptions_; }
 
  private:
-  // Of `wanted` positions after e.computed, how many the cache can take for e (all without a cache).
-  int64_t fit(const SchedulerEntry& e, int64_t wanted);
+  // Of `wanted` positions after e.computed, how many fit e's blocks and the free ones (all without
+  // a cache); counts the blocks they take.
+  int64_t fit(SchedulerEntry& e, int64_t wanted);
   // Moves the newest running request back to the front of the queue.
   void preempt_last(SchedulerOutput& out);
 
   SchedulerConfig config_;
-  CacheManager* cache_;
+  const CacheStore* cache_;
+  int64_t free_ = 0;  // during schedule(): the store's free blocks less those planned
   std::vector<SchedulerEntry> running_;  // in arrival order
   std::deque<SchedulerEntry> waiting_;
   int64_t preemptions_ = 0;

@@ -23,24 +23,24 @@ ModelConfig config() {
 TEST(CacheStore, BlocksComeBackWhenTheTableGoes) {
   const ModelConfig c = config();
   CpuBackend be(1);
-  CacheStore store(c, be, 8, 0);
+  CacheStore store(c, be, 8);
   {
     BlockTable a(&store), b(&store);
     ASSERT_TRUE(a.cover(20).ok());  // 3 blocks of 8 positions
     ASSERT_TRUE(b.cover(1).ok());
     EXPECT_EQ(a.blocks().size(), 3u);
-    EXPECT_EQ(store.blocks_in_use(), 4);
+    EXPECT_EQ(store.pool().num_in_use(), 4);
     BlockTable moved = std::move(a);
-    EXPECT_EQ(store.blocks_in_use(), 4);  // a move hands the blocks over
+    EXPECT_EQ(store.pool().num_in_use(), 4);  // a move hands the blocks over
   }
-  EXPECT_EQ(store.blocks_in_use(), 0);
+  EXPECT_EQ(store.pool().num_in_use(), 0);
 }
 
 TEST(CacheStore, GrowingKeepsTheRowsAndABoundedStoreSaysWhenItIsFull) {
   const ModelConfig c = config();
   CpuBackend be(1);
   const int layer = c.kv_source_layers.front();
-  CacheStore store(c, be, 4, 8);
+  CacheStore store(c, be, CacheLayout{/*block_tokens=*/4, /*block_bytes=*/1, /*fixed_blocks=*/0, /*num_blocks=*/8});
   BlockTable t(&store);
   ASSERT_TRUE(t.cover(4).ok());
   const int64_t row = store.row(layer, t.blocks(), 0);
@@ -52,10 +52,30 @@ TEST(CacheStore, GrowingKeepsTheRowsAndABoundedStoreSaysWhenItIsFull) {
   EXPECT_NE(full.message().find("8 blocks of 4 positions"), std::string::npos) << full.message();
 }
 
+TEST(CacheStore, ABudgetCountsEachSequencesFixedCachesFromTheSameBlocks) {
+  const ModelConfig c = config();
+  CpuBackend be(1);
+  CacheStore store(c, be, CacheLayout{/*block_tokens=*/4, /*block_bytes=*/1, /*fixed_blocks=*/2, /*num_blocks=*/7});
+  EXPECT_EQ(store.blocks_for(0), 0);
+  EXPECT_EQ(store.blocks_for(5), 4);  // 2 fixed + 2 of 4 positions
+  BlockTable a(&store), b(&store), d(&store);
+  ASSERT_TRUE(a.cover(5).ok());
+  EXPECT_EQ(store.pool().num_free(), 3);
+  ASSERT_TRUE(b.cover(1).ok());  // 2 fixed + 1
+  EXPECT_EQ(store.pool().num_free(), 0);
+  EXPECT_EQ(d.cover(1).kind(), ErrorKind::kResourceExhausted) << "no room for a third sequence's fixed caches";
+  b.clear();  // its blocks and its fixed caches' count come back once
+  EXPECT_EQ(store.pool().num_free(), 3);
+  b.clear();
+  EXPECT_EQ(store.pool().num_free(), 3);
+  ASSERT_TRUE(d.cover(4).ok());
+  EXPECT_EQ(store.pool().num_free(), 0);
+}
+
 TEST(CacheStore, RowsOfARatioTwoLayerFollowTheBlockTable) {
   const ModelConfig c = config();
   CpuBackend be(1);
-  CacheStore store(c, be, 8, 0);
+  CacheStore store(c, be, 8);
   int layer = -1;
   for (int l : c.kv_source_layers)
     if (c.compress_ratio(l) == 2) layer = l;

@@ -17,7 +17,7 @@
 #endif
 #include "core/float_formats.h"
 #include "io/json.h"
-#include "runtime/golden_run.h"
+#include "testing/golden_run.h"
 #include "test_util.h"
 
 namespace dsinfer {

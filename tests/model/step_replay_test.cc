@@ -29,7 +29,7 @@ Decoded decode(const char* fixture, int64_t block_tokens, int sequences, bool re
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   Decoded run;
   if (!model.ok()) return run;
-  EXPECT_TRUE((*model)->reserve_cache(block_tokens, 0).ok());
+  EXPECT_TRUE((*model)->reserve_cache(block_tokens).ok());
   ModelRunner runner(**model, replay);
   run.logits = testing::prompts_then_decode(runner, steps, sequences);
   run.stats = runner.step_stats();

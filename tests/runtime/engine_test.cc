@@ -1,5 +1,5 @@
-// Scheduler scenarios (what runs in each step) and the engine: with temperature 0 every request's
-// output is the same whether it runs alone or among 16 concurrent ones, chunked or not.
+// The engine: with temperature 0 every request's output is the same whether it runs alone or
+// among 16 concurrent ones, chunked or not, preempted or not.
 #include "runtime/engine.h"
 
 #include <gtest/gtest.h>
@@ -9,71 +9,6 @@
 
 namespace dsinfer {
 namespace {
-
-TEST(Scheduler, DecodesFirstThenPromptPiecesWithinTheBudget) {
-  Scheduler s({/*token_budget=*/8, /*max_running=*/2}, nullptr);
-  s.add(1, 5);
-  s.add(2, 6);
-  s.add(3, 2);
-  auto plan = s.schedule().chunks;  // 1's prompt (5), then 3 of 2's; 3 waits (max_running)
-  ASSERT_EQ(plan.size(), 2u);
-  EXPECT_EQ(plan[0].id, 1u);
-  EXPECT_EQ(plan[0].count, 5);
-  EXPECT_EQ(plan[1].id, 2u);
-  EXPECT_EQ(plan[1].count, 3);
-  EXPECT_EQ(s.num_waiting(), 1u);
-  s.update(plan);
-  plan = s.schedule().chunks;  // 1 decodes; 2 finishes its prompt
-  ASSERT_EQ(plan.size(), 2u);
-  EXPECT_TRUE(plan[0].decode);
-  EXPECT_EQ(plan[0].start, 5);
-  EXPECT_EQ(plan[1].id, 2u);
-  EXPECT_EQ(plan[1].start, 3);
-  EXPECT_EQ(plan[1].count, 3);
-  s.update(plan);
-  s.remove(1);  // 1 finished: 3 gets its place
-  plan = s.schedule().chunks;
-  ASSERT_EQ(plan.size(), 2u);
-  EXPECT_TRUE(plan[0].decode && plan[0].id == 2u);
-  EXPECT_EQ(plan[1].id, 3u);
-  EXPECT_EQ(s.num_running(), 2u);
-}
-
-TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOut) {
-  // Blocks of 4 positions, 1 fixed block per request, 6 blocks: two requests of 6 positions fill it.
-  CacheManager cache({/*block_tokens=*/4, /*block_bytes=*/1, /*fixed_blocks=*/1, /*num_blocks=*/6});
-  Scheduler s({64, 8}, &cache);
-  s.add(1, 6);
-  s.add(2, 6);
-  s.add(3, 2);
-  auto out = s.schedule();  // 1 and 2 take 3 blocks each; 3 finds none and waits
-  ASSERT_EQ(out.chunks.size(), 2u);
-  EXPECT_EQ(cache.num_free(), 0);
-  EXPECT_EQ(s.num_waiting(), 1u);
-  s.update(out.chunks);
-  for (int step = 0; step < 2; ++step) {  // positions 6 and 7 still fit the third blocks
-    out = s.schedule();
-    ASSERT_EQ(out.chunks.size(), 2u);
-    EXPECT_TRUE(out.preempted.empty());
-    s.update(out.chunks);
-  }
-  out = s.schedule();  // position 8 needs a fourth block: 2 (the newest) gives its blocks to 1
-  ASSERT_EQ(out.preempted, std::vector<uint64_t>{2});
-  ASSERT_EQ(out.chunks.size(), 1u);
-  EXPECT_EQ(out.chunks[0].id, 1u);
-  EXPECT_TRUE(out.chunks[0].decode);
-  EXPECT_EQ(s.num_preemptions(), 1);
-  EXPECT_EQ(s.num_waiting(), 2u);  // 2 first (to compute its 6 prompt positions again, then 3 more), then 3
-  s.update(out.chunks);
-  out = s.schedule();  // 2 comes back with what fits: 2 free blocks = 1 fixed + 4 positions
-  ASSERT_EQ(out.chunks.size(), 2u);
-  EXPECT_EQ(out.chunks[1].id, 2u);
-  EXPECT_EQ(out.chunks[1].start, 0);
-  EXPECT_EQ(out.chunks[1].count, 4);
-  EXPECT_EQ(out.chunks[1].prompt_tokens, 6);
-  s.remove(1);  // finishing frees its blocks
-  EXPECT_EQ(cache.num_free(), 4);
-}
 
 TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
   testing::TinyModel tiny(4);
@@ -139,7 +74,7 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
     const EngineStats st = engine.stats();
     EXPECT_EQ(st.preemptions > 0, cache.has_value()) << st.preemptions;
     EXPECT_EQ(st.cache_blocks_free, st.cache_blocks);   // every block back in the pool
-    EXPECT_EQ(model.cache_store().blocks_in_use(), 0);  // and every block of the cache storage
+    EXPECT_EQ(model.cache_store().pool().num_in_use(), 0);  // and every block of the cache storage
   }
 }
 

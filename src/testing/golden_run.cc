@@ -1,5 +1,5 @@
 // The golden experiment loop and the replay / dump plumbing around Model::forward.
-#include "runtime/golden_run.h"
+#include "testing/golden_run.h"
 
 #include <algorithm>
 #include <cstring>
