@@ -31,8 +31,8 @@ void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
   f.seed_option = cmd->add_option("--seed", f.seed, "Sampling seed (reproducible output)");
 }
 
-GenerateRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f) {
-  GenerateRequest req;
+EngineRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f) {
+  EngineRequest req;
   req.prompt = std::move(prompt);
   req.sampling = f.sampling;
   if (f.seed_option && f.seed_option->count()) req.sampling.seed = f.seed;

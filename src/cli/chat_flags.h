@@ -12,7 +12,7 @@
 #include "chat/chat_stream.h"
 #include "core/status.h"
 #include "io/tokenizer.h"
-#include "runtime/generator.h"
+#include "runtime/generate.h"
 
 namespace dsinfer::cli {
 
@@ -25,7 +25,7 @@ struct SamplingFlags {
 };
 void add_sampling_flags(CLI::App* cmd, SamplingFlags& f);
 /// The request for `prompt` with these flags; the tokenizer's end-of-sentence token stops it.
-GenerateRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f);
+EngineRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f);
 
 struct ChatFlags {
   std::string system;

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/generator.h"
+#include "runtime/generate.h"
 #include "tiny_model_fixture.h"
 
 namespace dsinfer {
@@ -33,7 +33,7 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
                                             "Last one"};
   std::vector<std::string> alone(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    GenerateRequest g;
+    EngineRequest g;
     g.prompt = tok.encode(prompts[i]);
     g.sampling.temperature = 0;
     g.max_tokens = 6 + static_cast<int>(i % 5);

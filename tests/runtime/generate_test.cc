@@ -1,6 +1,7 @@
-// Generation on the tiny model: greedy output reproduces, a stop string taken from that output
-// cuts it exactly before its first occurrence, and the token budget is respected.
-#include "runtime/generator.h"
+// One request through the engine (the CLI's generate) on the tiny model: greedy output reproduces,
+// a stop string taken from that output cuts it exactly before its first occurrence, the token
+// budget is respected, and a request the engine refuses is an error naming the problem.
+#include "runtime/generate.h"
 
 #include <gtest/gtest.h>
 
@@ -9,12 +10,12 @@
 namespace dsinfer {
 namespace {
 
-TEST(Generator, GreedyStopStringsAndBudget) {
+TEST(Generate, GreedyStopStringsAndBudget) {
   testing::TinyModel tiny(3);
   ASSERT_TRUE(tiny.ok());
   Model& model = *tiny.model;
   const Tokenizer& tok = *tiny.tok;
-  GenerateRequest req;
+  EngineRequest req;
   req.prompt = tok.encode("Once upon a time");
   req.sampling.temperature = 0;
   req.max_tokens = 40;
@@ -36,6 +37,20 @@ TEST(Generator, GreedyStopStringsAndBudget) {
   ASSERT_TRUE(stopped.ok());
   EXPECT_TRUE(stopped->stopped_by_string);
   EXPECT_EQ(cut, full.substr(0, full.find(req.stop_strings[0])));
+}
+
+TEST(Generate, RefusedRequestsAreErrors) {
+  testing::TinyModel tiny(3);
+  ASSERT_TRUE(tiny.ok());
+  EngineRequest req;
+  req.max_tokens = 4;
+  auto empty = generate(*tiny.model, *tiny.tok, req, [](std::string_view) {});
+  EXPECT_EQ(empty.status().kind(), ErrorKind::kInvalidArgument);
+  req.prompt = tiny.tok->encode("Hello");
+  req.max_tokens = static_cast<int>(tiny.model->config().max_seq_len);
+  auto too_long = generate(*tiny.model, *tiny.tok, req, [](std::string_view) {});
+  EXPECT_EQ(too_long.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(too_long.status().message().find("context"), std::string::npos) << too_long.status().message();
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+// One request through an engine of its own, streaming its text: the CLI's `generate` and `chat`.
+// It is the server's Engine (one generation loop: sampling, stop strings and detokenizing live
+// there) with a single request and a token budget of the whole prompt, so the prompt is prefilled
+// in one piece.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "core/status.h"
+#include "io/tokenizer.h"
+#include "model/model.h"
+#include "runtime/engine.h"
+
+namespace dsinfer {
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;  // the first step (prompt and first token), the rest
+  bool stopped_by_token = false;
+  bool stopped_by_string = false;
+};
+
+/// The request's errors (kInvalidArgument: an empty prompt, bad sampling, prompt + max_tokens past
+/// the context), or kInternal naming what failed in a step; `request.on_output` is not used.
+Result<GenerateStats> generate(Model& model, const Tokenizer& tokenizer, EngineRequest request,
+                               const std::function<void(std::string_view)>& on_text);
+
+}  // namespace dsinfer
