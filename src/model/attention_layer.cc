@@ -1,7 +1,8 @@
 // The attention sublayer (spec §5–§7): low-rank q, the window KV ring, the compressor and the
 // indexer of kv/index sources, sparse attention over window + selected compressed rows, grouped
 // output projection. Per chunk where the reference works per sequence; per token elsewhere. Tensors
-// and the selections live in the backend's memory; positions and window slots are built on the host.
+// and the selections live in the backend's memory; positions and window slots are built on the host
+// (window_slots.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +11,7 @@
 
 #include "core/float_formats.h"
 #include "model/forward_batch.h"
+#include "model/window_slots.h"
 
 namespace dsinfer {
 namespace {
@@ -79,26 +81,20 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     std::vector<int32_t> widx;
     int64_t width = 0;
     if (ch.decode) {
-      const int64_t p = start;
-      wrows = cache.window.view(DType::kBF16, {win, hd});  // the token's row goes in at slot p % win (below)
+      wrows = cache.window.view(DType::kBF16, {win, hd});  // the token's row goes in at its last slot (below)
       width = win;
-      for (int64_t j = 0; j < win; ++j) {
-        const int64_t slot = (p % win + 1 + j) % win;  // oldest first
-        widx.push_back(slot > p ? -1 : static_cast<int32_t>(slot));
-      }
+      widx = decode_window_slots(start, win);
     } else {
-      width = std::min(ch.prompt_len, win);
-      const int64_t h0 = std::max<int64_t>(start - (win - 1), 0), cached = start - h0;
+      PrefillWindow pw = prefill_window(start, s, ch.prompt_len, win);
+      const int64_t h0 = pw.first_cached, cached = pw.cached;
       prefill_rows = b.scratch<uint16_t>((cached + s) * hd);
       copy_rows(
           b.be, prefill_rows.data(), cache.window.data(), hd, cached, [](int64_t i) { return i; },
           [&](int64_t i) { return (h0 + i) % win; });
       b.be.copy_on_device(prefill_rows.data() + cached * hd, kv.data() + row0 * hd, s * hd * 2);
       wrows = prefill_rows.view(DType::kBF16, {cached + s, hd});
-      for (int64_t i = 0; i < s; ++i) {
-        const int64_t t = start + i, first = std::max<int64_t>(t - (win - 1), 0);
-        for (int64_t j = 0; j < width; ++j) widx.push_back(first + j <= t ? static_cast<int32_t>(first + j - h0) : -1);
-      }
+      width = pw.width;
+      widx = std::move(pw.slots);
       const int64_t kept = std::min(s, win);  // the ring keeps the last window
       copy_rows(
           b.be, cache.window.data(), kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % win; },

@@ -39,8 +39,15 @@ class Backend {
   virtual int64_t max_tokens_without_reads() const { return INT64_MAX; }
 };
 
-/// In a backend's class: the declarations of every op of the list.
+/// In a backend's class: the declarations of every op of the list, and of the memory calls.
 #define DSINFER_OVERRIDE_OP(name, Args) void name(const Args& a) override;
 #define DSINFER_OVERRIDE_OPS DSINFER_OPS(DSINFER_OVERRIDE_OP)
+#define DSINFER_OVERRIDE_MEMORY                                                 \
+  void* allocate(size_t bytes) override;                                        \
+  void deallocate(void* p) override;                                            \
+  void zero(void* p, size_t bytes) override;                                    \
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override; \
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;   \
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
 
 }  // namespace dsinfer

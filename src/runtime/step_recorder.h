@@ -53,12 +53,7 @@ class StepRecorder final : public Backend {
   static constexpr size_t kMaxRecordings = 4;  // a decode step alternates between two (ratio-2 groups)
 
   Device device() const override { return inner_.device(); }
-  void* allocate(size_t bytes) override;
-  void deallocate(void* p) override;
-  void zero(void* p, size_t bytes) override;
-  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
-  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
-  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  DSINFER_OVERRIDE_MEMORY  // a step's allocations from the arena, its uploads staged
 
   DSINFER_OVERRIDE_OPS  // each compared with the recordings, recorded, or passed through (call below)
   int64_t max_tokens_without_reads() const override { return inner_.max_tokens_without_reads(); }

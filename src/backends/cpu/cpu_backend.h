@@ -20,12 +20,7 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::kCpu; }
   ThreadPool& pool() { return *pool_; }
 
-  void* allocate(size_t bytes) override;
-  void deallocate(void* p) override;
-  void zero(void* p, size_t bytes) override;
-  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
-  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
-  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  DSINFER_OVERRIDE_MEMORY  // host memory, 64-byte aligned (memory.cc)
 
   DSINFER_OVERRIDE_OPS  // routed_experts: composite.h (the host groups the tokens by expert)
 
