@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the device machine (an H200) over a build made here by scripts/gpu_tests.sh; carry
-# build-cuda/tests/cuda_test, build-cuda/tests/golden_cuda_test, build-cuda/bench/cuda_decode_bench,
+# build-cuda/tests/ops_test, build-cuda/tests/cuda_test, build-cuda/tests/golden_cuda_test, build-cuda/bench/cuda_decode_bench,
 # build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
@@ -24,6 +24,7 @@ dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
 if [[ $steps == *tests* ]]; then
+  build-cuda/tests/ops_test 2>&1 | tail -n 12 | tee "$out/ops_test.log"
   build-cuda/tests/cuda_test 2>&1 | tail -n 40 | tee "$out/cuda_test.log"
   # The golden fixtures with each block-scaled GEMM kernel (auto: the exact ones; wgmma for
   # comparison: it takes v41-tiny-b past the tolerance, docs/perf-notes.md).

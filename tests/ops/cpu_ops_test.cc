@@ -413,36 +413,6 @@ namespace {
 // bit, over every e4m3 / e2m1 code including subnormals and signed zeros.
 // The dense views: fp8 rows decoded to fp32 equal the scalar decode for every code; the double
 // dot products of the two vector paths are identical, and within rounding of the scalar one.
-TEST_F(CpuOps, GatherScatterAndScatterAddRows) {
-  const int64_t n = 7, d = 33, m = 3;
-  const std::vector<uint16_t> x = testing::random_bf16(n * d, 31), src = testing::random_bf16(m * d, 32);
-  const std::vector<int32_t> rows = {5, 0, 6};
-  std::vector<uint16_t> gathered(m * d), out(n * d, 0xFFFF);
-  std::vector<float> acc(n * d, 0.25f);
-  be.gather_rows({view(x.data(), DType::kBF16, {n, d}), view(rows.data(), DType::kI32, {m}),
-                  view(gathered.data(), DType::kBF16, {m, d})});
-  be.scatter_add({view(src.data(), DType::kBF16, {m, d}), view(rows.data(), DType::kI32, {m}),
-                  view(acc.data(), DType::kF32, {n, d}), view(out.data(), DType::kBF16, {n, d})});
-  for (int64_t i = 0; i < n; ++i) {
-    const auto hit = std::find(rows.begin(), rows.end(), i);
-    for (int64_t j = 0; j < d; ++j) {
-      const float want = hit == rows.end() ? 0.25f : 0.25f + bf16_to_f32(src[(hit - rows.begin()) * d + j]);
-      EXPECT_EQ(acc[i * d + j], want);
-      EXPECT_EQ(out[i * d + j], hit == rows.end() ? 0xFFFF : f32_to_bf16(want));  // untouched rows stay
-    }
-  }
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < d; ++j) EXPECT_EQ(gathered[i * d + j], x[rows[i] * d + j]);
-  std::vector<uint16_t> scattered = x;  // rows[i] of it becomes src row i, the others stay
-  be.scatter_rows({view(src.data(), DType::kBF16, {m, d}), view(rows.data(), DType::kI32, {m}),
-                   view(scattered.data(), DType::kBF16, {n, d})});
-  for (int64_t i = 0; i < n; ++i) {
-    const auto hit = std::find(rows.begin(), rows.end(), i);
-    for (int64_t j = 0; j < d; ++j)
-      EXPECT_EQ(scattered[i * d + j], hit == rows.end() ? x[i * d + j] : src[(hit - rows.begin()) * d + j]);
-  }
-}
-
 // The routed experts: each token's choices in ascending expert id, as the ops one token and one
 // expert at a time give them, bit for bit (the grouping by expert only batches those rows).
 TEST_F(CpuOps, RoutedExpertsAddEachTokensExpertsInIdOrder) {
