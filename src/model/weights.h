@@ -72,11 +72,11 @@ struct ModelWeights {
 /// Views every backbone tensor of `ckpt` (which must outlive the result and pass the manifest).
 Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& config);
 
-/// Copies every tensor but the Engram tables (looked up on the host) into `backend`'s memory and
-/// points the views there; nothing to do for a host backend. `progress` sees bytes copied.
 /// Every weight view the forward pass hands to the backend (in its memory once placed).
 void for_each_backend_view(const ModelWeights& w, const std::function<void(const TensorView&)>& f);
 
+/// Copies every tensor but the Engram tables (looked up on the host) into `backend`'s memory and
+/// points the views there; nothing to do for a host backend. `progress` sees bytes copied.
 void place_weights(ModelWeights& w, Backend& backend,
                    const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
