@@ -3,12 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include <cublas_v2.h>
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
@@ -24,10 +23,7 @@
 namespace dsinfer {
 namespace {
 
-// A launch error is a programmer error here (shapes were checked): fail loudly with its name.
-void check_launch(cudaError_t e, const char* op) {
-  DSINFER_CHECK(e == cudaSuccess, "CUDA {}: {}", op, cudaGetErrorString(e));
-}
+using cuda::check_cuda;
 
 void check_device(std::initializer_list<const TensorView*> views, const char* op) {
   for (const TensorView* v : views)
@@ -40,29 +36,20 @@ const uint16_t* bf16(const TensorView& t) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
+CudaBackend::CudaBackend(const CudaBackendOptions& options, cudaStream_t stream) : options_(options), stream_(stream) {
+  const int rows = options_.gemv_rows;
+  DSINFER_CHECK(options_.routed_tokens >= 0 && (rows == 0 || rows == 1 || rows == 8),
+                "CudaBackend: routed_tokens {} (>= 0), gemv_rows {} (0, 1 or 8)", options_.routed_tokens, rows);
   int device = 0;
   cudaMemPool_t pool = nullptr;
-  check_launch(cudaGetDevice(&device), "device");
-  check_launch(cudaDeviceGetDefaultMemPool(&pool, device), "memory pool");
+  check_cuda(cudaGetDevice(&device), "device");
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "memory pool");
   uint64_t keep_all = UINT64_MAX;
-  check_launch(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "memory pool");
+  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "memory pool");
   staging_.half_bytes = size_t{16} << 20;
-  check_launch(cudaMallocHost(&staging_.host, 2 * staging_.half_bytes), "pinned staging");
-  for (cudaEvent_t& e : staging_.done) check_launch(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
-  const char* graphs = std::getenv("DSINFER_CUDA_GRAPH");
-  capture_.enabled = graphs && std::string(graphs) == "1";
-  if (const char* r = std::getenv("DSINFER_CUDA_ROUTED_TOKENS")) device_routed_tokens_ = std::max(0, std::atoi(r));
-  if (const char* r = std::getenv("DSINFER_CUDA_GEMV_ROWS"))
-    gemv_rows_ = std::atoi(r) == 8 ? 8 : std::atoi(r) == 1 ? 1 : 0;
-  if (const char* k = std::getenv("DSINFER_CUDA_LINEAR")) {
-    const std::string name = k;
-    linear_kernel_ = name == "fma"     ? cuda::LinearKernel::kFma
-                     : name == "gemv"  ? cuda::LinearKernel::kGemv
-                     : name == "mma"   ? cuda::LinearKernel::kMma
-                     : name == "wgmma" ? cuda::LinearKernel::kWgmma
-                                       : cuda::LinearKernel::kAuto;
-  }
+  check_cuda(cudaMallocHost(&staging_.host, 2 * staging_.half_bytes), "pinned staging");
+  for (cudaEvent_t& e : staging_.done) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
+  capture_.enabled = options_.step_graphs;
 }
 
 void* CudaBackend::allocate(size_t bytes) {
@@ -78,7 +65,7 @@ void* CudaBackend::allocate(size_t bytes) {
     }
   }
   if (capture_.active) capture_.keepable = false;  // a graph allocation: freed with the graph, not reused
-  check_launch(cudaMallocAsync(&p, bytes ? bytes : 1, stream_), "allocation");
+  check_cuda(cudaMallocAsync(&p, bytes ? bytes : 1, stream_), "allocation");
   return p;
 }
 
@@ -87,11 +74,11 @@ void CudaBackend::deallocate(void* p) {
     --capture_.live;
     return;
   }
-  check_launch(cudaFreeAsync(p, stream_), "free");
+  check_cuda(cudaFreeAsync(p, stream_), "free");
 }
 
 void CudaBackend::zero(void* p, size_t bytes) {
-  check_launch(cudaMemsetAsync(p, 0, bytes, stream_), "memset");
+  check_cuda(cudaMemsetAsync(p, 0, bytes, stream_), "memset");
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
@@ -101,17 +88,17 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) 
   DSINFER_CHECK(!capture_.active || st.used + bytes <= st.half_bytes,
                 "CudaBackend: a captured step's uploads must fit the pinned ring's half");
   if (bytes > st.half_bytes) {  // from pageable memory: returns once the source is staged
-    check_launch(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+    check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
     return;
   }
   if (st.used + bytes > st.half_bytes) {  // move to the other half once its copies are done
-    check_launch(cudaEventRecord(st.done[st.half], stream_), "copy to device");
+    check_cuda(cudaEventRecord(st.done[st.half], stream_), "copy to device");
     st.half ^= 1, st.used = 0;
-    check_launch(cudaEventSynchronize(st.done[st.half]), "copy to device");
+    check_cuda(cudaEventSynchronize(st.done[st.half]), "copy to device");
   }
   uint8_t* staged = st.host + st.half * st.half_bytes + st.used;
   std::memcpy(staged, host_src, bytes);
-  check_launch(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  check_cuda(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
   st.used += (bytes + 255) / 256 * 256;
 }
 
@@ -119,22 +106,22 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   DSINFER_CHECK(!capture_.active, "CudaBackend: a captured step may not read device memory back");
   ++stats_.downloads;
   const auto t0 = std::chrono::steady_clock::now();
-  check_launch(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
-  check_launch(cudaStreamSynchronize(stream_), "copy to host");
+  check_cuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+  check_cuda(cudaStreamSynchronize(stream_), "copy to host");
   stats_.download_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
   ++stats_.device_copies;
-  check_launch(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
 }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   cudaFreeHost(staging_.host);
   for (cudaEvent_t e : staging_.done) cudaEventDestroy(e);
-  for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &wgmma_, &dense_x_, &hc_mix_, &tc_weights_,
-                     &tc_inputs_, &attn_scores_, &router_logits_})
+  for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &dense_x_, &hc_mix_, &tc_weights_, &tc_inputs_,
+                     &attn_scores_, &router_logits_})
     cudaFree(s->data);
   if (cublas_) cublasDestroy(cublas_);
   for (RouteTable& t : route_tables_) cudaFree(t.device);
@@ -147,7 +134,7 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::launched(cudaError_t e, const char* op) {
   ++stats_.ops;
-  check_launch(e, op);
+  check_cuda(e, op);
 }
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes) {
@@ -158,7 +145,7 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes) {
       cudaFree(s.data);
     ++capture_.generation;  // kept graphs name the old buffer
     s.data = nullptr;
-    check_launch(cudaMalloc(&s.data, bytes), "scratch allocation");
+    check_cuda(cudaMalloc(&s.data, bytes), "scratch allocation");
     s.bytes = bytes;
   }
   return s.data;
@@ -250,7 +237,7 @@ bool CudaBackend::tensor_core_linear(const LinearArgs& a) {
   const int64_t n = a.x.size(0), k = w.in, o = w.out;
   const bool block_scaled = is_block_scaled(w.format);
   const bool dequantised = block_scaled || w.format == LinearFormat::kFp8AsBf16;
-  if (linear_kernel_ != cuda::LinearKernel::kAuto || a.x.dtype != DType::kBF16 || k % 32 != 0 ||
+  if (options_.linear_kernel != cuda::LinearKernel::kAuto || a.x.dtype != DType::kBF16 || k % 32 != 0 ||
       (a.out.dtype != DType::kBF16 && a.out.dtype != DType::kF32) || (!dequantised && w.weight.dtype != DType::kBF16))
     return false;
   if (!cublas_) {
@@ -272,7 +259,7 @@ bool CudaBackend::tensor_core_linear(const LinearArgs& a) {
   int64_t ldx = a.x.stride[0];
   if (block_scaled) {  // the input as act_quant leaves it: code * scale, exact in bf16
     auto* xq = static_cast<uint16_t*>(scratch(tc_inputs_, n * k * 2));
-    check_launch(cudaMemcpy2DAsync(xq, k * 2, xb, ldx * 2, k * 2, n, cudaMemcpyDeviceToDevice, stream_), "linear");
+    check_cuda(cudaMemcpy2DAsync(xq, k * 2, xb, ldx * 2, k * 2, n, cudaMemcpyDeviceToDevice, stream_), "linear");
     cuda::ActQuantParams q;
     q.x = q.fake = xq, q.n = n * k, q.stream = stream_;
     launched(cuda::launch_act_quant(q), "linear (input act_quant)");
@@ -298,7 +285,8 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
     const LinearArgs& o0 = ops[0];
     const LinearWeight& w0 = *o0.w;
     if (!is_block_scaled(w0.format) || o0.x.size(0) == 0) return false;
-    if (o0.x.size(0) >= kTensorCoreRows && linear_kernel_ == cuda::LinearKernel::kAuto) return false;  // each on cuBLAS
+    if (o0.x.size(0) >= kTensorCoreRows && options_.linear_kernel == cuda::LinearKernel::kAuto)
+      return false;  // each on cuBLAS
     for (const LinearArgs& op : ops) {
       const LinearWeight& w = *op.w;
       if (w.format != w0.format || w.in != w0.in || w.out != w0.out || w.weight.stride[0] != w0.weight.stride[0] ||
@@ -362,10 +350,7 @@ void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
   p.groups = static_cast<int>(ops.size()), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
   p.out = static_cast<int>(w0.out), p.fp4 = w0.format == LinearFormat::kFp4, p.w_stride = w0.weight.stride[0];
   p.s_stride = w0.scale.stride[0], p.y_stride = ops[0].out.stride[0], p.stream = stream_;
-  if (linear_kernel_ != cuda::LinearKernel::kWgmma || n <= 8) p.kernel = linear_kernel_;
-  p.gemv_rows = gemv_rows_;
-  if (const size_t bytes = p.kernel == cuda::LinearKernel::kWgmma ? cuda::block_linear_workspace_bytes(p) : 0)
-    p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
+  p.kernel = options_.linear_kernel, p.gemv_rows = options_.gemv_rows;
   launched(cuda::launch_block_linear(p), "linear");
 }
 
@@ -595,18 +580,19 @@ const CudaBackend::RouteTable& CudaBackend::route_table(std::span<const ExpertWe
   }
   ok = ok && experts[0].w2.format == w1.format && experts[0].w2.in == w1.out;
   RouteTable t{experts.data(), std::move(host), nullptr, ok};
-  check_launch(cudaMalloc(&t.device, t.host.size() * sizeof(cuda::RoutedWeight)), "route table");
-  check_launch(cudaMemcpy(t.device, t.host.data(), t.host.size() * sizeof(cuda::RoutedWeight), cudaMemcpyHostToDevice),
-               "route table");
+  check_cuda(cudaMalloc(&t.device, t.host.size() * sizeof(cuda::RoutedWeight)), "route table");
+  check_cuda(cudaMemcpy(t.device, t.host.data(), t.host.size() * sizeof(cuda::RoutedWeight), cudaMemcpyHostToDevice),
+             "route table");
   route_tables_.push_back(std::move(t));
   return route_tables_.back();
 }
 
 void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
-  const bool exact_gemv = linear_kernel_ == cuda::LinearKernel::kAuto || linear_kernel_ == cuda::LinearKernel::kFma ||
-                          linear_kernel_ == cuda::LinearKernel::kGemv;
-  const bool few = n >= 1 && (n == 1 || n <= device_routed_tokens_);
+  const cuda::LinearKernel kernel = options_.linear_kernel;
+  const bool exact_gemv =
+      kernel == cuda::LinearKernel::kAuto || kernel == cuda::LinearKernel::kFma || kernel == cuda::LinearKernel::kGemv;
+  const bool few = n >= 1 && (n == 1 || n <= options_.routed_tokens);
   const RouteTable* routes =
       few && experts > 0 && 2 * k <= cuda::kMaxLinearGroups && exact_gemv && a.x.dtype == DType::kBF16
           ? &route_table(a.experts)
@@ -651,7 +637,7 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
     }
     p.groups = static_cast<int>(outs.size()), p.n = 1, p.k = static_cast<int>(in), p.out = static_cast<int>(w.out);
     p.fp4 = w.format == LinearFormat::kFp4, p.w_stride = w.weight.stride[0], p.s_stride = w.scale.stride[0];
-    p.y_stride = w.out, p.kernel = linear_kernel_, p.gemv_rows = gemv_rows_, p.stream = stream_;
+    p.y_stride = w.out, p.kernel = options_.linear_kernel, p.gemv_rows = options_.gemv_rows, p.stream = stream_;
     p.routes = a.indices.as<const int32_t>(), p.route_table = entries, p.per_route = per_route;
     p.route_count = static_cast<int>(experts);
     launched(cuda::launch_block_linear(p), "routed experts");

@@ -1,5 +1,5 @@
 // CudaBackend: the Backend interface on device memory, one kernel launch (or two) per op on one
-// stream. Every view must live on the GPU. Scratch buffers (quantised GEMM inputs, the wgmma
+// stream. Every view must live on the GPU. Scratch buffers (quantised GEMM inputs, the kernels'
 // partial sums) grow to the largest call and are then reused, so a warmed-up step allocates
 // nothing. Checked against CpuBackend op by op (tests/cuda/cuda_backend_test.cc).
 #pragma once
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cuda/kernels/linear/params.h"
+#include "backends/cuda/options.h"
 #include "ops/backend.h"
 
 struct cublasContext;  // cublasHandle_t's pointee (cublas_v2.h stays out of this header)
@@ -21,12 +22,13 @@ class CudaBackend final : public Backend, private StepGraphs {
  public:
   /// On the current device, which must exist (cuda::device_count() > 0); `stream` may be null (the
   /// default stream).
-  explicit CudaBackend(cudaStream_t stream = nullptr);
+  explicit CudaBackend(const CudaBackendOptions& options = {}, cudaStream_t stream = nullptr);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   Device device() const override { return Device::kCuda; }
+  const CudaBackendOptions& options() const { return options_; }
   cudaStream_t stream() const { return stream_; }
 
   // Stream-ordered (cudaMallocAsync) from the device's pool, which keeps what is freed: after the
@@ -44,14 +46,12 @@ class CudaBackend final : public Backend, private StepGraphs {
   /// uploads from a pinned buffer of the graphs'; a kept graph is dropped (relaunch says
   /// false) once memory it names has moved (a scratch buffer or the arena regrown). The first
   /// single-token step runs as it is (it makes the experts' device tables and grows the scratch
-  /// buffers, which a capture may not). Opt-in (DSINFER_CUDA_GRAPH=1) until measured: recording a
-  /// step every step was slower than launching (docs/perf-notes.md).
+  /// buffers, which a capture may not). With options().step_graphs.
   StepGraphs* step_graphs() override { return capture_.enabled ? this : nullptr; }
   /// For the benchmarks: runs the last launched step's graph `times` more times (its uploads as
   /// they are: call it right after the step) and returns the seconds per run, 0 when no graph
   /// ran. The device time of a step without any host in between.
   double replay_last_step(int times);
-  void set_step_graphs(bool on) { capture_.enabled = on; }
 
   /// What the host did for the device since construction (for the benchmarks): API calls by
   /// kind, and the time the host spent waiting for the device in copies to the host.
@@ -63,16 +63,12 @@ class CudaBackend final : public Backend, private StepGraphs {
   const Stats& stats() const { return stats_; }
 
   DSINFER_OVERRIDE_OPS
-  /// Up to kDeviceRoutedTokens tokens with block-scaled experts: token after token, the expert
-  /// GEMVs read the router's ids from device memory (a table of the experts' weights on the
-  /// device), so the choice is never read back and the step can be captured; more tokens:
+  /// Up to options().routed_tokens tokens with block-scaled experts: token after token, the
+  /// expert GEMVs read the router's ids from device memory (a table of the experts' weights on
+  /// the device), so the choice is never read back and the step can be captured; more tokens:
   /// Backend's grouping by expert (each chosen expert's weights read once for all its tokens).
-  /// Where the per-token GEMVs (6 experts' w1, w3 and w2 of a token: ~110 us at V4.1-Flash's
-  /// shapes) are predicted to beat the grouping's GEMMs over 1-2 rows an expert (~45 us an expert,
-  /// ~35 distinct experts of 64 for 8 tokens): not yet measured end to end (docs/perf-notes.md).
-  /// DSINFER_CUDA_ROUTED_TOKENS=N sets the bound (0: every batch grouped), for comparisons.
-  static constexpr int64_t kDeviceRoutedTokens = 8;
-  int64_t max_tokens_without_reads() const override { return device_routed_tokens_; }
+  static constexpr int64_t kDeviceRoutedTokens = CudaBackendOptions::kDeviceRoutedTokens;
+  int64_t max_tokens_without_reads() const override { return options_.routed_tokens; }
 
  private:
   bool begin_capture() override;
@@ -159,18 +155,12 @@ class CudaBackend final : public Backend, private StepGraphs {
   bool in_arena(const void* p) const;
   bool capture_upload(void* dst, const void* host_src, size_t bytes);  // false: the graphs' buffer is full
 
+  CudaBackendOptions options_;
   cudaStream_t stream_;
   Staging staging_;
   Capture capture_;
   Stats stats_;
-  // DSINFER_CUDA_LINEAR=gemv|fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
-  // comparisons); unset or auto: the fastest measured for each shape.
-  cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
-  // DSINFER_CUDA_GEMV_ROWS=1|8: one token's GEMVs with a row or 8 rows a warp wherever that applies
-  // (for comparisons); unset: by shape (cuda/kernels/linear/linear_gemv.cu).
-  int gemv_rows_ = 0;
-  int64_t device_routed_tokens_ = kDeviceRoutedTokens;  // DSINFER_CUDA_ROUTED_TOKENS
-  Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_, attn_scores_,
+  Scratch quant_values_, quant_codes_, quant_scales_, dense_x_, hc_mix_, tc_weights_, tc_inputs_, attn_scores_,
       router_logits_;
   cublasContext* cublas_ = nullptr;       // made on the first large batch
   std::vector<RouteTable> route_tables_;  // one per MoE layer seen
