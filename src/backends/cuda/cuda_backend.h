@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -96,21 +97,15 @@ class CudaBackend final : public Backend, private StepGraphs {
     bool ok;  // block-scaled, every expert of one format and shape: the device path applies
   };
   const RouteTable& route_table(std::span<const ExpertWeights> experts);
-  // Block-scaled weights of one format and shape with equal row counts, in one launch after the
-  // input quantisation (each distinct input once).
+  // The paths of linear_dispatch.h. Block-scaled weights of one format and shape with equal row
+  // counts, in one launch after the input quantisation (each distinct input once).
   void block_linear(std::span<const LinearArgs> ops);
-  // Batches of at least kTensorCoreRows rows (prefill chunks) run on cuBLAS's bf16 tensor-core
-  // GEMM: the weights dequantised to bf16 (exact), a block-scaled format's input act_quant-ised
-  // and dequantised (exact in bf16), the products summed in fp32 in cuBLAS's order. So the sums
-  // are not the exact block sums of the small-batch kernels: an output may differ from the CPU
-  // backend's in its last bf16 bit (the reference's own GEMMs sum in the tensor cores' order).
-  static constexpr int64_t kTensorCoreRows = 64;
-  bool tensor_core_linear(const LinearArgs& a);  // false: not a shape or layout it takes
+  void tensor_core_linear(const LinearArgs& a);  // cuBLAS
   // Dense weights (bf16, or fp8 read as bf16) with double sums; several ops: one launch, op g
-  // reading and writing the g-th column block of op 0's input and output (block_diagonal_dense).
+  // reading and writing the g-th column block of op 0's input and output (block-diagonal).
   void dense_linear(std::span<const LinearArgs> ops);
-  bool block_diagonal_dense(std::span<const LinearArgs> ops);  // false: not such a group
-  void launched(cudaError_t e, const char* op);                // counts a kernel launch, fails loudly on its error
+  static void check_device(std::initializer_list<const TensorView*> views, const char* op);
+  void launched(cudaError_t e, const char* op);  // counts a kernel launch, fails loudly on its error
 
   // Uploads go through a pinned ring in two halves, so they are asynchronous (a copy from
   // pageable memory may wait for the device); a half is reused once its copies have finished.

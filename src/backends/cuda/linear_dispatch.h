@@ -1,0 +1,37 @@
+// Which path a linear or a group of linears takes on the CUDA backend: every decision in one
+// place, made from the arguments and the forced kernel alone (no device state). The adapters in
+// linear.cc follow it; inside a block-scaled launch the choice of kernel by shape continues in
+// launch_block_linear (kernels/linear/linear.cu).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "backends/cuda/kernels/linear/params.h"
+#include "ops/args.h"
+
+namespace dsinfer::cuda {
+
+/// Batches of at least this many rows (prefill chunks) run on cuBLAS's bf16 tensor-core GEMM: the
+/// weights dequantised to bf16 (exact), a block-scaled format's input act_quant-ised and
+/// dequantised (exact in bf16), the products summed in fp32 in cuBLAS's order. So the sums are not
+/// the exact block sums of the small-batch kernels: an output may differ from the CPU backend's in
+/// its last bf16 bit (the reference's own GEMMs sum in the tensor cores' order).
+inline constexpr int64_t kTensorCoreRows = 64;
+
+enum class LinearPath {
+  kNothing,      // no rows
+  kTensorCores,  // cuBLAS (kTensorCoreRows and more, a layout it takes, no kernel forced)
+  kBlockScaled,  // the exact block-scaled kernels (fp8 / fp4 weights)
+  kDense,        // bf16 weights, or fp8 read as bf16: double sums
+};
+LinearPath linear_path(const LinearArgs& a, LinearKernel forced);
+
+enum class GroupPath {
+  kBlockScaled,    // block-scaled weights of one format and shape, equal rows: one launch
+  kBlockDiagonal,  // dense weights of one shape, op g on the g-th column block of op 0's input and output: one launch
+  kEach,           // one linear_path each
+};
+GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced);
+
+}  // namespace dsinfer::cuda
