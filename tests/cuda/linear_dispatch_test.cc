@@ -1,5 +1,5 @@
-// The CUDA backend's decision table (linear_dispatch.h): which path a linear or a group of linears
-// takes. Views only (nothing is read), so it runs without a GPU.
+// The CUDA backend's decision table (linear_dispatch.h): which path a linear, a group of linears
+// and the routed experts take. Views only (nothing is read), so it runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -78,6 +78,36 @@ TEST(LinearDispatch, GroupsOfLinears) {
   EXPECT_EQ(cuda::group_path(apart, LinearKernel::kAuto), GroupPath::kEach);
   const std::vector<LinearArgs> prefill = {block(d0, 0, 2, 64), block(d1, 1, 2, 64)};
   EXPECT_EQ(cuda::group_path(prefill, LinearKernel::kAuto), GroupPath::kEach);
+}
+
+TEST(LinearDispatch, RoutedExperts) {
+  EXPECT_FALSE(cuda::few_routed_tokens(0, 8));
+  EXPECT_TRUE(cuda::few_routed_tokens(1, 0)) << "one token always may";
+  EXPECT_TRUE(cuda::few_routed_tokens(8, 8));
+  EXPECT_FALSE(cuda::few_routed_tokens(9, 8));
+
+  std::vector<ExpertWeights> experts(4);
+  for (size_t e = 0; e < experts.size(); ++e) {
+    experts[e].w1 = weight(LinearFormat::kFp4, 256, 512, e * (3 << 20));
+    experts[e].w3 = weight(LinearFormat::kFp4, 256, 512, e * (3 << 20) + (1 << 20));
+    experts[e].w2 = weight(LinearFormat::kFp4, 512, 256, e * (3 << 20) + (2 << 20));
+  }
+  const auto routed = [&](int64_t k) {
+    return RoutedExpertsArgs{view(at(0), DType::kBF16, {1, 512}),
+                             view(at(0), DType::kI32, {1, k}),
+                             view(at(0), DType::kF32, {1, k}),
+                             experts,
+                             0.0f,
+                             view(at(0), DType::kF32, {1, 512})};
+  };
+  EXPECT_TRUE(cuda::experts_on_device(routed(6), LinearKernel::kAuto));
+  EXPECT_TRUE(cuda::experts_on_device(routed(6), LinearKernel::kGemv));
+  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kMma)) << "not an exact GEMV";
+  EXPECT_FALSE(cuda::experts_on_device(routed(9), LinearKernel::kAuto)) << "2k GEMVs past one launch";
+  experts[2].w3.weight.device = Device::kCpu;
+  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kAuto));
+  experts[2].w3 = weight(LinearFormat::kFp8, 256, 512, 0);
+  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kAuto)) << "experts of two formats";
 }
 
 }  // namespace

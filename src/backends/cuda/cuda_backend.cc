@@ -1,27 +1,16 @@
 // CudaBackend: argument checks and the mapping of each op's views onto its kernel's parameters.
 #include "backends/cuda/cuda_backend.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cstring>
-#include <vector>
-
 #include <cublas_v2.h>
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
-
-#include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/kernels/moe/router.h"
 #include "core/check.h"
-#include "ops/composite.h"
-#include "ops/device_array.h"
 
 namespace dsinfer {
 namespace {
-
-using cuda::check_cuda;
 
 const uint16_t* bf16(const TensorView& t) {
   return t.as<const uint16_t>();
@@ -33,100 +22,26 @@ int size_of(const TensorView& t, int d) {  // the kernels' parameters are int
 
 }  // namespace
 
-CudaBackend::CudaBackend(const CudaBackendOptions& options, cudaStream_t stream) : options_(options), stream_(stream) {
+// A step whose routed experts read the router's choice back cannot be captured (no copy to the
+// host while a stream captures): the graphs ask the experts' tables, whose decision is made once
+// per table in the first decode step, which is never captured.
+CudaBackend::CudaBackend(const CudaBackendOptions& options, cudaStream_t stream)
+    : options_(options), stream_(stream), graphs_(stream_, [this] { return !experts_.reads_choice(); }) {
   const int rows = options_.gemv_rows;
   DSINFER_CHECK(options_.routed_tokens >= 0 && (rows == 0 || rows == 1 || rows == 8),
                 "CudaBackend: routed_tokens {} (>= 0), gemv_rows {} (0, 1 or 8)", options_.routed_tokens, rows);
-  int device = 0;
-  cudaMemPool_t pool = nullptr;
-  check_cuda(cudaGetDevice(&device), "device");
-  check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "memory pool");
-  uint64_t keep_all = UINT64_MAX;
-  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "memory pool");
-  staging_.half_bytes = size_t{16} << 20;
-  check_cuda(cudaMallocHost(&staging_.host, 2 * staging_.half_bytes), "pinned staging");
-  for (cudaEvent_t& e : staging_.done) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
-  capture_.enabled = options_.step_graphs;
-}
-
-void* CudaBackend::allocate(size_t bytes) {
-  ++stats_.allocations;
-  void* p = nullptr;
-  if (capture_.active) {
-    const size_t aligned = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-    capture_.needed += aligned;
-    if (capture_.used + aligned <= capture_.arena_bytes) {
-      p = capture_.arena + capture_.used;
-      capture_.used += aligned, ++capture_.live;
-      return p;
-    }
-  }
-  if (capture_.active) capture_.keepable = false;  // a graph allocation: freed with the graph, not reused
-  check_cuda(cudaMallocAsync(&p, bytes ? bytes : 1, stream_), "allocation");
-  return p;
-}
-
-void CudaBackend::deallocate(void* p) {
-  if (in_arena(p)) {
-    --capture_.live;
-    return;
-  }
-  check_cuda(cudaFreeAsync(p, stream_), "free");
-}
-
-void CudaBackend::zero(void* p, size_t bytes) {
-  check_cuda(cudaMemsetAsync(p, 0, bytes, stream_), "memset");
-}
-
-void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
-  ++stats_.uploads;
-  if (capture_.active && capture_upload(dst, host_src, bytes)) return;
-  Staging& st = staging_;
-  DSINFER_CHECK(!capture_.active || st.used + bytes <= st.half_bytes,
-                "CudaBackend: a captured step's uploads must fit the pinned ring's half");
-  if (bytes > st.half_bytes) {  // from pageable memory: returns once the source is staged
-    check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
-    return;
-  }
-  if (st.used + bytes > st.half_bytes) {  // move to the other half once its copies are done
-    check_cuda(cudaEventRecord(st.done[st.half], stream_), "copy to device");
-    st.half ^= 1, st.used = 0;
-    check_cuda(cudaEventSynchronize(st.done[st.half]), "copy to device");
-  }
-  uint8_t* staged = st.host + st.half * st.half_bytes + st.used;
-  std::memcpy(staged, host_src, bytes);
-  check_cuda(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
-  st.used += (bytes + 255) / 256 * 256;
-}
-
-void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
-  DSINFER_CHECK(!capture_.active, "CudaBackend: a captured step may not read device memory back");
-  ++stats_.downloads;
-  const auto t0 = std::chrono::steady_clock::now();
-  check_cuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
-  check_cuda(cudaStreamSynchronize(stream_), "copy to host");
-  stats_.download_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
-  ++stats_.device_copies;
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
+  cuda::keep_freed_memory();
 }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
-  cudaFreeHost(staging_.host);
-  for (cudaEvent_t e : staging_.done) cudaEventDestroy(e);
-  for (Scratch* s : {&quant_values_, &quant_codes_, &quant_scales_, &dense_x_, &hc_mix_, &tc_weights_, &tc_inputs_,
-                     &attn_scores_, &router_logits_})
-    cudaFree(s->data);
   if (cublas_) cublasDestroy(cublas_);
-  for (RouteTable& t : route_tables_) cudaFree(t.device);
-  for (const auto& [id, g] : capture_.graphs) cudaGraphExecDestroy(g.exec);
-  cudaFree(capture_.arena);
-  cudaFreeHost(capture_.uploads);
-  if (capture_.ready) cudaEventDestroy(capture_.ready);
-  if (capture_.stream) cudaStreamDestroy(capture_.stream);
+}
+
+CudaBackend::Stats CudaBackend::stats() const {
+  Stats s = stats_;
+  s.uploads += graphs_.uploads(), s.graph_steps = graphs_.launches(), s.graph_instantiations = graphs_.instantiations();
+  return s;
 }
 
 void CudaBackend::check_device(std::initializer_list<const TensorView*> views, const char* op) {
@@ -136,21 +51,7 @@ void CudaBackend::check_device(std::initializer_list<const TensorView*> views, c
 
 void CudaBackend::launched(cudaError_t e, const char* op) {
   ++stats_.ops;
-  check_cuda(e, op);
-}
-
-void* CudaBackend::scratch(Scratch& s, size_t bytes) {
-  if (bytes > s.bytes) {
-    if (capture_.active)  // the graph's earlier nodes read the old buffer: freed once it ran, not kept
-      capture_.retired.push_back(s.data), capture_.keepable = false;
-    else
-      cudaFree(s.data);
-    ++capture_.generation;  // kept graphs name the old buffer
-    s.data = nullptr;
-    check_cuda(cudaMalloc(&s.data, bytes), "scratch allocation");
-    s.bytes = bytes;
-  }
-  return s.data;
+  cuda::check_cuda(e, op);
 }
 
 // Row-wise ops.
@@ -243,7 +144,7 @@ void CudaBackend::hc_mixes(const HcMixesArgs& a) {
                         .hc = size_of(a.x, 1),
                         .dim = size_of(a.x, 2),
                         .stream = stream_};
-  p.partial = static_cast<double*>(scratch(hc_mix_, cuda::hc_mixes_workspace_bytes(p)));
+  p.partial = static_cast<double*>(scratch(scratch_.hc_mix, cuda::hc_mixes_workspace_bytes(p)));
   launched(cuda::launch_hc_mixes(p), "hc_mixes");
 }
 
@@ -299,7 +200,7 @@ void CudaBackend::sparse_attn(const SparseAttnArgs& a) {
                            .d = size_of(a.q, 2),
                            .k = size_of(a.idx, 1),
                            .stream = stream_};
-  p.scores = static_cast<float*>(scratch(attn_scores_, cuda::sparse_attn_workspace_bytes(p)));
+  p.scores = static_cast<float*>(scratch(scratch_.attn_scores, cuda::sparse_attn_workspace_bytes(p)));
   launched(cuda::launch_sparse_attn(p), "sparse_attn");
 }
 
@@ -373,7 +274,7 @@ void CudaBackend::paged_rows(const PagedRowsArgs& a) {
            "paged_rows");
 }
 
-// The feed-forward and the MoE.
+// The feed-forward and the MoE (routed_experts: routed_experts.cc).
 void CudaBackend::swiglu(const SwigluArgs& a) {
   check_device({&a.gate, &a.up, &a.row_weight, &a.out}, "swiglu");
   launched(cuda::launch_swiglu({.gate = bf16(a.gate),
@@ -411,7 +312,7 @@ void CudaBackend::router(const RouterArgs& a) {
                 .given_indices = a.given_indices,
                 .indices = a.indices.as<int32_t>(),
                 .weights = a.weights.as<float>(),
-                .logits = static_cast<float*>(scratch(router_logits_, size_t{1} * n * experts * sizeof(float))),
+                .logits = static_cast<float*>(scratch(scratch_.router_logits, size_t{1} * n * experts * sizeof(float))),
                 .n = n,
                 .dim = size_of(a.x, 1),
                 .experts = experts,
@@ -494,114 +395,6 @@ void CudaBackend::scatter_add(const ScatterAddArgs& a) {
                                      .d = size_of(a.src, 1),
                                      .stream = stream_}),
            "scatter_add");
-}
-
-CudaBackend::Quantized CudaBackend::quant_scratch(int64_t rows, int64_t k) {
-  return {static_cast<uint16_t*>(scratch(quant_values_, rows * k * 2)),
-          static_cast<uint8_t*>(scratch(quant_codes_, rows * k)),
-          static_cast<float*>(scratch(quant_scales_, rows * (k / 32) * 4))};
-}
-
-// The device's table of the experts' weights (w1 and w3 of expert e at 2e and 2e + 1, then w2 of
-// expert e at 2E + e), made at a layer's first call; found again by the experts' address and their
-// first and last weights (a decode step looks up every layer's: no walk over all the experts).
-const CudaBackend::RouteTable& CudaBackend::route_table(std::span<const ExpertWeights> experts) {
-  for (const RouteTable& t : route_tables_)
-    if (t.experts == experts.data() && t.host.size() == 3 * experts.size() &&
-        t.host.front().w == experts.front().w1.weight.as<const uint8_t>() &&
-        t.host.back().w == experts.back().w2.weight.as<const uint8_t>())
-      return t;
-  std::vector<cuda::RoutedWeight> host(3 * experts.size());
-  const LinearWeight& w1 = experts[0].w1;
-  bool ok = is_block_scaled(w1.format) && experts.size() <= static_cast<size_t>(INT32_MAX / 3);
-  for (size_t e = 0; e < experts.size(); ++e) {
-    const ExpertWeights& ew = experts[e];
-    for (const auto& [w, at] : {std::pair{&ew.w1, 2 * e}, {&ew.w3, 2 * e + 1}, {&ew.w2, 2 * experts.size() + e}}) {
-      const LinearWeight& ref = w == &ew.w2 ? experts[0].w2 : w1;
-      ok = ok && w->format == ref.format && w->in == ref.in && w->out == ref.out &&
-           w->weight.stride[0] == ref.weight.stride[0] && w->scale.stride[0] == ref.scale.stride[0] &&
-           w->weight.device == Device::kCuda && w->scale.device == Device::kCuda;
-      host[at] = {w->weight.as<const uint8_t>(), w->scale.as<const uint8_t>()};
-    }
-  }
-  ok = ok && experts[0].w2.format == w1.format && experts[0].w2.in == w1.out;
-  RouteTable t{experts.data(), std::move(host), nullptr, ok};
-  check_cuda(cudaMalloc(&t.device, t.host.size() * sizeof(cuda::RoutedWeight)), "route table");
-  check_cuda(cudaMemcpy(t.device, t.host.data(), t.host.size() * sizeof(cuda::RoutedWeight), cudaMemcpyHostToDevice),
-             "route table");
-  route_tables_.push_back(std::move(t));
-  return route_tables_.back();
-}
-
-void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
-  const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
-  const cuda::LinearKernel kernel = options_.linear_kernel;
-  const bool exact_gemv =
-      kernel == cuda::LinearKernel::kAuto || kernel == cuda::LinearKernel::kFma || kernel == cuda::LinearKernel::kGemv;
-  const bool few = n >= 1 && (n == 1 || n <= options_.routed_tokens);
-  const RouteTable* routes =
-      few && experts > 0 && 2 * k <= cuda::kMaxLinearGroups && exact_gemv && a.x.dtype == DType::kBF16
-          ? &route_table(a.experts)
-          : nullptr;
-  if (!routes || !routes->ok) {
-    if (few) capture_.enabled = false;  // this model's decode steps read the choice back
-    routed_experts_by_expert(*this, a);
-    return;
-  }
-  const RouteTable& table = *routes;
-  check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
-  DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32 &&
-                    a.acc.is_contiguous() && a.x.stride[1] == 1,
-                "routed_experts: contiguous choices, an f32 accumulator");
-  if (n > 1) {  // token after token: each its own experts' GEMVs on the device's choice, as below
-    const auto row = [](TensorView v, int64_t t) {
-      v.data = v.as<uint8_t>() + dtype_bytes(v.dtype, t * v.stride[0]);
-      v.shape[0] = 1;
-      return v;
-    };
-    for (int64_t t = 0; t < n; ++t)
-      routed_experts({row(a.x, t), row(a.indices, t), row(a.weights, t), a.experts, a.swiglu_limit, row(a.acc, t)});
-    return;
-  }
-  const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
-  const int64_t dim = w1.in, ff = w1.out;
-  auto gate = DeviceArray<uint16_t>::uninitialized(*this, k * ff),
-       up = DeviceArray<uint16_t>::uninitialized(*this, k * ff);
-  auto act = DeviceArray<uint16_t>::uninitialized(*this, k * ff),
-       o = DeviceArray<uint16_t>::uninitialized(*this, k * dim);
-  const auto routed_gemv = [&](const uint16_t* x, int64_t rows, int64_t in, const LinearWeight& w, int per_route,
-                               const cuda::RoutedWeight* entries, const std::vector<uint16_t*>& outs) {
-    const auto [values, codes, scales] = quant_scratch(rows, in);
-    cuda::QuantizeInputParams q;
-    q.x = x, q.x_stride = in, q.values = values, q.codes = codes, q.scales = scales, q.n = static_cast<int>(rows);
-    q.k = static_cast<int>(in), q.stream = stream_;
-    launched(cuda::launch_quantize_input(q), "routed experts (input quantisation)");
-    cuda::BlockLinearParams p;
-    for (size_t g = 0; g < outs.size(); ++g) {
-      const int64_t r = rows == 1 ? 0 : static_cast<int64_t>(g);  // the one token's row, or slot g's
-      p.op[g] = {values + r * in, scales + r * (in / 32), nullptr, nullptr, outs[g], codes + r * in};
-    }
-    p.groups = static_cast<int>(outs.size()), p.n = 1, p.k = static_cast<int>(in), p.out = static_cast<int>(w.out);
-    p.fp4 = w.format == LinearFormat::kFp4, p.w_stride = w.weight.stride[0], p.s_stride = w.scale.stride[0];
-    p.y_stride = w.out, p.kernel = options_.linear_kernel, p.gemv_rows = options_.gemv_rows, p.stream = stream_;
-    p.routes = a.indices.as<const int32_t>(), p.route_table = entries, p.per_route = per_route;
-    p.route_count = static_cast<int>(experts);
-    launched(cuda::launch_block_linear(p), "routed experts");
-  };
-  std::vector<uint16_t*> up_outs, down_outs;
-  for (int64_t j = 0; j < k; ++j) {
-    up_outs.push_back(gate.data() + j * ff), up_outs.push_back(up.data() + j * ff);
-    down_outs.push_back(o.data() + j * dim);
-  }
-  routed_gemv(bf16(a.x), 1, dim, w1, 2, table.device, up_outs);
-  swiglu({gate.view(DType::kBF16, {k, ff}), up.view(DType::kBF16, {k, ff}),
-          TensorView::contiguous(a.weights.data, DType::kF32, {k}, Device::kCuda), a.swiglu_limit,
-          act.view(DType::kBF16, {k, ff})});
-  routed_gemv(act.data(), k, ff, w2, 1, table.device + 2 * experts, down_outs);
-  cuda::RoutedCombineParams c;
-  c.o = o.data(), c.indices = a.indices.as<const int32_t>(), c.acc = a.acc.as<float>(), c.k = static_cast<int>(k);
-  c.dim = static_cast<int>(dim), c.stream = stream_;
-  launched(cuda::launch_routed_combine(c), "routed experts (sum)");
 }
 
 }  // namespace dsinfer

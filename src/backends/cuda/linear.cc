@@ -107,7 +107,7 @@ void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {
       .x = a.x.data,
       .x_f32 = a.x.dtype == DType::kF32,
       .x_stride = a.x.stride[0],
-      .x_f64 = static_cast<double*>(scratch(dense_x_, cuda::dense_linear_scratch_bytes(n, k, groups))),
+      .x_f64 = static_cast<double*>(scratch(scratch_.dense_x, cuda::dense_linear_scratch_bytes(n, k, groups))),
       .fp8_weights = w.format == LinearFormat::kFp8AsBf16,
       .w = w.weight.data,
       .w_stride = w.weight.stride[0],
@@ -139,7 +139,7 @@ void CudaBackend::tensor_core_linear(const LinearArgs& a) {
   const uint16_t* wb = w.weight.as<const uint16_t>();
   int64_t ldw = w.weight.stride[0];
   if (block_scaled || w.format == LinearFormat::kFp8AsBf16) {  // the weights as bf16, exactly
-    auto* dequantised = static_cast<uint16_t*>(scratch(tc_weights_, o * k * 2));
+    auto* dequantised = static_cast<uint16_t*>(scratch(scratch_.tc_weights, o * k * 2));
     launched(cuda::launch_dequant_weight({.codes = w.weight.as<const uint8_t>(),
                                           .w_stride = w.weight.stride[0],
                                           .scales = w.scale.as<const uint8_t>(),
@@ -155,7 +155,7 @@ void CudaBackend::tensor_core_linear(const LinearArgs& a) {
   const uint16_t* xb = a.x.as<const uint16_t>();
   int64_t ldx = a.x.stride[0];
   if (block_scaled) {  // the input as act_quant leaves it: code * scale, exact in bf16
-    auto* xq = static_cast<uint16_t*>(scratch(tc_inputs_, n * k * 2));
+    auto* xq = static_cast<uint16_t*>(scratch(scratch_.tc_inputs, n * k * 2));
     cuda::check_cuda(cudaMemcpy2DAsync(xq, k * 2, xb, ldx * 2, k * 2, n, cudaMemcpyDeviceToDevice, stream_), "linear");
     launched(cuda::launch_act_quant({.x = xq, .fake = xq, .n = n * k, .stream = stream_}), "linear (input act_quant)");
     xb = xq, ldx = k;

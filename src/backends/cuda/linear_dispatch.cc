@@ -1,4 +1,4 @@
-// The CUDA backend's decision table for linears (linear_dispatch.h).
+// The CUDA backend's decision table for linears and the routed experts (linear_dispatch.h).
 #include "backends/cuda/linear_dispatch.h"
 
 #include "backends/cuda/kernels/linear/dense.h"
@@ -72,6 +72,27 @@ GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced) {
   if (one_block_scaled_launch(ops, forced)) return GroupPath::kBlockScaled;
   if (ops.size() > 1 && block_diagonal_dense(ops)) return GroupPath::kBlockDiagonal;
   return GroupPath::kEach;
+}
+
+bool few_routed_tokens(int64_t n, int64_t routed_tokens) {
+  return n >= 1 && (n == 1 || n <= routed_tokens);
+}
+
+bool experts_on_device(const RoutedExpertsArgs& a, LinearKernel forced) {
+  const int64_t k = a.indices.size(1);
+  const bool exact = forced == LinearKernel::kAuto || forced == LinearKernel::kFma || forced == LinearKernel::kGemv;
+  if (a.experts.empty() || 2 * k > kMaxLinearGroups || !exact || a.x.dtype != DType::kBF16) return false;
+  const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
+  if (!is_block_scaled(w1.format) || a.experts.size() > static_cast<size_t>(INT32_MAX / 3)) return false;
+  for (const ExpertWeights& e : a.experts)
+    for (const LinearWeight* w : {&e.w1, &e.w3, &e.w2}) {
+      const LinearWeight& ref = w == &e.w2 ? w2 : w1;
+      if (w->format != ref.format || w->in != ref.in || w->out != ref.out ||
+          w->weight.stride[0] != ref.weight.stride[0] || w->scale.stride[0] != ref.scale.stride[0] ||
+          w->weight.device != Device::kCuda || w->scale.device != Device::kCuda)
+        return false;
+    }
+  return w2.format == w1.format && w2.in == w1.out;
 }
 
 }  // namespace dsinfer::cuda

@@ -1,7 +1,7 @@
-// Which path a linear or a group of linears takes on the CUDA backend: every decision in one
-// place, made from the arguments and the forced kernel alone (no device state). The adapters in
-// linear.cc follow it; inside a block-scaled launch the choice of kernel by shape continues in
-// launch_block_linear (kernels/linear/linear.cu).
+// Which path a linear, a group of linears or the routed experts take on the CUDA backend: every
+// decision in one place, made from the arguments and the forced kernel alone (no device state).
+// The adapters in linear.cc and routed_experts.cc follow it; inside a block-scaled launch the
+// choice of kernel by shape continues in launch_block_linear (kernels/linear/linear.cu).
 #pragma once
 
 #include <cstdint>
@@ -33,5 +33,15 @@ enum class GroupPath {
   kEach,           // one linear_path each
 };
 GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced);
+
+/// The routed experts of a step of `n` tokens may run on the device's choice of experts (token
+/// after token: each token's chosen experts' GEMVs read the ids from device memory) rather than
+/// by expert (the choice read back, each chosen expert once over its tokens).
+bool few_routed_tokens(int64_t n, int64_t routed_tokens);
+/// Whether these experts can run on the device's choice at all: block-scaled, every expert of one
+/// format and shape in device memory, the token's 2k w1/w3 GEMVs in one launch, and an exact
+/// kernel (kAuto, kGemv or kFma) forced or none. Decided once per table of experts
+/// (routed_experts.h).
+bool experts_on_device(const RoutedExpertsArgs& a, LinearKernel forced);
 
 }  // namespace dsinfer::cuda
