@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -97,7 +98,9 @@ int main(int argc, char** argv) {
   std::printf("model: %d layers, dim %d, %d experts (top-%d): %.2f GB of weights, %.2f GB read per decode step\n",
               layers, c.dim, c.n_routed_experts, c.n_activated_experts, made->weight_bytes / 1e9, active / 1e9);
 
-  CpuBackend backend(threads);
+  CpuBackendOptions options;  // DSINFER_CPU_ISA caps the instruction set, as in the CLI
+  if (const char* isa = std::getenv("DSINFER_CPU_ISA")) options.isa_cap = cpu::isa_by_name(isa);
+  CpuBackend backend(threads, options);
   LocalCommunicator comm;
   auto model = Model::load(dir, backend, comm);
   if (!model.ok()) return std::fprintf(stderr, "%s\n", model.status().to_string().c_str()), 1;

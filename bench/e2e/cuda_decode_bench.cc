@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <span>
@@ -154,7 +155,11 @@ int main(int argc, char** argv) {
   std::printf("model: %d layers, dim %d, %d experts (top-%d): %.2f GB of weights, %.2f GB read per batch-1 step\n",
               layers, c.dim, c.n_routed_experts, c.n_activated_experts, made->weight_bytes / 1e9, active / 1e9);
 
-  CudaBackend backend;
+  // The DSINFER_CUDA_* switches as the CLI reads them, with graphs kept: whether a step runs as
+  // one is the model's step recorder's choice, switched on and off below on the one loaded model.
+  CudaBackendOptions options = CudaBackendOptions::from_switches(std::getenv);
+  options.step_graphs = true;
+  CudaBackend backend(options);
   LocalCommunicator comm;
   const auto t0 = Clock::now();
   auto model = Model::load(dir, backend, comm);
@@ -186,8 +191,7 @@ int main(int argc, char** argv) {
     for (const int batch : batches)
       for (const bool graphs : {false, true}) {  // one sequence's steps also as CUDA graphs
         if (graphs && batch != 1) continue;
-        backend.set_step_graphs(graphs);  // graphs kept, and the model's step recorder in front of them
-        runner.set_replay_steps(graphs);
+        runner.set_replay_steps(graphs);  // the step recorder in front of the backend's graphs, or none
         std::vector<SequenceState> seqs;
         for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
         std::vector<ForwardChunk> chunks(batch);

@@ -1,6 +1,7 @@
 // The model loading the commands share: the backend from --device, the weights with a progress bar.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli/commands.h"
@@ -24,12 +25,23 @@ bool fits_in_memory(const std::filesystem::path& dir) {
   return bytes < available / 10 * 8;
 }
 
+// The backends' switches from the environment, read here and nowhere in the library:
+// DSINFER_CPU_ISA caps the CPU's instruction set; DSINFER_CUDA_GRAPH, DSINFER_CUDA_ROUTED_TOKENS,
+// DSINFER_CUDA_GEMV_ROWS and DSINFER_CUDA_LINEAR set the CUDA backend's options
+// (backends/cuda/options.h).
+CpuBackendOptions cpu_options() {
+  CpuBackendOptions o;
+  if (const char* isa = std::getenv("DSINFER_CPU_ISA")) o.isa_cap = cpu::isa_by_name(isa);
+  return o;
+}
+
 Result<std::unique_ptr<Backend>> make_backend(const BackendFlags& flags) {
-  if (flags.device == "cpu") return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(flags.threads));
+  if (flags.device == "cpu")
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(flags.threads, cpu_options()));
 #ifdef DSINFER_WITH_CUDA
   if (cuda::device_count() == 0)
     return error(ErrorKind::kUnsupported, "--device cuda: no CUDA device is visible on this machine");
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>());
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(CudaBackendOptions::from_switches(std::getenv)));
 #else
   return error(ErrorKind::kUnsupported,
                "--device cuda: this build has no CUDA backend (configure with -DDSINFER_CUDA=ON)");

@@ -1,4 +1,4 @@
-// Decode steps recorded as CUDA graphs and relaunched with each step's uploads (DSINFER_CUDA_GRAPH=1:
+// Decode steps recorded as CUDA graphs and relaunched with each step's uploads (options.step_graphs:
 // the model runner's step recorder in front of CudaBackend's kept graphs) give the logits of the same
 // steps run op by op, bit for bit, on both fixture models: a prompt, then single-token steps past
 // the window and through new compressed rows (skipped without a GPU).
@@ -25,10 +25,11 @@ struct Decoded {
 };
 
 Decoded decode(const char* fixture, int sequences, bool graphs, int steps) {
-  // The backend reads DSINFER_CUDA_GRAPH when it is made.
-  setenv("DSINFER_CUDA_GRAPH", graphs ? "1" : "0", 1);  // graphs are opt-in
-  CudaBackend backend;
-  unsetenv("DSINFER_CUDA_GRAPH");
+  // The other switches as the environment sets them (as golden_test.cc: scripts/device_checks.sh
+  // runs this binary with each DSINFER_CUDA_LINEAR kernel); graphs are opt-in.
+  CudaBackendOptions options = CudaBackendOptions::from_switches(std::getenv);
+  options.step_graphs = graphs;
+  CudaBackend backend(options);
   LocalCommunicator comm;
   auto model = Model::load(testing::data_dir() / fixture / "checkpoint", backend, comm);
   EXPECT_TRUE(model.ok()) << model.status().to_string();

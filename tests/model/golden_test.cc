@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
@@ -27,8 +28,10 @@ constexpr double kMaxLogitError = 0.5;  // measured floor between faithful imple
 constexpr double kClearMargin = 0.75;   // about twice that floor
 
 #ifdef DSINFER_GOLDEN_ON_CUDA
+// The DSINFER_CUDA_* switches as the CLI reads them (scripts/device_checks.sh runs the goldens with
+// each DSINFER_CUDA_LINEAR kernel).
 std::unique_ptr<Backend> make_backend() {
-  return std::make_unique<CudaBackend>();
+  return std::make_unique<CudaBackend>(CudaBackendOptions::from_switches(std::getenv));
 }
 bool backend_available() {
   return cuda::device_count() > 0;

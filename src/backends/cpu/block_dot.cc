@@ -8,7 +8,6 @@
 #include <immintrin.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <string_view>
 #include <vector>
 
@@ -176,22 +175,18 @@ bool cpu_has(Isa isa) {
   return false;
 }
 
-Isa detect_isa() {
-  Isa cap = Isa::kAvx512;
-  if (const char* env = std::getenv("DSINFER_CPU_ISA")) {
-    const std::string_view v = env;
-    cap = v == "scalar" ? Isa::kScalar : v == "avx2" ? Isa::kAvx2 : Isa::kAvx512;
-  }
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx2})
-    if (isa <= cap && cpu_has(isa)) return isa;
+}  // namespace
+
+Isa best_isa(Isa cap) {
+  static const bool has_avx512 = cpu_has(Isa::kAvx512), has_avx2 = cpu_has(Isa::kAvx2);
+  if (cap >= Isa::kAvx512 && has_avx512) return Isa::kAvx512;
+  if (cap >= Isa::kAvx2 && has_avx2) return Isa::kAvx2;
   return Isa::kScalar;
 }
 
-}  // namespace
-
-Isa best_isa() {
-  static const Isa isa = detect_isa();
-  return isa;
+Isa isa_by_name(const char* name) {
+  const std::string_view v = name;
+  return v == "scalar" ? Isa::kScalar : v == "avx2" ? Isa::kAvx2 : Isa::kAvx512;
 }
 
 void act_quant_row(Isa isa, const uint16_t* x, int64_t k, double* codes, float* scales) {

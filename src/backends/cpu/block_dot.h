@@ -7,13 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/cpu/isa.h"
+
 namespace dsinfer::cpu {
-
-enum class Isa { kScalar, kAvx2, kAvx512 };
-
-/// The best instruction set of this CPU, capped by the DSINFER_CPU_ISA environment variable
-/// (`scalar`, `avx2`, `avx512`) for comparisons and for machines where the wider one is slower.
-Isa best_isa();
 
 /// Rows of output handled together: their scale accumulations run as one vector of independent
 /// fp32 chains.

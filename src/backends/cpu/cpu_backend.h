@@ -7,25 +7,36 @@
 #include <memory>
 #include <type_traits>
 
+#include "backends/cpu/isa.h"
 #include "core/float_formats.h"
 #include "core/threading.h"
 #include "ops/backend.h"
 
 namespace dsinfer {
 
+struct CpuBackendOptions {
+  /// The widest instruction set the block dot products may use (the best this CPU has up to it).
+  /// The CLI reads it from DSINFER_CPU_ISA=scalar|avx2|avx512 (cpu::isa_by_name). Every set gives
+  /// the same bits.
+  cpu::Isa isa_cap = cpu::Isa::kAvx512;
+};
+
 class CpuBackend final : public Backend {
  public:
   /// n_threads <= 0: one per hardware thread.
-  explicit CpuBackend(int n_threads = 0) : pool_(std::make_unique<ThreadPool>(n_threads)) {}
+  explicit CpuBackend(int n_threads = 0, const CpuBackendOptions& options = {})
+      : pool_(std::make_unique<ThreadPool>(n_threads)), isa_(cpu::best_isa(options.isa_cap)) {}
   Device device() const override { return Device::kCpu; }
   ThreadPool& pool() { return *pool_; }
+  cpu::Isa isa() const { return isa_; }  // the block dot products'
 
   DSINFER_OVERRIDE_MEMORY  // host memory, 64-byte aligned (memory.cc)
 
   DSINFER_OVERRIDE_OPS  // routed_experts: composite.h (the host groups the tokens by expert)
 
- private:
-  std::unique_ptr<ThreadPool> pool_;
+      private : std::unique_ptr<ThreadPool>
+                    pool_;
+  cpu::Isa isa_;
 };
 
 /// Elementwise helpers shared by the CPU kernels.

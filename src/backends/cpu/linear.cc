@@ -26,14 +26,13 @@ struct QuantizedInput {
   cpu::BlockActivations acts;
 };
 
-void quantize_input(const TensorView& x, int64_t k, bool fp4, QuantizedInput& q) {
+void quantize_input(cpu::Isa isa, const TensorView& x, int64_t k, bool fp4, QuantizedInput& q) {
   const int64_t n = x.size(0), blocks = (k + kBlock - 1) / kBlock;
   q.x = &x, q.fp4 = fp4;
   q.codes.resize(n * k);
   q.xs.resize(n * blocks);
-  for (int64_t i = 0; i < n; ++i)
-    cpu::act_quant_row(cpu::best_isa(), cpu::bf16_row(x, i), k, &q.codes[i * k], &q.xs[i * blocks]);
-  cpu::prepare_block_activations(cpu::best_isa(), fp4, q.codes.data(), n, k, q.acts);
+  for (int64_t i = 0; i < n; ++i) cpu::act_quant_row(isa, cpu::bf16_row(x, i), k, &q.codes[i * k], &q.xs[i * blocks]);
+  cpu::prepare_block_activations(isa, fp4, q.codes.data(), n, k, q.acts);
 }
 
 // The same rows of bf16 values (the routed experts of one token see copies of the same row).
@@ -87,7 +86,7 @@ void run_block_gemms(ThreadPool& pool, std::span<const BlockGemm> gemms) {
 // Dense paths: bf16 (or exactly dequantised fp8) weights, fp32 accumulation (computed in double,
 // whose products are exact and whose sum is the order-free ideal of the reference's fp32 sum, then
 // rounded once), bf16 or f32 output.
-void linear_dense(ThreadPool& pool, const LinearArgs& a) {
+void linear_dense(ThreadPool& pool, cpu::Isa isa, const LinearArgs& a) {
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in;
   const bool x_f32 = a.x.dtype == DType::kF32, out_f32 = a.out.dtype == DType::kF32;
@@ -108,15 +107,15 @@ void linear_dense(ThreadPool& pool, const LinearArgs& a) {
         const uint8_t* wr = w.weight.as<const uint8_t>() + r * w.weight.stride[0];
         const uint8_t* sr = w.scale.as<const uint8_t>() + (r / kBlock) * w.scale.stride[0];
         if (n == 1) {  // a GEMV: no fp32 row in between
-          store(0, r, cpu::dot_e4m3_f64(cpu::best_isa(), wr, sr, xd.data(), k));
+          store(0, r, cpu::dot_e4m3_f64(isa, wr, sr, xd.data(), k));
           continue;
         }
-        cpu::e4m3_row_to_f32(cpu::best_isa(), wr, sr, k, wrow.data());
+        cpu::e4m3_row_to_f32(isa, wr, sr, k, wrow.data());
       } else {
         const uint16_t* wr = w.weight.as<const uint16_t>() + r * w.weight.stride[0];
         for (int64_t j = 0; j < k; ++j) wrow[j] = bf16_to_f32(wr[j]);
       }
-      for (int64_t i = 0; i < n; ++i) store(i, r, cpu::dot_f32_f64(cpu::best_isa(), wrow.data(), &xd[i * k], k));
+      for (int64_t i = 0; i < n; ++i) store(i, r, cpu::dot_f32_f64(isa, wrow.data(), &xd[i * k], k));
     }
   });
 }
@@ -147,7 +146,7 @@ void CpuBackend::grouped_linear(const GroupedLinearArgs& a) {
     check_shapes(op);
     if (op.x.size(0) == 0) continue;
     if (!is_block_scaled(op.w->format)) {
-      linear_dense(*pool_, op);
+      linear_dense(*pool_, isa_, op);
       continue;
     }
     const bool fp4 = op.w->format == LinearFormat::kFp4;
@@ -155,7 +154,7 @@ void CpuBackend::grouped_linear(const GroupedLinearArgs& a) {
     while (at < used && !(inputs[at].fp4 == fp4 && same_rows(*inputs[at].x, op.x))) ++at;
     if (at == used) {
       if (inputs.size() == used) inputs.emplace_back();
-      quantize_input(op.x, op.w->in, fp4, inputs[used++]);
+      quantize_input(isa_, op.x, op.w->in, fp4, inputs[used++]);
     }
     gemms.push_back({op.w, nullptr, op.out});
     input_of.push_back(at);

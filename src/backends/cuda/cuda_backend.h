@@ -1,32 +1,44 @@
 // CudaBackend: the Backend interface on device memory, one kernel launch (or two) per op on one
-// stream. Every view must live on the GPU. Scratch buffers (quantised GEMM inputs, the wgmma
-// partial sums) grow to the largest call and are then reused, so a warmed-up step allocates
-// nothing. Checked against CpuBackend op by op (tests/cuda/cuda_backend_test.cc).
+// stream. Every view must live on the GPU. Checked against CpuBackend op by op
+// (tests/cuda/cuda_backend_test.cc).
+//
+// Its rooms: the adapters from each op's arguments to its kernel's parameters (cuda_backend.cc),
+// the memory (memory.h: the pool, the upload ring, grow-only scratch buffers), the decisions
+// which path a linear takes (linear_dispatch.h), the routed experts on the device's choice
+// (routed_experts.h), and the capture of whole steps as CUDA graphs (step_graphs.h).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <span>
-#include <vector>
 
-#include "backends/cuda/kernels/linear/params.h"
+#include "backends/cuda/memory.h"
+#include "backends/cuda/options.h"
+#include "backends/cuda/routed_experts.h"
+#include "backends/cuda/step_graphs.h"
 #include "ops/backend.h"
 
 struct cublasContext;  // cublasHandle_t's pointee (cublas_v2.h stays out of this header)
 
 namespace dsinfer {
 
-class CudaBackend final : public Backend, private StepGraphs {
+class CudaBackend final : public Backend {
  public:
+  static constexpr int64_t kDeviceRoutedTokens = CudaBackendOptions::kDeviceRoutedTokens;
+
   /// On the current device, which must exist (cuda::device_count() > 0); `stream` may be null (the
   /// default stream).
-  explicit CudaBackend(cudaStream_t stream = nullptr);
+  explicit CudaBackend(const CudaBackendOptions& options = {}, cudaStream_t stream = nullptr);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   Device device() const override { return Device::kCuda; }
+  const CudaBackendOptions& options() const { return options_; }
+  /// Where the ops go: the backend's stream, or the capture's while a step is captured.
   cudaStream_t stream() const { return stream_; }
 
   // Stream-ordered (cudaMallocAsync) from the device's pool, which keeps what is freed: after the
@@ -37,21 +49,14 @@ class CudaBackend final : public Backend, private StepGraphs {
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
-  /// The step as a CUDA graph (step_capture.cc): its kernels run back to back, without the gaps
-  /// of launches one by one, and the graph is kept to run again (relaunch) with the step's
-  /// uploads rewritten in place: a StepRecorder in front decides when (ops/step_recorder.h).
-  /// Temporaries of the captured ops come from an arena at the same addresses every capture and
-  /// uploads from a pinned buffer of the graphs'; a kept graph is dropped (relaunch says
-  /// false) once memory it names has moved (a scratch buffer or the arena regrown). The first
-  /// single-token step runs as it is (it makes the experts' device tables and grows the scratch
-  /// buffers, which a capture may not). Opt-in (DSINFER_CUDA_GRAPH=1) until measured: recording a
-  /// step every step was slower than launching (docs/perf-notes.md).
-  StepGraphs* step_graphs() override { return capture_.enabled ? this : nullptr; }
+
+  /// With options().step_graphs: decode steps captured as CUDA graphs and kept to run again
+  /// (step_graphs.h), as a StepRecorder in front decides.
+  StepGraphs* step_graphs() override { return options_.step_graphs ? &graphs_ : nullptr; }
   /// For the benchmarks: runs the last launched step's graph `times` more times (its uploads as
   /// they are: call it right after the step) and returns the seconds per run, 0 when no graph
   /// ran. The device time of a step without any host in between.
-  double replay_last_step(int times);
-  void set_step_graphs(bool on) { capture_.enabled = on; }
+  double replay_last_step(int times) { return graphs_.replay_last(times); }
 
   /// What the host did for the device since construction (for the benchmarks): API calls by
   /// kind, and the time the host spent waiting for the device in copies to the host.
@@ -60,32 +65,20 @@ class CudaBackend final : public Backend, private StepGraphs {
     double download_wait_s = 0;
     int64_t graph_steps = 0, graph_instantiations = 0;  // steps run as graphs; graphs made (captured steps)
   };
-  const Stats& stats() const { return stats_; }
+  Stats stats() const;
 
   DSINFER_OVERRIDE_OPS
-  /// Up to kDeviceRoutedTokens tokens with block-scaled experts: token after token, the expert
-  /// GEMVs read the router's ids from device memory (a table of the experts' weights on the
-  /// device), so the choice is never read back and the step can be captured; more tokens:
-  /// Backend's grouping by expert (each chosen expert's weights read once for all its tokens).
-  /// Where the per-token GEMVs (6 experts' w1, w3 and w2 of a token: ~110 us at V4.1-Flash's
-  /// shapes) are predicted to beat the grouping's GEMMs over 1-2 rows an expert (~45 us an expert,
-  /// ~35 distinct experts of 64 for 8 tokens): not yet measured end to end (docs/perf-notes.md).
-  /// DSINFER_CUDA_ROUTED_TOKENS=N sets the bound (0: every batch grouped), for comparisons.
-  static constexpr int64_t kDeviceRoutedTokens = 8;
-  int64_t max_tokens_without_reads() const override { return device_routed_tokens_; }
+  /// routed_experts: up to options().routed_tokens tokens (one at least) with block-scaled
+  /// experts run token after token, the expert GEMVs reading the router's ids from device memory
+  /// (routed_experts.h), so the choice is never read back and the step can be captured; more
+  /// tokens: Backend's grouping by expert (each chosen expert's weights read once for all its
+  /// tokens: routed_experts_by_expert).
+  int64_t max_tokens_without_reads() const override { return options_.routed_tokens; }
 
  private:
-  bool begin_capture() override;
-  uint64_t end_capture(bool run) override;
-  bool relaunch(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override;
-  void release(uint64_t id) override;
-
-  // A device buffer that only grows.
-  struct Scratch {
-    void* data = nullptr;
-    size_t bytes = 0;
-  };
-  void* scratch(Scratch& s, size_t bytes);
+  static void check_device(std::initializer_list<const TensorView*> views, const char* op);
+  void launched(cudaError_t e, const char* op);  // counts a kernel launch, fails loudly on its error
+  void* scratch(cuda::Scratch& s, size_t bytes);
   // The quantised-input scratch for `rows` rows of k (values, codes, scales).
   struct Quantized {
     uint16_t* values;
@@ -93,87 +86,26 @@ class CudaBackend final : public Backend, private StepGraphs {
     float* scales;
   };
   Quantized quant_scratch(int64_t rows, int64_t k);
-  struct RouteTable {
-    const ExpertWeights* experts;
-    std::vector<cuda::RoutedWeight> host;
-    cuda::RoutedWeight* device;
-    bool ok;  // block-scaled, every expert of one format and shape: the device path applies
-  };
-  const RouteTable& route_table(std::span<const ExpertWeights> experts);
-  // Block-scaled weights of one format and shape with equal row counts, in one launch after the
-  // input quantisation (each distinct input once).
+  // The paths of linear_dispatch.h. Block-scaled weights of one format and shape with equal row
+  // counts, in one launch after the input quantisation (each distinct input once).
   void block_linear(std::span<const LinearArgs> ops);
-  // Batches of at least kTensorCoreRows rows (prefill chunks) run on cuBLAS's bf16 tensor-core
-  // GEMM: the weights dequantised to bf16 (exact), a block-scaled format's input act_quant-ised
-  // and dequantised (exact in bf16), the products summed in fp32 in cuBLAS's order. So the sums
-  // are not the exact block sums of the small-batch kernels: an output may differ from the CPU
-  // backend's in its last bf16 bit (the reference's own GEMMs sum in the tensor cores' order).
-  static constexpr int64_t kTensorCoreRows = 64;
-  bool tensor_core_linear(const LinearArgs& a);  // false: not a shape or layout it takes
+  void tensor_core_linear(const LinearArgs& a);  // cuBLAS
   // Dense weights (bf16, or fp8 read as bf16) with double sums; several ops: one launch, op g
-  // reading and writing the g-th column block of op 0's input and output (block_diagonal_dense).
+  // reading and writing the g-th column block of op 0's input and output (block-diagonal).
   void dense_linear(std::span<const LinearArgs> ops);
-  bool block_diagonal_dense(std::span<const LinearArgs> ops);  // false: not such a group
-  void launched(cudaError_t e, const char* op);                // counts a kernel launch, fails loudly on its error
 
-  // Uploads go through a pinned ring in two halves, so they are asynchronous (a copy from
-  // pageable memory may wait for the device); a half is reused once its copies have finished.
-  struct Staging {
-    uint8_t* host = nullptr;
-    size_t half_bytes = 0, used = 0;
-    int half = 0;
-    cudaEvent_t done[2] = {nullptr, nullptr};
-  };
-
-  // The capture of a step: its own stream (the legacy stream cannot be captured), the graphs kept,
-  // the arena the captured ops' temporaries come from and the pinned buffer their uploads read
-  // (both grown between captures to what the last one needed; what did not fit came from graph
-  // allocations and the ring meanwhile, and that graph is not kept).
-  struct Capture {
-    bool enabled = false, active = false;
-    int64_t single_token_steps = 0;
-    cudaStream_t stream = nullptr, eager = nullptr;
-    cudaEvent_t ready = nullptr;
-    struct Slot {  // a captured upload: `bytes` to `dst`, copied from `staged`
-      void* dst;
-      uint8_t* staged;
-      size_t bytes;
-    };
-    struct Graph {
-      cudaGraphExec_t exec;
-      uint64_t generation;  // `generation` when captured: the memory it names is still there while equal
-      std::vector<Slot> slots;
-    };
-    std::vector<std::pair<uint64_t, Graph>> graphs;  // by id
-    uint64_t next_id = 1, generation = 0;
-    cudaGraphExec_t last = nullptr;  // the graph launched most recently
-    std::vector<Slot> slots;         // the running capture's uploads
-    bool keepable = true;            // the running capture's memory all comes from the arena and the buffer
-    uint8_t* arena = nullptr;
-    size_t arena_bytes = 0, used = 0, needed = 0;
-    int64_t live = 0;  // arena allocations not yet freed
-    uint8_t* uploads = nullptr;
-    size_t upload_bytes = 0, upload_used = 0, upload_needed = 0;
-    std::vector<void*> retired;  // scratch buffers replaced during a capture, freed after it ran
-  };
-  bool in_arena(const void* p) const;
-  bool capture_upload(void* dst, const void* host_src, size_t bytes);  // false: the graphs' buffer is full
-
+  CudaBackendOptions options_;
   cudaStream_t stream_;
-  Staging staging_;
-  Capture capture_;
+  cuda::StagingRing staging_;
+  cuda::ExpertTables experts_;  // one per MoE layer seen
+  CudaStepGraphs graphs_;       // switches stream_ while it captures
   Stats stats_;
-  // DSINFER_CUDA_LINEAR=gemv|fma|mma|wgmma forces one block-scaled GEMM kernel (for accuracy and speed
-  // comparisons); unset or auto: the fastest measured for each shape.
-  cuda::LinearKernel linear_kernel_ = cuda::LinearKernel::kAuto;
-  // DSINFER_CUDA_GEMV_ROWS=1|8: one token's GEMVs with a row or 8 rows a warp wherever that applies
-  // (for comparisons); unset: by shape (cuda/kernels/linear/linear_gemv.cu).
-  int gemv_rows_ = 0;
-  int64_t device_routed_tokens_ = kDeviceRoutedTokens;  // DSINFER_CUDA_ROUTED_TOKENS
-  Scratch quant_values_, quant_codes_, quant_scales_, wgmma_, dense_x_, hc_mix_, tc_weights_, tc_inputs_, attn_scores_,
-      router_logits_;
-  cublasContext* cublas_ = nullptr;       // made on the first large batch
-  std::vector<RouteTable> route_tables_;  // one per MoE layer seen
+  struct {
+    cuda::Scratch quant_values, quant_codes, quant_scales;  // block-scaled inputs (QuantizeInputParams)
+    cuda::Scratch dense_x, hc_mix, tc_weights, tc_inputs, attn_scores, router_logits;
+    cuda::Scratch routed_gate, routed_up, routed_act, routed_out;  // the routed experts of one token
+  } scratch_;
+  cublasContext* cublas_ = nullptr;  // made on the first large batch
 };
 
 }  // namespace dsinfer

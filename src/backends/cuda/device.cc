@@ -1,4 +1,4 @@
-// CUDA device queries.
+// CUDA device queries, and the CUDA error helpers of cuda_check.h.
 #include "backends/cuda/device.h"
 
 #include <fmt/format.h>
@@ -11,6 +11,10 @@ Status cuda_status(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return {};
   const ErrorKind kind = err == cudaErrorMemoryAllocation ? ErrorKind::kResourceExhausted : ErrorKind::kInternal;
   return error(kind, fmt::format("CUDA {}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
+}
+
+void check_cuda(cudaError_t err, const char* what) {
+  DSINFER_CHECK(err == cudaSuccess, "CUDA {}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
 int device_count() {

@@ -1,0 +1,47 @@
+// Which path a linear, a group of linears or the routed experts take on the CUDA backend: every
+// decision in one place, made from the arguments and the forced kernel alone (no device state).
+// The adapters in linear.cc and routed_experts.cc follow it; inside a block-scaled launch the
+// choice of kernel by shape continues in launch_block_linear (kernels/linear/linear.cu).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "backends/cuda/kernels/linear/params.h"
+#include "ops/args.h"
+
+namespace dsinfer::cuda {
+
+/// Batches of at least this many rows (prefill chunks) run on cuBLAS's bf16 tensor-core GEMM: the
+/// weights dequantised to bf16 (exact), a block-scaled format's input act_quant-ised and
+/// dequantised (exact in bf16), the products summed in fp32 in cuBLAS's order. So the sums are not
+/// the exact block sums of the small-batch kernels: an output may differ from the CPU backend's in
+/// its last bf16 bit (the reference's own GEMMs sum in the tensor cores' order).
+inline constexpr int64_t kTensorCoreRows = 64;
+
+enum class LinearPath {
+  kNothing,      // no rows
+  kTensorCores,  // cuBLAS (kTensorCoreRows and more, a layout it takes, no kernel forced)
+  kBlockScaled,  // the exact block-scaled kernels (fp8 / fp4 weights)
+  kDense,        // bf16 weights, or fp8 read as bf16: double sums
+};
+LinearPath linear_path(const LinearArgs& a, LinearKernel forced);
+
+enum class GroupPath {
+  kBlockScaled,    // block-scaled weights of one format and shape, equal rows: one launch
+  kBlockDiagonal,  // dense weights of one shape, op g on the g-th column block of op 0's input and output: one launch
+  kEach,           // one linear_path each
+};
+GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced);
+
+/// The routed experts of a step of `n` tokens may run on the device's choice of experts (token
+/// after token: each token's chosen experts' GEMVs read the ids from device memory) rather than
+/// by expert (the choice read back, each chosen expert once over its tokens).
+bool few_routed_tokens(int64_t n, int64_t routed_tokens);
+/// Whether these experts can run on the device's choice at all: block-scaled, every expert of one
+/// format and shape in device memory, the token's 2k w1/w3 GEMVs in one launch, and an exact
+/// kernel (kAuto, kGemv or kFma) forced or none. Decided once per table of experts
+/// (routed_experts.h).
+bool experts_on_device(const RoutedExpertsArgs& a, LinearKernel forced);
+
+}  // namespace dsinfer::cuda

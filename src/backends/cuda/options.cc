@@ -1,0 +1,29 @@
+// CudaBackendOptions::from_switches (options.h).
+#include "backends/cuda/options.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+namespace dsinfer {
+
+CudaBackendOptions CudaBackendOptions::from_switches(const std::function<const char*(const char*)>& lookup) {
+  CudaBackendOptions o;
+  const char* graph = lookup("DSINFER_CUDA_GRAPH");
+  o.step_graphs = graph && std::string_view(graph) == "1";
+  if (const char* r = lookup("DSINFER_CUDA_ROUTED_TOKENS")) o.routed_tokens = std::max(0, std::atoi(r));
+  if (const char* r = lookup("DSINFER_CUDA_GEMV_ROWS")) {
+    const int rows = std::atoi(r);
+    o.gemv_rows = rows == 8 || rows == 1 ? rows : 0;
+  }
+  if (const char* k = lookup("DSINFER_CUDA_LINEAR")) {
+    const std::string_view name = k;
+    o.linear_kernel = name == "fma"    ? cuda::LinearKernel::kFma
+                      : name == "gemv" ? cuda::LinearKernel::kGemv
+                      : name == "mma"  ? cuda::LinearKernel::kMma
+                                       : cuda::LinearKernel::kAuto;
+  }
+  return o;
+}
+
+}  // namespace dsinfer

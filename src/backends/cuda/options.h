@@ -1,0 +1,37 @@
+// CudaBackendOptions: how a CudaBackend runs, fixed when it is made. The library reads no
+// environment: the CLI (src/cli/load_model.cc) turns the DSINFER_CUDA_* switches into options with
+// from_switches, as do the tests and benchmarks that take the same switches.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "backends/cuda/kernels/linear/params.h"
+
+namespace dsinfer {
+
+struct CudaBackendOptions {
+  static constexpr int64_t kDeviceRoutedTokens = 8;
+
+  /// Decode steps captured as CUDA graphs and kept to run again (CudaBackend::step_graphs).
+  /// DSINFER_CUDA_GRAPH=1.
+  bool step_graphs = false;
+  /// Steps of up to this many tokens run their routed experts on the device's choice, token after
+  /// token, without reading it back; larger ones group the tokens by expert (one token always runs
+  /// on the device's choice where its experts allow). DSINFER_CUDA_ROUTED_TOKENS=N (0: group every
+  /// larger step), for comparisons.
+  int64_t routed_tokens = kDeviceRoutedTokens;
+  /// One token's GEMVs with 1 or 8 weight rows a warp wherever that applies; 0: by shape
+  /// (kernels/linear/linear_gemv.cu). DSINFER_CUDA_GEMV_ROWS=1|8, for comparisons.
+  int gemv_rows = 0;
+  /// One block-scaled kernel for every batch size (the tensor-core GEMM of large batches off), for
+  /// accuracy and speed comparisons; kAuto: by shape. DSINFER_CUDA_LINEAR=auto|gemv|fma|mma (any
+  /// other value, wgmma included, is auto: that kernel is no longer one the backend runs).
+  cuda::LinearKernel linear_kernel = cuda::LinearKernel::kAuto;
+
+  /// The options the DSINFER_CUDA_* switches set, each as the CLI has always read it; `lookup`
+  /// gives a switch's value, null where it is unset (the process environment, in the CLI).
+  static CudaBackendOptions from_switches(const std::function<const char*(const char*)>& lookup);
+};
+
+}  // namespace dsinfer

@@ -1,0 +1,142 @@
+// The routed experts on the CUDA backend (routed_experts.h): the experts' device tables, and a
+// few tokens' experts run token after token on the device's choice.
+#include "backends/cuda/routed_experts.h"
+
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/linear/linear.h"
+#include "backends/cuda/kernels/moe/router.h"
+#include "backends/cuda/linear_dispatch.h"
+#include "core/check.h"
+#include "ops/composite.h"
+
+namespace dsinfer {
+namespace cuda {
+
+ExpertTables::~ExpertTables() {
+  for (ExpertTable& t : tables_) cudaFree(t.device);
+}
+
+const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a, LinearKernel forced) {
+  const std::span<const ExpertWeights> experts = a.experts;
+  const void* first_w1 = experts.empty() ? nullptr : experts.front().w1.weight.data;
+  const void* last_w2 = experts.empty() ? nullptr : experts.back().w2.weight.data;
+  const int64_t k = a.indices.size(1);
+  for (const ExpertTable& t : tables_)
+    if (t.experts == experts.data() && t.count == experts.size() && t.first_w1 == first_w1 && t.last_w2 == last_w2 &&
+        t.k == k && t.x_dtype == a.x.dtype)
+      return t;
+  ExpertTable t{.experts = experts.data(),
+                .count = experts.size(),
+                .first_w1 = first_w1,
+                .last_w2 = last_w2,
+                .k = k,
+                .x_dtype = a.x.dtype,
+                .on_device = experts_on_device(a, forced)};
+  if (t.on_device) {
+    const size_t e_count = experts.size();
+    std::vector<RoutedWeight> host(3 * e_count);
+    for (size_t e = 0; e < e_count; ++e) {
+      const ExpertWeights& ew = experts[e];
+      for (const auto& [w, at] : {std::pair{&ew.w1, 2 * e}, {&ew.w3, 2 * e + 1}, {&ew.w2, 2 * e_count + e}})
+        host[at] = {w->weight.as<const uint8_t>(), w->scale.as<const uint8_t>()};
+    }
+    check_cuda(cudaMalloc(&t.device, host.size() * sizeof(RoutedWeight)), "route table");
+    check_cuda(cudaMemcpy(t.device, host.data(), host.size() * sizeof(RoutedWeight), cudaMemcpyHostToDevice),
+               "route table");
+  }
+  // Capture consults this (CudaStepGraphs' may_capture): the first decode step makes the tables
+  // as it runs uncaptured, so the answer is known before any capture begins.
+  reads_choice_ = reads_choice_ || !t.on_device;
+  tables_.push_back(t);
+  return tables_.back();
+}
+
+}  // namespace cuda
+
+void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
+  const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
+  const cuda::ExpertTable* table =
+      cuda::few_routed_tokens(n, options_.routed_tokens) ? &experts_.find(a, options_.linear_kernel) : nullptr;
+  if (!table || !table->on_device) {
+    routed_experts_by_expert(*this, a);
+    return;
+  }
+  check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
+  DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32 &&
+                    a.acc.is_contiguous() && a.x.stride[1] == 1,
+                "routed_experts: contiguous choices, an f32 accumulator");
+  if (n > 1) {  // token after token: each its own experts' GEMVs on the device's choice, as below
+    const auto row = [](TensorView v, int64_t t) {
+      v.data = v.as<uint8_t>() + dtype_bytes(v.dtype, t * v.stride[0]);
+      v.shape[0] = 1;
+      return v;
+    };
+    for (int64_t t = 0; t < n; ++t)
+      routed_experts({row(a.x, t), row(a.indices, t), row(a.weights, t), a.experts, a.swiglu_limit, row(a.acc, t)});
+    return;
+  }
+  const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
+  const int64_t dim = w1.in, ff = w1.out;
+  // The step's temporaries: scratch buffers, the same memory every call (and every captured step).
+  auto* gate = static_cast<uint16_t*>(scratch(scratch_.routed_gate, k * ff * 2));
+  auto* up = static_cast<uint16_t*>(scratch(scratch_.routed_up, k * ff * 2));
+  auto* act = static_cast<uint16_t*>(scratch(scratch_.routed_act, k * ff * 2));
+  auto* o = static_cast<uint16_t*>(scratch(scratch_.routed_out, k * dim * 2));
+  const auto routed_gemv = [&](const uint16_t* x, int64_t rows, int64_t in, const LinearWeight& w, int per_route,
+                               const cuda::RoutedWeight* entries, const std::vector<uint16_t*>& outs) {
+    const auto [values, codes, scales] = quant_scratch(rows, in);
+    launched(cuda::launch_quantize_input({.x = x,
+                                          .x_stride = in,
+                                          .values = values,
+                                          .codes = codes,
+                                          .scales = scales,
+                                          .n = static_cast<int>(rows),
+                                          .k = static_cast<int>(in),
+                                          .stream = stream_}),
+             "routed experts (input quantisation)");
+    cuda::BlockLinearParams p{.op = {},
+                              .groups = static_cast<int>(outs.size()),
+                              .n = 1,
+                              .k = static_cast<int>(in),
+                              .out = static_cast<int>(w.out),
+                              .fp4 = w.format == LinearFormat::kFp4,
+                              .w_stride = w.weight.stride[0],
+                              .s_stride = w.scale.stride[0],
+                              .y_stride = w.out,
+                              .kernel = options_.linear_kernel,
+                              .gemv_rows = options_.gemv_rows,
+                              .routes = a.indices.as<const int32_t>(),
+                              .route_table = entries,
+                              .per_route = per_route,
+                              .route_count = static_cast<int>(experts),
+                              .stream = stream_};
+    for (size_t g = 0; g < outs.size(); ++g) {
+      const int64_t r = rows == 1 ? 0 : static_cast<int64_t>(g);  // the one token's row, or slot g's
+      p.op[g] = {values + r * in, scales + r * (in / 32), nullptr, nullptr, outs[g], codes + r * in};
+    }
+    launched(cuda::launch_block_linear(p), "routed experts");
+  };
+  std::vector<uint16_t*> up_outs, down_outs;
+  for (int64_t j = 0; j < k; ++j) {
+    up_outs.push_back(gate + j * ff), up_outs.push_back(up + j * ff);
+    down_outs.push_back(o + j * dim);
+  }
+  routed_gemv(a.x.as<const uint16_t>(), 1, dim, w1, 2, table->device, up_outs);
+  swiglu({TensorView::contiguous(gate, DType::kBF16, {k, ff}, Device::kCuda),
+          TensorView::contiguous(up, DType::kBF16, {k, ff}, Device::kCuda),
+          TensorView::contiguous(a.weights.data, DType::kF32, {k}, Device::kCuda), a.swiglu_limit,
+          TensorView::contiguous(act, DType::kBF16, {k, ff}, Device::kCuda)});
+  routed_gemv(act, k, ff, w2, 1, table->device + 2 * experts, down_outs);
+  launched(cuda::launch_routed_combine({.o = o,
+                                        .indices = a.indices.as<const int32_t>(),
+                                        .acc = a.acc.as<float>(),
+                                        .k = static_cast<int>(k),
+                                        .dim = static_cast<int>(dim),
+                                        .stream = stream_}),
+           "routed experts (sum)");
+}
+
+}  // namespace dsinfer

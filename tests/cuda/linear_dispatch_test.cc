@@ -1,0 +1,114 @@
+// The CUDA backend's decision table (linear_dispatch.h): which path a linear, a group of linears
+// and the routed experts take. Views only (nothing is read), so it runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backends/cuda/linear_dispatch.h"
+
+namespace dsinfer {
+namespace {
+
+using cuda::GroupPath;
+using cuda::LinearKernel;
+using cuda::LinearPath;
+
+// Fake device addresses: the decisions compare and offset them, never read them.
+uint8_t* at(uintptr_t offset) {
+  return reinterpret_cast<uint8_t*>(uintptr_t{1} << 40) + offset;
+}
+
+TensorView view(void* data, DType dtype, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(data, dtype, shape, Device::kCuda);
+}
+
+LinearWeight weight(LinearFormat f, int64_t out, int64_t in, uintptr_t where) {
+  const bool scaled = is_block_scaled(f) || f == LinearFormat::kFp8AsBf16;
+  const DType dt = f == LinearFormat::kFp8 || f == LinearFormat::kFp8AsBf16 ? DType::kF8E4M3
+                   : f == LinearFormat::kFp4                                ? DType::kU8
+                                                                            : DType::kBF16;
+  const int64_t cols = f == LinearFormat::kFp4 ? in / 2 : in;
+  LinearWeight w{f, out, in, view(at(where), dt, {out, cols}), {}};
+  if (scaled)
+    w.scale = view(at(where + (1 << 24)), DType::kU8, {f == LinearFormat::kFp4 ? out : (out + 31) / 32, in / 32});
+  return w;
+}
+
+LinearArgs args(const LinearWeight& w, int64_t n, uintptr_t x = 0, uintptr_t y = 1 << 28,
+                DType x_dtype = DType::kBF16) {
+  return {view(at(x), x_dtype, {n, w.in}), &w, view(at(y), DType::kBF16, {n, w.out})};
+}
+
+TEST(LinearDispatch, OneLinear) {
+  const LinearWeight fp8 = weight(LinearFormat::kFp8, 256, 512, 0), bf16 = weight(LinearFormat::kBf16, 256, 512, 0);
+  EXPECT_EQ(cuda::linear_path(args(fp8, 0), LinearKernel::kAuto), LinearPath::kNothing);
+  EXPECT_EQ(cuda::linear_path(args(fp8, 1), LinearKernel::kAuto), LinearPath::kBlockScaled);
+  EXPECT_EQ(cuda::linear_path(args(fp8, cuda::kTensorCoreRows - 1), LinearKernel::kAuto), LinearPath::kBlockScaled);
+  EXPECT_EQ(cuda::linear_path(args(fp8, cuda::kTensorCoreRows), LinearKernel::kAuto), LinearPath::kTensorCores);
+  EXPECT_EQ(cuda::linear_path(args(fp8, 512), LinearKernel::kMma), LinearPath::kBlockScaled) << "a forced kernel";
+  EXPECT_EQ(cuda::linear_path(args(bf16, 1), LinearKernel::kAuto), LinearPath::kDense);
+  EXPECT_EQ(cuda::linear_path(args(bf16, 64), LinearKernel::kAuto), LinearPath::kTensorCores);
+  EXPECT_EQ(cuda::linear_path(args(bf16, 64, 0, 1 << 28, DType::kF32), LinearKernel::kAuto), LinearPath::kDense)
+      << "cuBLAS takes bf16 inputs only";
+}
+
+TEST(LinearDispatch, GroupsOfLinears) {
+  const LinearWeight w1 = weight(LinearFormat::kFp4, 256, 512, 0), w3 = weight(LinearFormat::kFp4, 256, 512, 1 << 20);
+  const LinearWeight other = weight(LinearFormat::kFp4, 128, 512, 2 << 20);
+  const std::vector<LinearArgs> pair = {args(w1, 1, 0, 1 << 28), args(w3, 1, 0, 2 << 28)};
+  EXPECT_EQ(cuda::group_path(pair, LinearKernel::kAuto), GroupPath::kBlockScaled);
+  const std::vector<LinearArgs> large = {args(w1, 64, 0, 1 << 28), args(w3, 64, 0, 2 << 28)};
+  EXPECT_EQ(cuda::group_path(large, LinearKernel::kAuto), GroupPath::kEach) << "each on cuBLAS";
+  EXPECT_EQ(cuda::group_path(large, LinearKernel::kFma), GroupPath::kBlockScaled);
+  const std::vector<LinearArgs> mixed = {args(w1, 1, 0, 1 << 28), args(other, 1, 0, 2 << 28)};
+  EXPECT_EQ(cuda::group_path(mixed, LinearKernel::kAuto), GroupPath::kEach);
+  EXPECT_EQ(cuda::group_path(std::vector<LinearArgs>{pair[0]}, LinearKernel::kAuto), GroupPath::kEach);
+
+  // Dense weights of one shape on consecutive column blocks of one input and one output.
+  const LinearWeight d0 = weight(LinearFormat::kBf16, 64, 128, 0), d1 = weight(LinearFormat::kBf16, 64, 128, 1 << 20);
+  const auto block = [](const LinearWeight& w, int g, int64_t groups, int64_t n) {
+    TensorView x = view(at(g * w.in * 2), DType::kBF16, {n, w.in}),
+               y = view(at((1 << 28) + g * w.out * 2), DType::kBF16, {n, w.out});
+    x.stride[0] = groups * w.in, y.stride[0] = groups * w.out;
+    return LinearArgs{x, &w, y};
+  };
+  const std::vector<LinearArgs> diagonal = {block(d0, 0, 2, 3), block(d1, 1, 2, 3)};
+  EXPECT_EQ(cuda::group_path(diagonal, LinearKernel::kAuto), GroupPath::kBlockDiagonal);
+  const std::vector<LinearArgs> apart = {block(d0, 0, 2, 3), block(d1, 0, 2, 3)};
+  EXPECT_EQ(cuda::group_path(apart, LinearKernel::kAuto), GroupPath::kEach);
+  const std::vector<LinearArgs> prefill = {block(d0, 0, 2, 64), block(d1, 1, 2, 64)};
+  EXPECT_EQ(cuda::group_path(prefill, LinearKernel::kAuto), GroupPath::kEach);
+}
+
+TEST(LinearDispatch, RoutedExperts) {
+  EXPECT_FALSE(cuda::few_routed_tokens(0, 8));
+  EXPECT_TRUE(cuda::few_routed_tokens(1, 0)) << "one token always may";
+  EXPECT_TRUE(cuda::few_routed_tokens(8, 8));
+  EXPECT_FALSE(cuda::few_routed_tokens(9, 8));
+
+  std::vector<ExpertWeights> experts(4);
+  for (size_t e = 0; e < experts.size(); ++e) {
+    experts[e].w1 = weight(LinearFormat::kFp4, 256, 512, e * (3 << 20));
+    experts[e].w3 = weight(LinearFormat::kFp4, 256, 512, e * (3 << 20) + (1 << 20));
+    experts[e].w2 = weight(LinearFormat::kFp4, 512, 256, e * (3 << 20) + (2 << 20));
+  }
+  const auto routed = [&](int64_t k) {
+    return RoutedExpertsArgs{view(at(0), DType::kBF16, {1, 512}),
+                             view(at(0), DType::kI32, {1, k}),
+                             view(at(0), DType::kF32, {1, k}),
+                             experts,
+                             0.0f,
+                             view(at(0), DType::kF32, {1, 512})};
+  };
+  EXPECT_TRUE(cuda::experts_on_device(routed(6), LinearKernel::kAuto));
+  EXPECT_TRUE(cuda::experts_on_device(routed(6), LinearKernel::kGemv));
+  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kMma)) << "not an exact GEMV";
+  EXPECT_FALSE(cuda::experts_on_device(routed(9), LinearKernel::kAuto)) << "2k GEMVs past one launch";
+  experts[2].w3.weight.device = Device::kCpu;
+  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kAuto));
+  experts[2].w3 = weight(LinearFormat::kFp8, 256, 512, 0);
+  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kAuto)) << "experts of two formats";
+}
+
+}  // namespace
+}  // namespace dsinfer
