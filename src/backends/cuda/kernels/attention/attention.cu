@@ -4,35 +4,25 @@
 // where the order does not show), rounded once; the online softmax runs over the reference's
 // 64-row blocks in row order; a block's value sums are exact in double and fold into the fp32
 // accumulator in block order. So the parallel order below gives the CPU's bits.
-#include <cuda_bf16.h>
-
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/attention/attention.h"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace common;
+
 constexpr int kWarp = 32, kWarpsPerBlock = 4;
-constexpr unsigned kFull = 0xFFFFFFFFu;
 constexpr int kSoftmaxBlock = 64;  // the reference kernel's online-softmax block
 constexpr int kScoreWarps = 8, kScoreHeads = 2 * kScoreWarps, kMaxChunksPerLane = 4;  // 8 bf16 a chunk: d <= 1024
 // Values: 64 threads of 2 output dims each (128 dims a block) times 4 groups of a block's rows.
 constexpr int kColThreads = 64, kValueCols = 2, kRowGroups = 4, kValueThreads = kColThreads * kRowGroups;
 constexpr int kGroupRows = kSoftmaxBlock / kRowGroups;
 constexpr int kTokensPerPass = 256;  // bounds the scores' workspace
-
-__device__ inline float bf16f(uint16_t b) {
-  return __uint_as_float(static_cast<uint32_t>(b) << 16);
-}
-__device__ inline float round_bf16(float f) {
-  return __bfloat162float(__float2bfloat16_rn(f));
-}
-__device__ inline double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
 
 // The row a KV index names, or null for an empty slot.
 __device__ inline const uint16_t* kv_row(const SparseAttnParams& p, int32_t id) {
@@ -46,8 +36,8 @@ __device__ inline void dot8(const uint4& a, const uint4& b, double& s0, double& 
   const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    s0 += static_cast<double>(__uint_as_float(aw[q] << 16) * __uint_as_float(bw[q] << 16));
-    s1 += static_cast<double>(__uint_as_float(aw[q] & 0xFFFF0000u) * __uint_as_float(bw[q] & 0xFFFF0000u));
+    s0 += static_cast<double>(bf16x2_lo_to_float(aw[q]) * bf16x2_lo_to_float(bw[q]));
+    s1 += static_cast<double>(bf16x2_hi_to_float(aw[q]) * bf16x2_hi_to_float(bw[q]));
   }
 }
 
@@ -112,7 +102,7 @@ __global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnPara
     const uint16_t* r = j < k ? kv_row(p, idx[j]) : nullptr;
     float m = r ? sc[j] : -INFINITY;
     if (j < k) rows[j] = r, s[j] = m;
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    m = warp_max(m);
     if (lane == 0) half_max[j0 / kWarp] = m;
   }
   __syncthreads();
@@ -172,8 +162,8 @@ __global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnPara
         for (int u = 0; u < 8; ++u) {
           if (jb + u >= j1 || !rows[jb + u]) continue;
           const float pj = s[jb + u];
-          part[0] += static_cast<double>(pj * __uint_as_float(v[u] << 16));  // exact products
-          part[1] += static_cast<double>(pj * __uint_as_float(v[u] & 0xFFFF0000u));
+          part[0] += static_cast<double>(pj * bf16x2_lo_to_float(v[u]));  // exact products
+          part[1] += static_cast<double>(pj * bf16x2_hi_to_float(v[u]));
         }
       }
     if (group > 0)
@@ -189,8 +179,8 @@ __global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnPara
   }
   if (group != 0 || !active) return;
   uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h) * p.d + c;
-  const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(acc[0] / l));
-  const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(acc[1] / l));
+  const uint32_t lo = float_to_bf16(acc[0] / l);
+  const uint32_t hi = float_to_bf16(acc[1] / l);
   *reinterpret_cast<uint32_t*>(out) = lo | hi << 16;
 }
 
@@ -209,9 +199,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_indexer_scores(Ind
   if (lane < p.heads) {
     const uint16_t* q = p.q + t * p.q_stride + static_cast<int64_t>(lane) * p.d;
     double dot = 0;
-    for (int c = 0; c < p.d; ++c) dot += static_cast<double>(bf16f(q[c])) * bf16f(key[c]);
+    for (int c = 0; c < p.d; ++c) dot += static_cast<double>(bf16_to_float(q[c])) * bf16_to_float(key[c]);
     const float dv = fmaxf(round_bf16(static_cast<float>(dot)), 0.0f);  // bf16, then relu
-    term = round_bf16(dv * round_bf16(bf16f(p.weights[t * p.heads + lane]) * p.weight_scale));
+    term = round_bf16(dv * round_bf16(bf16_to_float(p.weights[t * p.heads + lane]) * p.weight_scale));
   }
   const double exact = warp_sum(term);  // the bf16 terms sum exactly in double: order-free
   if (lane == 0) *out = round_bf16(static_cast<float>(exact));

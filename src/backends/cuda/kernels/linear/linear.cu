@@ -11,6 +11,10 @@
 
 #include <algorithm>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp4.cuh"
+#include "backends/cuda/common/fp8.cuh"
+#include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 #include "backends/cuda/kernels/linear/linear.h"
@@ -18,6 +22,7 @@
 namespace dsinfer::cuda {
 namespace {
 
+using namespace common;
 using namespace linear_detail;
 
 constexpr int kWarp = 32;
@@ -96,7 +101,7 @@ __device__ void fp8_row(const BlockLinearParams& p, const LinearOperands& g, int
             part = __fmaf_rn(wf[2 * q + 1], xf.y, part);
           }
         }
-        part += __shfl_xor_sync(kFull, part, 1);
+        part = warp_sum(part, 2);  // the block's two halves (lanes 2m, 2m + 1)
         if (valid && !(lane & 1)) acc[i] += (part * g.x_scales[static_cast<int64_t>(i0 + i) * blocks + b]) * sw;
       }
     }
@@ -104,7 +109,7 @@ __device__ void fp8_row(const BlockLinearParams& p, const LinearOperands& g, int
 #pragma unroll
   for (int i = 0; i < NB; ++i) {
     const float s = warp_sum(acc[i]);
-    if (lane == 0) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+    if (lane == 0) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = float_to_bf16(s);
   }
 }
 
@@ -162,7 +167,7 @@ __device__ void fp4_row(const BlockLinearParams& p, const LinearOperands& g, int
 #pragma unroll
   for (int i = 0; i < NB; ++i) {
     const float s = warp_sum(acc[i]);
-    if (lane == 0) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+    if (lane == 0) g.y[static_cast<int64_t>(i0 + i) * p.y_stride + row] = float_to_bf16(s);
   }
 }
 

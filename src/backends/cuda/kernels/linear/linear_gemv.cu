@@ -29,12 +29,17 @@
 
 #include <algorithm>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp4.cuh"
+#include "backends/cuda/common/fp8.cuh"
+#include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace common;
 using namespace linear_detail;
 
 constexpr int kWarp = 32;
@@ -197,8 +202,7 @@ __device__ void walk_rows(const BlockLinearParams& p, const Walk& walk, int item
           const float v = warp_sum(acc[tok]);
           acc[tok] = 0.0f;
           if (split == 1) {
-            if (lane == tok && src.in_range)
-              src.y[static_cast<int64_t>(tok) * p.y_stride] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+            if (lane == tok && src.in_range) src.y[static_cast<int64_t>(tok) * p.y_stride] = float_to_bf16(v);
           } else if (lane == 0) {
             sums[warp * N + tok] = v;
           }
@@ -208,7 +212,7 @@ __device__ void walk_rows(const BlockLinearParams& p, const Walk& walk, int item
           if (warp % split == 0 && lane < N && src.in_range) {  // the K ranges' sums in order
             float y = sums[warp * N + lane];
             for (int r = 1; r < split; ++r) y += sums[(warp + r) * N + lane];
-            src.y[static_cast<int64_t>(lane) * p.y_stride] = __bfloat16_as_ushort(__float2bfloat16_rn(y));
+            src.y[static_cast<int64_t>(lane) * p.y_stride] = float_to_bf16(y);
           }
           __syncthreads();
         }

@@ -20,12 +20,16 @@
 
 #include <algorithm>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp4.cuh"
+#include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace common;
 using namespace linear_detail;
 
 constexpr int kWarp = 32, kWarps = 8, kRows = 8;  // rows a warp
@@ -134,8 +138,8 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_gemv_rows(BlockLinearParam
     }
   }
   if (lane < kRows / 2) {
-    y[2 * lane] = __bfloat16_as_ushort(__float2bfloat16_rn(acc0));
-    y[2 * lane + 1] = __bfloat16_as_ushort(__float2bfloat16_rn(acc1));
+    y[2 * lane] = float_to_bf16(acc0);
+    y[2 * lane + 1] = float_to_bf16(acc1);
   }
 }
 

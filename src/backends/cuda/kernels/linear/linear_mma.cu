@@ -15,12 +15,16 @@
 
 #include <algorithm>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp4.cuh"
+#include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace common;
 using namespace linear_detail;
 
 constexpr int kWarp = 32;
@@ -118,8 +122,7 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
         float s = 0.0f;
         for (int w = 0; w < kWarps; ++w) s += red[((w * NT + j) * 4 + e) * kWarp + lane];
         const int row = r0 + g + (e >= 2 ? 8 : 0), col = n0 + j * 8 + 2 * t + (e & 1);
-        if (row < p.out && col < p.n)
-          op.y[static_cast<int64_t>(col) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+        if (row < p.out && col < p.n) op.y[static_cast<int64_t>(col) * p.y_stride + row] = float_to_bf16(s);
       }
   }
   __syncthreads();  // red is reused by the next pass

@@ -16,12 +16,16 @@
 
 #include <algorithm>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp4.cuh"
+#include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace common;
 using namespace linear_detail;
 
 constexpr int kWarp = 32;
@@ -191,7 +195,7 @@ __global__ void sm90_block_linear_finish(BlockLinearParams p, const float* parti
     float s = 0.0f;
     for (int sl = 0; sl < slices; ++sl) s += partials[(sl * rows + row) * 8 + col];
     const LinearOperands& op = p.op[row / p.out];
-    op.y[static_cast<int64_t>(col) * p.y_stride + row % p.out] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+    op.y[static_cast<int64_t>(col) * p.y_stride + row % p.out] = float_to_bf16(s);
   }
 }
 

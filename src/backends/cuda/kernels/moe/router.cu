@@ -4,10 +4,14 @@
 // routed experts' outputs of a token added up in expert order.
 #include <cmath>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/moe/router.h"
 
 namespace dsinfer::cuda {
 namespace {
+
+using namespace common;
 
 constexpr int kThreads = 256, kWarp = 32, kWarps = kThreads / kWarp, kMaxExperts = 1024, kMaxK = 16;
 constexpr unsigned kFull = 0xFFFFFFFFu;
@@ -20,13 +24,11 @@ __global__ void __launch_bounds__(kThreads) sm90_router_logits(RouterParams p) {
   const uint16_t* x = p.x + t * p.x_stride;
   double dot = 0;
   for (int j = threadIdx.x; j < p.dim; j += kThreads) {
-    const float wv =
-        p.weight_f32
-            ? static_cast<const float*>(p.weight)[e * p.w_stride + j]
-            : __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.weight)[e * p.w_stride + j]) << 16);
-    dot += static_cast<double>(__uint_as_float(static_cast<uint32_t>(x[j]) << 16)) * wv;
+    const float wv = p.weight_f32 ? static_cast<const float*>(p.weight)[e * p.w_stride + j]
+                                  : bf16_to_float(static_cast<const uint16_t*>(p.weight)[e * p.w_stride + j]);
+    dot += static_cast<double>(bf16_to_float(x[j])) * wv;
   }
-  for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(kFull, dot, o);
+  dot = warp_sum(dot);  // then the warps' in order, on thread 0 (the only one that needs the total)
   if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = dot;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -119,8 +121,7 @@ __global__ void sm90_routed_combine(RoutedCombineParams p) {
     order[at] = j;
   }
   float acc = p.acc[c];
-  for (int j = 0; j < p.k; ++j)
-    acc += __uint_as_float(static_cast<uint32_t>(p.o[static_cast<int64_t>(order[j]) * p.dim + c]) << 16);
+  for (int j = 0; j < p.k; ++j) acc += bf16_to_float(p.o[static_cast<int64_t>(order[j]) * p.dim + c]);
   p.acc[c] = acc;
 }
 
