@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/linear/dense.h"
 #include "backends/cuda/kernels/linear/linear.h"

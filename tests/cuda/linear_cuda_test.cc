@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "core/float_formats.h"
 #include "test_util.h"

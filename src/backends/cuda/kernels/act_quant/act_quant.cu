@@ -1,4 +1,8 @@
-// sm90_fp8_act_quant: fp8 e4m3 quantisation of bf16 activations in groups of 32.
+// sm90_fp8_act_quant: fp8 e4m3 quantisation of bf16 activations in groups of 32, with every output
+// act_quant has (the fake-quantised bf16, the e4m3 codes, their values in fp16, the scales as e8m0
+// bytes or floats), each written where asked for: launch_act_quant (the fake quantisation, the
+// CPU's codes and scale bytes) and launch_quantize_input (the block-scaled linears' input) run it.
+// sm90_fp4_fake_quant: the fp4 fake quantisation.
 #include <algorithm>
 
 #include "backends/cuda/common/bf16.cuh"
@@ -15,27 +19,53 @@ using namespace common;
 constexpr int kGroup = 32;
 constexpr int kWarpsPerBlock = 8;
 
-__global__ void sm90_fp8_act_quant(ActQuantParams p) {
+// The kernel's view of both launchers' params: x [rows, k] (k a multiple of 32), outputs null
+// where not wanted.
+struct Fp8ActQuantArgs {
+  const uint16_t* x = nullptr;  // bf16, row stride x_stride
+  int64_t x_stride = 0;
+  int64_t rows = 0, k = 0;
+  uint16_t* fake = nullptr;        // [rows, k] bf16 code * scale, row stride x_stride (may alias x)
+  uint16_t* values = nullptr;      // [rows, k] fp16 bits of the codes' values, contiguous
+  uint8_t* codes = nullptr;        // [rows, k] e4m3, contiguous
+  uint8_t* scale_bytes = nullptr;  // [rows * k / 32] e8m0
+  float* scales = nullptr;         // [rows * k / 32] the scales as floats
+  cudaStream_t stream = nullptr;
+};
+
+// A warp per group of 32 (a grid-stride loop over the groups in row order).
+__global__ void sm90_fp8_act_quant(Fp8ActQuantArgs p) {
   const int lane = threadIdx.x % kGroup;
-  const int64_t groups = p.n / kGroup;
+  const int64_t groups_per_row = p.k / kGroup, groups = p.rows * groups_per_row;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kGroup;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   for (int64_t g = first; g < groups; g += stride) {
-    const int64_t i = g * kGroup + lane;
-    const float x = bf16_to_float(p.x[i]);
+    const int64_t i = g / groups_per_row, j = g % groups_per_row * kGroup + lane;
+    const int64_t at = i * p.x_stride + j, out = i * p.k + j;  // in x's layout, contiguous
+    const float x = bf16_to_float(p.x[at]);
     const float amax = warp_max(fabsf(x));
     // 2^ceil(log2(max(amax, 1e-4) / 448)) from the fp32 bits: exponent, +1 if any mantissa bit.
     const unsigned e = e8m0_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
     const float s = __uint_as_float(e << 23);
     const float v = fminf(fmaxf(__fdiv_rn(x, s), -448.0f), 448.0f);
     const __nv_fp8_storage_t q = float_to_e4m3(v);
-    if (p.codes) p.codes[i] = q;
-    if (p.scales && lane == 0) p.scales[g] = static_cast<uint8_t>(e);
+    if (p.codes) p.codes[out] = q;
+    if (p.values) p.values[out] = e4m3_to_f16_bits(q);
+    if (p.scale_bytes && lane == 0) p.scale_bytes[g] = static_cast<uint8_t>(e);
+    if (p.scales && lane == 0) p.scales[g] = s;
     if (p.fake) {
       const float deq = e4m3_to_float(q) * s;  // exact in bf16
-      p.fake[i] = float_to_bf16(deq);
+      p.fake[at] = float_to_bf16(deq);
     }
   }
+}
+
+cudaError_t launch_fp8_act_quant(const Fp8ActQuantArgs& p) {
+  const int64_t groups = p.rows * (p.k / kGroup);
+  if (groups == 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((groups + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
+  sm90_fp8_act_quant<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kGroup, 0, p.stream>>>(p);
+  return cudaGetLastError();
 }
 
 __global__ void sm90_fp4_fake_quant(Fp4FakeQuantParams p) {
@@ -76,11 +106,18 @@ cudaError_t launch_fp4_fake_quant(const Fp4FakeQuantParams& p) {
 
 cudaError_t launch_act_quant(const ActQuantParams& p) {
   if (p.n % kGroup != 0 || p.n < 0) return cudaErrorInvalidValue;
-  const int64_t groups = p.n / kGroup;
-  if (groups == 0) return cudaSuccess;
-  const int64_t blocks = std::min<int64_t>((groups + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
-  sm90_fp8_act_quant<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kGroup, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  Fp8ActQuantArgs a;  // one row of n
+  a.x = p.x, a.x_stride = p.n, a.rows = 1, a.k = p.n;
+  a.fake = p.fake, a.codes = p.codes, a.scale_bytes = p.scales, a.stream = p.stream;
+  return launch_fp8_act_quant(a);
+}
+
+cudaError_t launch_quantize_input(const QuantizeInputParams& p) {
+  if (p.k % kGroup != 0 || p.k <= 0 || p.n < 0) return cudaErrorInvalidValue;
+  Fp8ActQuantArgs a;
+  a.x = p.x, a.x_stride = p.x_stride, a.rows = p.n, a.k = p.k;
+  a.values = p.values, a.codes = p.codes, a.scales = p.scales, a.stream = p.stream;
+  return launch_fp8_act_quant(a);
 }
 
 }  // namespace dsinfer::cuda

@@ -1,5 +1,5 @@
-// sm90_quantize_input, sm90_block_linear: the block-scaled GEMMs of decode (small n), one or
-// several matrices of one shape per launch.
+// sm90_block_linear: the block-scaled GEMMs of decode (small n) on the CUDA cores, one or several
+// matrices of one shape per launch (their input: launch_quantize_input, kernels/act_quant).
 //
 // Bytes and work per call: the weights are read once (out * k bytes for fp8, half that for fp4,
 // plus 1/1024 or 1/32 of that in scales); x and its scales are small and stay in L1/L2. At batch 1
@@ -28,34 +28,11 @@ using namespace linear_detail;
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kRowsPerPass = 4;  // activation rows against one weight chunk in registers
-constexpr unsigned kFull = 0xFFFFFFFFu;
 
 __device__ inline float2 half2_bits_to_float2(uint32_t bits) {
   __half2 h;
   memcpy(&h, &bits, 4);
   return __half22float2(h);
-}
-
-__global__ void sm90_quantize_input(QuantizeInputParams p) {
-  const int lane = threadIdx.x % kWarp;
-  const int groups_per_row = p.k / 32;
-  const int64_t groups = static_cast<int64_t>(p.n) * groups_per_row;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; g < groups; g += stride) {
-    const int64_t i = g / groups_per_row, b = g % groups_per_row, j = b * 32 + lane;
-    const float x = __bfloat162float(__ushort_as_bfloat16(p.x[i * p.x_stride + j]));
-    float amax = fabsf(x);
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, o));
-    // act_quant's scale (spec §3.4): 2^ceil(log2(max(amax, 1e-4) / 448)), from the fp32 bits.
-    const unsigned t = __float_as_uint(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
-    const unsigned e = ((t >> 23) & 0xFFu) + ((t & 0x7FFFFFu) ? 1u : 0u);
-    const float s = __uint_as_float(e << 23);
-    const float v = fminf(fmaxf(__fdiv_rn(x, s), -448.0f), 448.0f);
-    const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-    if (p.values) p.values[i * p.k + j] = __nv_cvt_fp8_to_halfraw(q, __NV_E4M3).x;
-    if (p.codes) p.codes[i * p.k + j] = q;
-    if (lane == 0) p.scales[g] = s;
-  }
 }
 
 // fp8: a warp covers 32 chunks of 16 codes per step, U steps loaded before any is used; lanes 2m
@@ -201,15 +178,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_block_linear(Block
 }
 
 }  // namespace
-
-cudaError_t launch_quantize_input(const QuantizeInputParams& p) {
-  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0) return cudaErrorInvalidValue;
-  const int64_t groups = static_cast<int64_t>(p.n) * (p.k / 32);
-  if (groups == 0) return cudaSuccess;
-  const int64_t blocks = std::min<int64_t>((groups + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
-  sm90_quantize_input<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, p.stream>>>(p);
-  return cudaGetLastError();
-}
 
 template <int U>
 cudaError_t launch_block_linear_u(const BlockLinearParams& p) {

@@ -10,8 +10,8 @@
 
 namespace dsinfer::cuda {
 
-/// act_quant (spec §3.4) of each row of x in groups of 32; cudaErrorInvalidValue unless k % 32 == 0.
-cudaError_t launch_quantize_input(const QuantizeInputParams& p);
+// The operands' x_values, x_codes and x_scales come from launch_quantize_input
+// (kernels/act_quant/act_quant.h).
 
 /// The block partials come from fp32 FMAs on the CUDA cores (one warp per output row) or from the
 /// tensor cores (mma.sync or wgmma on e4m3, one K block per instruction, fp4 weights widened to

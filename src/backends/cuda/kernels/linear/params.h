@@ -7,17 +7,6 @@
 
 namespace dsinfer::cuda {
 
-/// act_quant of the GEMM input, in the layout the linear kernels read.
-struct QuantizeInputParams {
-  const uint16_t* x = nullptr;  // [n, k] bf16, row stride x_stride elements
-  int64_t x_stride = 0;
-  uint16_t* values = nullptr;  // [n, k] fp16: the e4m3 code values, unscaled (exact in fp16); may be null
-  uint8_t* codes = nullptr;    // [n, k] the e4m3 codes; may be null
-  float* scales = nullptr;     // [n, k / 32] the power-of-two scales
-  int n = 0, k = 0;            // k a multiple of 32
-  cudaStream_t stream = nullptr;
-};
-
 /// One weight matrix with its input and output.
 struct LinearOperands {
   const uint16_t* x_values = nullptr;  // [n, k] from QuantizeInputParams (CUDA-core kernel)
