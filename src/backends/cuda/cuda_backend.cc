@@ -57,11 +57,10 @@ CudaBackend::CudaBackend(cudaStream_t stream) : stream_(stream) {
     gemv_rows_ = std::atoi(r) == 8 ? 8 : std::atoi(r) == 1 ? 1 : 0;
   if (const char* k = std::getenv("DSINFER_CUDA_LINEAR")) {
     const std::string name = k;
-    linear_kernel_ = name == "fma"     ? cuda::LinearKernel::kFma
-                     : name == "gemv"  ? cuda::LinearKernel::kGemv
-                     : name == "mma"   ? cuda::LinearKernel::kMma
-                     : name == "wgmma" ? cuda::LinearKernel::kWgmma
-                                       : cuda::LinearKernel::kAuto;
+    linear_kernel_ = name == "fma"    ? cuda::LinearKernel::kFma
+                     : name == "gemv" ? cuda::LinearKernel::kGemv
+                     : name == "mma"  ? cuda::LinearKernel::kMma
+                                      : cuda::LinearKernel::kAuto;
   }
 }
 
@@ -362,10 +361,8 @@ void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
   p.groups = static_cast<int>(ops.size()), p.n = static_cast<int>(n), p.k = static_cast<int>(k);
   p.out = static_cast<int>(w0.out), p.fp4 = w0.format == LinearFormat::kFp4, p.w_stride = w0.weight.stride[0];
   p.s_stride = w0.scale.stride[0], p.y_stride = ops[0].out.stride[0], p.stream = stream_;
-  if (linear_kernel_ != cuda::LinearKernel::kWgmma || n <= 8) p.kernel = linear_kernel_;
+  p.kernel = linear_kernel_;
   p.gemv_rows = gemv_rows_;
-  if (const size_t bytes = p.kernel == cuda::LinearKernel::kWgmma ? cuda::block_linear_workspace_bytes(p) : 0)
-    p.workspace = static_cast<float*>(scratch(wgmma_, bytes));
   launched(cuda::launch_block_linear(p), "linear");
 }
 

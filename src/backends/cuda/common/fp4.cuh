@@ -42,9 +42,6 @@ __device__ inline uint32_t e2m1x4_to_e4m3x4(uint32_t w) {
   return pos | neg | ((neg + 0x7F7F7F7Fu) & 0x80808080u);
 }
 
-/// Words of the table fill_e2m1_table builds: 256 bytes times 32 lanes.
-inline constexpr int kE2m1TableWords = 256 * 32;
-
 /// The fp4 table of a block's threads: entry [byte][lane] = the byte's two e2m1 codes (low nibble
 /// first) as an f16 pair, one copy per lane so that lookups never share a bank. Ends with a barrier.
 __device__ inline void fill_e2m1_table(uint32_t* lut) {

@@ -12,6 +12,7 @@
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/reduce.cuh"
+#include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/dense.h"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 
@@ -19,9 +20,9 @@ namespace dsinfer::cuda {
 namespace {
 
 using namespace common;
+using namespace linear_config;
+using namespace linear_config::dense_kernel;
 using namespace linear_detail;
-
-constexpr int kWarp = 32, kWarpsPerBlock = 8, kRowsPerPass = 4, kStep = 16, kSpan = kWarp * kStep;
 
 int64_t padded(int k) {
   return (static_cast<int64_t>(k) + kSpan - 1) / kSpan * kSpan;

@@ -18,6 +18,7 @@
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
+#include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
@@ -25,13 +26,9 @@ namespace dsinfer::cuda {
 namespace {
 
 using namespace common;
+using namespace linear_config;
+using namespace linear_config::mma_kernel;
 using namespace linear_detail;
-
-constexpr int kWarp = 32;
-constexpr int kWarps = 8;      // per CTA, splitting K
-constexpr int kTileRows = 16;  // weight rows per CTA (the mma's M)
-constexpr int kMaxNTiles = 8;  // activation rows per pass: 8 tiles of 8
-constexpr int kInFlight = 4;   // K blocks each warp loads before its first mma
 
 __device__ inline void mma_e4m3(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
   asm volatile(
