@@ -10,14 +10,13 @@
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
+#include "backends/cuda/kernels/act_quant/config.h"
 
 namespace dsinfer::cuda {
 namespace {
 
 using namespace common;
-
-constexpr int kGroup = 32;
-constexpr int kWarpsPerBlock = 8;
+using namespace act_quant_config;
 
 // The kernel's view of both launchers' params: x [rows, k] (k a multiple of 32), outputs null
 // where not wanted.
@@ -99,8 +98,8 @@ cudaError_t launch_fp4_fake_quant(const Fp4FakeQuantParams& p) {
   if ((p.group != 16 && p.group != 32) || p.d <= 0 || p.d % p.group != 0 || p.n < 0) return cudaErrorInvalidValue;
   const int64_t total = static_cast<int64_t>(p.n) * p.d;
   if (total == 0) return cudaSuccess;
-  const int64_t blocks = std::min<int64_t>((total + 255) / 256, 65535);
-  sm90_fp4_fake_quant<<<static_cast<unsigned>(blocks), 256, 0, p.stream>>>(p);
+  const int64_t blocks = std::min<int64_t>((total + kFp4Threads - 1) / kFp4Threads, 65535);
+  sm90_fp4_fake_quant<<<static_cast<unsigned>(blocks), kFp4Threads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -10,19 +10,15 @@
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/attention/attention.h"
+#include "backends/cuda/kernels/attention/config.h"
 
 namespace dsinfer::cuda {
 namespace {
 
 using namespace common;
-
-constexpr int kWarp = 32, kWarpsPerBlock = 4;
-constexpr int kSoftmaxBlock = 64;  // the reference kernel's online-softmax block
-constexpr int kScoreWarps = 8, kScoreHeads = 2 * kScoreWarps, kMaxChunksPerLane = 4;  // 8 bf16 a chunk: d <= 1024
-// Values: 64 threads of 2 output dims each (128 dims a block) times 4 groups of a block's rows.
-constexpr int kColThreads = 64, kValueCols = 2, kRowGroups = 4, kValueThreads = kColThreads * kRowGroups;
-constexpr int kGroupRows = kSoftmaxBlock / kRowGroups;
-constexpr int kTokensPerPass = 256;  // bounds the scores' workspace
+using namespace attention_config;
+using namespace attention_config::sparse_attn;
+using attention_config::indexer_scores::kWarpsPerBlock;
 
 // The row a KV index names, or null for an empty slot.
 __device__ inline const uint16_t* kv_row(const SparseAttnParams& p, int32_t id) {
@@ -215,8 +211,8 @@ size_t sparse_attn_workspace_bytes(const SparseAttnParams& p) {
 
 cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.d > kMaxChunksPerLane * kWarp * 8 || p.k < 0 ||
-      p.q_stride % 8 != 0 || p.out_stride % 2 != 0 || !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) ||
+  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.d > kMaxD || p.k < 0 || p.q_stride % 8 != 0 ||
+      p.out_stride % 2 != 0 || !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) ||
       (p.n > 0 && p.k > 0 && !p.scores))
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
@@ -249,7 +245,8 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
 }
 
 cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
-  if (p.n < 0 || p.heads <= 0 || p.heads > kWarp || p.d <= 0 || p.T < 0) return cudaErrorInvalidValue;
+  if (p.n < 0 || p.heads <= 0 || p.heads > attention_config::indexer_scores::kMaxHeads || p.d <= 0 || p.T < 0)
+    return cudaErrorInvalidValue;
   const int64_t warps = static_cast<int64_t>(p.n) * p.T;
   if (warps == 0) return cudaSuccess;
   sm90_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp, 0,

@@ -10,11 +10,12 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels/attention/attention.h"
+#include "backends/cuda/kernels/attention/config.h"
 
 namespace dsinfer::cuda {
 namespace {
 
-constexpr int kThreads = 1024;  // one block per query row
+using namespace attention_config::selection;  // kThreads: one block per query row
 using Scan = cub::BlockScan<int, kThreads>;
 
 __device__ inline uint32_t order_key(float f) {
@@ -150,7 +151,7 @@ cudaError_t launch_paged_rows(const PagedRowsParams& p) {
   if (p.n < 0 || p.k < 0 || p.rows_per_block <= 0) return cudaErrorInvalidValue;
   const int64_t count = static_cast<int64_t>(p.n) * p.k;
   if (count == 0) return cudaSuccess;
-  constexpr int kBlock = 256;
+  constexpr int kBlock = kPagedRowsThreads;
   sm90_paged_rows<<<static_cast<unsigned>((count + kBlock - 1) / kBlock), kBlock, 0, p.stream>>>(p);
   return cudaGetLastError();
 }

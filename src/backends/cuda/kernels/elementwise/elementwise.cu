@@ -4,17 +4,17 @@
 
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/reduce.cuh"
+#include "backends/cuda/kernels/elementwise/config.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
 
 namespace dsinfer::cuda {
 namespace {
 
 using namespace common;
-
-constexpr int kThreads = 256;
+using namespace elementwise_config;
 
 unsigned blocks_for(int64_t items) {
-  return static_cast<unsigned>(std::min<int64_t>((items + kThreads - 1) / kThreads, 1 << 20));
+  return static_cast<unsigned>(std::min<int64_t>((items + kThreads - 1) / kThreads, kMaxBlocks));
 }
 
 __global__ void embed_kernel(EmbedParams p) {
@@ -121,7 +121,6 @@ __global__ void hc_pre_kernel(HcPreParams p) {
 // One thread per (token, position d): all hc outputs of that position, so the residual column it
 // reads is the one it writes (out may alias residual).
 __global__ void hc_post_kernel(HcPostParams p) {
-  constexpr int kMaxHc = 8;
   const int64_t total = static_cast<int64_t>(p.n) * p.dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -208,7 +207,6 @@ __global__ void hc_mix_dots_kernel(HcMixesParams p, int chunks) {
 // index order), so the result is the sequential loop's, without its latency. First the
 // projections' and the norm's partial sums, added up (exact in double: any order).
 __global__ void hc_sinkhorn_kernel(HcMixesParams p, int chunks) {
-  constexpr int kMaxHc = 8, kMaxMix = (2 + kMaxHc) * kMaxHc;
   __shared__ float c[kMaxHc * kMaxHc], m[kMaxMix];
   __shared__ double sums[kMaxMix + 1];
   const int64_t t = blockIdx.x;
@@ -282,14 +280,14 @@ cudaError_t launch_engram_gate(const EngramGateParams& p) {
 }
 
 cudaError_t launch_hc_mixes(const HcMixesParams& p) {
-  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0 || p.sinkhorn_iters < 1 || !p.partial)
+  if (p.n < 0 || p.hc <= 0 || p.hc > kMaxHc || p.dim <= 0 || p.sinkhorn_iters < 1 || !p.partial)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   const int chunks = hc_chunks(p.n);
   hc_mix_dots_kernel<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc + 1),
                             static_cast<unsigned>(chunks)),
                        kThreads, 0, p.stream>>>(p, chunks);
-  hc_sinkhorn_kernel<<<static_cast<unsigned>(p.n), 64, 0, p.stream>>>(p, chunks);
+  hc_sinkhorn_kernel<<<static_cast<unsigned>(p.n), kSinkhornThreads, 0, p.stream>>>(p, chunks);
   return cudaGetLastError();
 }
 
@@ -354,7 +352,7 @@ cudaError_t launch_hc_pre(const HcPreParams& p) {
 }
 
 cudaError_t launch_hc_post(const HcPostParams& p) {
-  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0) return cudaErrorInvalidValue;
+  if (p.n < 0 || p.hc <= 0 || p.hc > kMaxHc || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   hc_post_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();

@@ -6,14 +6,15 @@
 
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/reduce.cuh"
+#include "backends/cuda/kernels/moe/config.h"
 #include "backends/cuda/kernels/moe/router.h"
 
 namespace dsinfer::cuda {
 namespace {
 
 using namespace common;
+using namespace moe_config;
 
-constexpr int kThreads = 256, kWarp = 32, kWarps = kThreads / kWarp, kMaxExperts = 1024, kMaxK = 16;
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 // logits[t, e] = fp32(x[t] . W[e]) / gate_temp, the dot product in double (exact products).
