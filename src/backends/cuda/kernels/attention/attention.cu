@@ -219,7 +219,7 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   const size_t q_bytes = static_cast<size_t>(std::min(p.heads, kScoreHeads)) * p.d * 2;
   const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   const size_t v_bytes = static_cast<size_t>(p.k) * (sizeof(void*) + 2 * sizeof(float)) + nb * 4 * sizeof(float);
-  if (v_bytes > 40 * 1024) {  // with the static shared memory (8 KB) past the 48 KB default
+  if (v_bytes > kSharedBytesDefault - kValuesStaticBytes) {  // with the static shared memory past the 48 KB default
     if (const cudaError_t e = cudaFuncSetAttribute(sm90_attn_values, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(v_bytes));
         e != cudaSuccess)

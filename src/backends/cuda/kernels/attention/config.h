@@ -20,9 +20,10 @@ inline constexpr int kColThreads = 64, kValueCols = 2, kRowGroups = 4, kValueThr
 inline constexpr int kGroupRows = kSoftmaxBlock / kRowGroups;
 inline constexpr int kTokensPerPass = 256;  // bounds the scores' workspace
 // The values kernel's static shared memory: the blocks' probability sums (a double a thread), two
-// buffers of the row groups' partials (doubles) and two floats.
+// buffers of the row groups' partials (doubles) and two floats, in 16-byte units (8208 bytes: the
+// cubin's .nv.shared section less the 1 KB the system reserves).
 inline constexpr int kValuesStaticBytes =
-    kValueThreads * 8 + 2 * (kRowGroups - 1) * kColThreads * kValueCols * 8 + 2 * 4;
+    (kValueThreads * 8 + 2 * (kRowGroups - 1) * kColThreads * kValueCols * 8 + 2 * 4 + 15) / 16 * 16;
 static_assert(kScoreWarps * kWarp <= kMaxThreadsPerBlock && kValueThreads <= kMaxThreadsPerBlock);
 // The maxima: a warp per 32 rows, two to a softmax block.
 static_assert(kSoftmaxBlock == 2 * kWarp);
