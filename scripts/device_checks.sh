@@ -96,7 +96,7 @@ if [[ $steps == *flash* ]]; then
 fi
 
 if [[ $steps == *profile* ]]; then
-  /usr/local/cuda/bin/ncu --clock-control none --kernel-name "regex:${PROFILE_KERNELS:-sm90_attn|sm90_block_linear|sm90_dense}" \
+  /usr/local/cuda/bin/ncu --clock-control none --kernel-name "regex:${PROFILE_KERNELS:-sm90_bf16_sparse_attn|sm90_fp8_block_linear|sm90_f64_dense}" \
     --launch-skip 100 --launch-count 16 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section LaunchStats --section Occupancy \
     build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch 1 --context 4096 2>&1 | tee "$out/ncu_profile.txt" |
@@ -107,7 +107,7 @@ if [[ $steps == *kprofile* ]]; then
   # ncu on one shape of the kernel benchmark (BENCH_ONLY: part of its name; PROFILE_KERNELS: the
   # kernel regex, default the gemv kernel): issue rate, stalls, instructions, occupancy.
   BENCH_ONLY="${BENCH_ONLY:-6 experts w1+w3}" /usr/local/cuda/bin/ncu --clock-control none \
-    --kernel-name "regex:${PROFILE_KERNELS:-sm90_gemv}" --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+    --kernel-name "regex:${PROFILE_KERNELS:-sm90_fp8_block_linear_gemv}" --launch-skip 3 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
     build-cuda/bench/cuda_linear_bench --batches 1 >"$out/ncu_kernel.txt" 2>&1
   grep -E "Duration|Issued Instructions  |Issued Ipc|Warp Cycles Per Issued|Achieved Active|stalled|DRAM Throughput" \

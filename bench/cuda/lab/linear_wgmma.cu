@@ -1,4 +1,4 @@
-// sm90_block_linear_wgmma: block-scaled linear on Hopper's fp8 tensor-core instruction (wgmma,
+// sm90_fp8_block_linear_wgmma: block-scaled linear on Hopper's fp8 tensor-core instruction (wgmma,
 // QGMMA in SASS) for batches of up to 8 activation rows. In the kernel lab: fast from batch 1 to 8,
 // but the fp8 tensor cores round inside a block's sum (4-7 % of outputs differ from the CPU's
 // exact block sums by 1-2 bf16 ulps, which takes a golden fixture past its tolerance:
@@ -131,7 +131,8 @@ __device__ inline void multiply_step(const SliceContext& c, int b0, const Step<U
 // U: K blocks per wgmma group; kDoubleBuffer: the next group's loads are issued before this
 // group's wgmmas (two register buffers; the loop is unrolled by two so they stay registers).
 template <int U, bool kDoubleBuffer>
-__global__ void __launch_bounds__(kThreads) sm90_block_linear_wgmma(BlockLinearParams p, float* partials, int slices) {
+__global__ void __launch_bounds__(kThreads)
+    sm90_fp8_block_linear_wgmma(BlockLinearParams p, float* partials, int slices) {
   extern __shared__ __align__(128) uint8_t b_smem[];  // [blocks of this slice][256]
   const int tiles = (p.out + kTileRows - 1) / kTileRows;
   const int tile = blockIdx.x % tiles, slice = blockIdx.y;
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) sm90_block_linear_wgmma(BlockLinearP
 }
 
 // y[col][row] = bf16(sum over slices in order of the partials).
-__global__ void sm90_block_linear_finish(BlockLinearParams p, const float* partials, int slices) {
+__global__ void sm90_fp8_block_linear_wgmma_finish(BlockLinearParams p, const float* partials, int slices) {
   const int64_t rows = static_cast<int64_t>(p.groups) * p.out;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * p.n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -212,10 +213,10 @@ int wgmma_slices(const BlockLinearParams& p, const WgmmaKnobs& k) {
 
 template <int U, bool kDoubleBuffer>
 cudaError_t launch_variant(const BlockLinearParams& p, dim3 grid, int smem, float* workspace, int slices) {
-  static const cudaError_t attr = cudaFuncSetAttribute(sm90_block_linear_wgmma<U, kDoubleBuffer>,
+  static const cudaError_t attr = cudaFuncSetAttribute(sm90_fp8_block_linear_wgmma<U, kDoubleBuffer>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
   if (attr != cudaSuccess) return attr;
-  sm90_block_linear_wgmma<U, kDoubleBuffer><<<grid, kThreads, smem, p.stream>>>(p, workspace, slices);
+  sm90_fp8_block_linear_wgmma<U, kDoubleBuffer><<<grid, kThreads, smem, p.stream>>>(p, workspace, slices);
   return cudaGetLastError();
 }
 
@@ -256,7 +257,7 @@ cudaError_t block_linear_wgmma(const BlockLinearParams& p, const WgmmaKnobs& k) 
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   const int64_t outputs = static_cast<int64_t>(p.groups) * p.out * p.n;
   const int finish_blocks = static_cast<int>(std::min<int64_t>((outputs + 255) / 256, 4 * sm_count()));
-  sm90_block_linear_finish<<<finish_blocks, 256, 0, p.stream>>>(p, workspace, slices);
+  sm90_fp8_block_linear_wgmma_finish<<<finish_blocks, 256, 0, p.stream>>>(p, workspace, slices);
   return cudaGetLastError();
 }
 

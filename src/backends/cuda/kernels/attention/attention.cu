@@ -1,5 +1,5 @@
-// sm90_attn_scores + sm90_attn_values: the sparse attention in two passes (scores, then the
-// softmax and the value sums), sm90_indexer_scores. The numerics are the CPU backend's: a q.k dot
+// sm90_bf16_sparse_attn_scores + sm90_bf16_sparse_attn_values: the sparse attention in two passes (scores, then the
+// softmax and the value sums), sm90_bf16_indexer_scores. The numerics are the CPU backend's: a q.k dot
 // product is the exact sum of its bf16 x bf16 products (each exact in fp32, summed in double,
 // where the order does not show), rounded once; the online softmax runs over the reference's
 // 64-row blocks in row order; a block's value sums are exact in double and fold into the fp32
@@ -41,7 +41,8 @@ __device__ inline void dot8(const uint4& a, const uint4& b, double& s0, double& 
 // memory. Warp w takes heads w and w + 8 of the group for every row of the tile (two independent
 // sums in flight), a lane 8-element chunks of d.
 // scores[token - t0][head][j] = fp32(q.k) * scale, -inf for an empty slot.
-__global__ void __launch_bounds__(kScoreWarps* kWarp) sm90_attn_scores(SparseAttnParams p, int t0, int rows) {
+__global__ void __launch_bounds__(kScoreWarps* kWarp)
+    sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0, int rows) {
   extern __shared__ uint4 qs[];  // [kScoreHeads][d / 8]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t t = t0 + blockIdx.z;
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(kScoreWarps* kWarp) sm90_attn_scores(SparseAtt
 // Block per (128 output dims, head, token). The softmax bookkeeping of all 64-row blocks first
 // (maxima, probabilities, their sums in row order, the rescale factors), then the value sums
 // block after block.
-__global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnParams p, int t0) {
+__global__ void __launch_bounds__(kValueThreads) sm90_bf16_sparse_attn_values(SparseAttnParams p, int t0) {
   extern __shared__ double smem[];
   const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   const uint16_t** rows = reinterpret_cast<const uint16_t**>(smem);  // [k]
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnPara
   *reinterpret_cast<uint32_t*>(out) = lo | hi << 16;
 }
 
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_indexer_scores(IndexerScoresParams p) {
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_scores(IndexerScoresParams p) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   if (w >= static_cast<int64_t>(p.n) * p.T) return;
@@ -220,8 +221,8 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   const size_t v_bytes = static_cast<size_t>(p.k) * (sizeof(void*) + 2 * sizeof(float)) + nb * 4 * sizeof(float);
   if (v_bytes > kSharedBytesDefault - kValuesStaticBytes) {  // with the static shared memory past the 48 KB default
-    if (const cudaError_t e = cudaFuncSetAttribute(sm90_attn_values, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(v_bytes));
+    if (const cudaError_t e = cudaFuncSetAttribute(
+            sm90_bf16_sparse_attn_values, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(v_bytes));
         e != cudaSuccess)
       return e;
   }
@@ -233,12 +234,12 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
     const unsigned tokens = static_cast<unsigned>(std::min(kTokensPerPass, p.n - t0));
     if (p.k > 0) {
       const dim3 grid(static_cast<unsigned>((p.k + rows - 1) / rows), head_groups, tokens);
-      sm90_attn_scores<<<grid, kScoreWarps * kWarp, q_bytes, p.stream>>>(p, t0, rows);
+      sm90_bf16_sparse_attn_scores<<<grid, kScoreWarps * kWarp, q_bytes, p.stream>>>(p, t0, rows);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     }
     const dim3 grid(static_cast<unsigned>((p.d + kColThreads * kValueCols - 1) / (kColThreads * kValueCols)),
                     static_cast<unsigned>(p.heads), tokens);
-    sm90_attn_values<<<grid, kValueThreads, v_bytes, p.stream>>>(p, t0);
+    sm90_bf16_sparse_attn_values<<<grid, kValueThreads, v_bytes, p.stream>>>(p, t0);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -249,8 +250,8 @@ cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
     return cudaErrorInvalidValue;
   const int64_t warps = static_cast<int64_t>(p.n) * p.T;
   if (warps == 0) return cudaSuccess;
-  sm90_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp, 0,
-                        p.stream>>>(p);
+  sm90_bf16_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                             kWarpsPerBlock * kWarp, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -17,7 +17,7 @@ unsigned blocks_for(int64_t items) {
   return static_cast<unsigned>(std::min<int64_t>((items + kThreads - 1) / kThreads, kMaxBlocks));
 }
 
-__global__ void embed_kernel(EmbedParams p) {
+__global__ void sm90_bf16_embed(EmbedParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -27,7 +27,7 @@ __global__ void embed_kernel(EmbedParams p) {
   }
 }
 
-__global__ void gather_rows_kernel(GatherRowsParams p) {
+__global__ void sm90_bf16_gather_rows(GatherRowsParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -36,7 +36,7 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
   }
 }
 
-__global__ void scatter_rows_kernel(ScatterRowsParams p) {
+__global__ void sm90_bf16_scatter_rows(ScatterRowsParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -45,7 +45,7 @@ __global__ void scatter_rows_kernel(ScatterRowsParams p) {
   }
 }
 
-__global__ void scatter_add_kernel(ScatterAddParams p) {
+__global__ void sm90_f32_scatter_add(ScatterAddParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -56,7 +56,7 @@ __global__ void scatter_add_kernel(ScatterAddParams p) {
   }
 }
 
-__global__ void rms_norm_kernel(RmsNormParams p) {
+__global__ void sm90_bf16_rms_norm(RmsNormParams p) {
   __shared__ double partial[kThreads / 32];
   const int64_t row = blockIdx.x;
   const uint16_t* x = p.x + row * p.x_stride;
@@ -77,7 +77,7 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
   }
 }
 
-__global__ void rope_kernel(RopeParams p) {
+__global__ void sm90_bf16_rope(RopeParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.heads * p.half;
   const int first = p.d - 2 * p.half;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -93,7 +93,7 @@ __global__ void rope_kernel(RopeParams p) {
   }
 }
 
-__global__ void swiglu_kernel(SwigluParams p) {
+__global__ void sm90_bf16_swiglu(SwigluParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -106,7 +106,7 @@ __global__ void swiglu_kernel(SwigluParams p) {
   }
 }
 
-__global__ void hc_pre_kernel(HcPreParams p) {
+__global__ void sm90_bf16_hc_pre(HcPreParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -120,7 +120,7 @@ __global__ void hc_pre_kernel(HcPreParams p) {
 
 // One thread per (token, position d): all hc outputs of that position, so the residual column it
 // reads is the one it writes (out may alias residual).
-__global__ void hc_post_kernel(HcPostParams p) {
+__global__ void sm90_bf16_hc_post(HcPostParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -139,7 +139,7 @@ __global__ void hc_post_kernel(HcPostParams p) {
   }
 }
 
-__global__ void compress_pool_kernel(CompressPoolParams p) {
+__global__ void sm90_f32_compress_pool(CompressPoolParams p) {
   const int64_t total = static_cast<int64_t>(p.groups) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -153,7 +153,7 @@ __global__ void compress_pool_kernel(CompressPoolParams p) {
   }
 }
 
-__global__ void engram_gate_kernel(EngramGateParams p) {
+__global__ void sm90_bf16_engram_gate(EngramGateParams p) {
   __shared__ double scratch[kThreads];
   const int64_t t = blockIdx.x / p.hc;
   const int c = static_cast<int>(blockIdx.x % p.hc);
@@ -186,7 +186,7 @@ int hc_chunks(int n) {
   return n >= 16 ? 1 : n >= 4 ? 4 : 16;
 }
 
-__global__ void hc_mix_dots_kernel(HcMixesParams p, int chunks) {
+__global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p, int chunks) {
   __shared__ double scratch[kThreads];
   const int64_t t = blockIdx.x;
   const int o = static_cast<int>(blockIdx.y), mix = (2 + p.hc) * p.hc, ch = static_cast<int>(blockIdx.z);
@@ -206,7 +206,7 @@ __global__ void hc_mix_dots_kernel(HcMixesParams p, int chunks) {
 // sees the CPU's operations in the CPU's order (each thread forms its own row or column sum in
 // index order), so the result is the sequential loop's, without its latency. First the
 // projections' and the norm's partial sums, added up (exact in double: any order).
-__global__ void hc_sinkhorn_kernel(HcMixesParams p, int chunks) {
+__global__ void sm90_f32_hc_mixes_sinkhorn(HcMixesParams p, int chunks) {
   __shared__ float c[kMaxHc * kMaxHc], m[kMaxMix];
   __shared__ double sums[kMaxMix + 1];
   const int64_t t = blockIdx.x;
@@ -268,14 +268,14 @@ __global__ void hc_sinkhorn_kernel(HcMixesParams p, int chunks) {
 cudaError_t launch_compress_pool(const CompressPoolParams& p) {
   if (p.groups < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.groups == 0) return cudaSuccess;
-  compress_pool_kernel<<<blocks_for(static_cast<int64_t>(p.groups) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_f32_compress_pool<<<blocks_for(static_cast<int64_t>(p.groups) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_engram_gate(const EngramGateParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  engram_gate_kernel<<<static_cast<unsigned>(p.n * p.hc), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_engram_gate<<<static_cast<unsigned>(p.n * p.hc), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -284,10 +284,10 @@ cudaError_t launch_hc_mixes(const HcMixesParams& p) {
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   const int chunks = hc_chunks(p.n);
-  hc_mix_dots_kernel<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc + 1),
-                            static_cast<unsigned>(chunks)),
-                       kThreads, 0, p.stream>>>(p, chunks);
-  hc_sinkhorn_kernel<<<static_cast<unsigned>(p.n), kSinkhornThreads, 0, p.stream>>>(p, chunks);
+  sm90_bf16_hc_mixes_dots<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc + 1),
+                                 static_cast<unsigned>(chunks)),
+                            kThreads, 0, p.stream>>>(p, chunks);
+  sm90_f32_hc_mixes_sinkhorn<<<static_cast<unsigned>(p.n), kSinkhornThreads, 0, p.stream>>>(p, chunks);
   return cudaGetLastError();
 }
 
@@ -298,63 +298,63 @@ size_t hc_mixes_workspace_bytes(const HcMixesParams& p) {
 cudaError_t launch_embed(const EmbedParams& p) {
   if (p.n < 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  embed_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_embed<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_gather_rows(const GatherRowsParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  gather_rows_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_gather_rows<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_scatter_rows(const ScatterRowsParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  scatter_rows_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_scatter_rows<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_scatter_add(const ScatterAddParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  scatter_add_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_f32_scatter_add<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_rms_norm(const RmsNormParams& p) {
   if (p.n < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  rms_norm_kernel<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_rms_norm<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_rope(const RopeParams& p) {
   if (p.n < 0 || p.half < 0 || 2 * p.half > p.d) return cudaErrorInvalidValue;
   if (p.n == 0 || p.half == 0) return cudaSuccess;
-  rope_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.heads * p.half), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_rope<<<blocks_for(static_cast<int64_t>(p.n) * p.heads * p.half), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_swiglu(const SwigluParams& p) {
   if (p.n < 0 || p.f <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  swiglu_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.f), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_swiglu<<<blocks_for(static_cast<int64_t>(p.n) * p.f), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_hc_pre(const HcPreParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  hc_pre_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_hc_pre<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_hc_post(const HcPostParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.hc > kMaxHc || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  hc_post_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_hc_post<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// sm90_dense_linear: y = x . W^T with double accumulation (the CPU backend's numerics).
+// sm90_f64_dense_linear: y = x . W^T with double accumulation (the CPU backend's numerics).
 //
 // Bytes per call: the weights once (2 bytes a weight for bf16, 1 for fp8) and x as doubles from
 // L1. Each lane takes 16 consecutive weights a step (one 16-byte load of fp8 codes, two of bf16),
@@ -30,7 +30,7 @@ int64_t padded(int k) {
 
 // x [n, groups * k] as doubles, each (row, group) k-slice padded to a whole number of warp spans
 // and permuted within a span: weight j = 512 s + 16 lane + e sits at 512 s + 32 e + lane.
-__global__ void to_f64_kernel(DenseLinearParams p, int groups, int64_t kp) {
+__global__ void sm90_f64_dense_linear_stage(DenseLinearParams p, int groups, int64_t kp) {
   const int64_t width = static_cast<int64_t>(groups) * p.k, total = p.n * width;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -151,7 +151,7 @@ __device__ void dense_row(const DenseLinearParams& p, int row, int i0, int lane,
 // single row's occupancy).
 template <int NB, bool kVec>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
-    sm90_dense_linear(DenseLinearParams p, int i0, int groups, int64_t kp) {
+    sm90_f64_dense_linear(DenseLinearParams p, int i0, int groups, int64_t kp) {
   const int lane = threadIdx.x % kWarp, warps = gridDim.x * kWarpsPerBlock;
   for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < p.out; row += warps)
     dense_row<NB, kVec>(p, row, i0, lane, groups, kp);
@@ -162,10 +162,10 @@ cudaError_t launch_rows(const DenseLinearParams& p, int groups, int64_t kp) {
   const int blocks = std::min((p.out + kWarpsPerBlock - 1) / kWarpsPerBlock, sm_count() * 8);
   for (int i0 = 0; i0 < p.n;) {
     if (p.n - i0 >= kRowsPerPass)
-      sm90_dense_linear<kRowsPerPass, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp),
+      sm90_f64_dense_linear<kRowsPerPass, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp),
           i0 += kRowsPerPass;
     else
-      sm90_dense_linear<1, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp), ++i0;
+      sm90_f64_dense_linear<1, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp), ++i0;
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -187,8 +187,8 @@ cudaError_t launch_dense_linear(const DenseLinearParams& p) {
   }
   if (p.n == 0 || p.out == 0) return cudaSuccess;
   const int64_t kp = padded(p.k), total = p.n * static_cast<int64_t>(groups) * p.k;
-  to_f64_kernel<<<static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535)), 256, 0, p.stream>>>(p, groups,
-                                                                                                            kp);
+  sm90_f64_dense_linear_stage<<<static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535)), 256, 0,
+                                p.stream>>>(p, groups, kp);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   return vec ? launch_rows<true>(p, groups, kp) : launch_rows<false>(p, groups, kp);
 }

@@ -10,7 +10,7 @@ namespace {
 
 using namespace common;
 
-__global__ void dequant_weight(DequantWeightParams p) {
+__global__ void sm90_bf16_dequant_weight(DequantWeightParams p) {
   const int64_t pair = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // elements 2 * pair, + 1
   const int half = p.k / 2;
   if (pair >= static_cast<int64_t>(p.rows) * half) return;
@@ -36,7 +36,7 @@ cudaError_t launch_dequant_weight(const DequantWeightParams& p) {
   const int64_t pairs = static_cast<int64_t>(p.rows) * (p.k / 2);
   if (pairs == 0) return cudaSuccess;
   constexpr int kThreads = 256;
-  dequant_weight<<<static_cast<unsigned>((pairs + kThreads - 1) / kThreads), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_dequant_weight<<<static_cast<unsigned>((pairs + kThreads - 1) / kThreads), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

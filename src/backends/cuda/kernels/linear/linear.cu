@@ -21,7 +21,7 @@ cudaError_t launch_block_linear(const BlockLinearParams& p) {
   LinearKernel kernel = p.kernel;
   // Auto: the kernels that equal the CPU's exact block sums (gemv, fma and mma, bit for bit on over
   // 99 % of outputs), the fastest measured for the shape: gemv for one row (fp8: a row a warp; fp4:
-  // 8 rows a warp, linear_gemv_rows.cu; faster than fma on every decode shape), fma where gemv does
+  // 8 rows a warp, linear_gemv_rows.cuh; faster than fma on every decode shape), fma where gemv does
   // not apply, mma above.
   // (wgmma is fast from batch 1 to 8 but Hopper's fp8 tensor cores round inside a block's sum: 4-7 %
   // of outputs differ by 1-2 bf16 ulps, and end to end that takes a golden fixture past its

@@ -1,4 +1,4 @@
-// sm90_block_linear: the block-scaled GEMMs of decode (small n) on the CUDA cores, one or several
+// sm90_fp8_block_linear_fma: the block-scaled GEMMs of decode (small n) on the CUDA cores, one or several
 // matrices of one shape per launch (their input: launch_quantize_input, kernels/act_quant).
 // The kernel template and its launch, for linear.cu (the instance the dispatch runs) and the kernel
 // lab (bench/cuda/lab: the other loads-in-flight counts).
@@ -165,7 +165,7 @@ __device__ void one_row(const BlockLinearParams& p, int row, int i0, int lane, c
 }
 
 template <int U>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_block_linear(BlockLinearParams p) {
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_fp8_block_linear_fma(BlockLinearParams p) {
   extern __shared__ uint32_t lut[];  // fp4 only: [256][32] fp16 pairs
   if (p.fp4) fill_e2m1_table(lut);
   const int lane = threadIdx.x % kWarp;
@@ -184,12 +184,12 @@ template <int U>
 cudaError_t launch(const BlockLinearParams& p, int blocks_per_sm) {
   constexpr int kLutBytes = 256 * kWarp * 4;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(sm90_block_linear<U>, cudaFuncAttributeMaxDynamicSharedMemorySize, kLutBytes);
+      cudaFuncSetAttribute(sm90_fp8_block_linear_fma<U>, cudaFuncAttributeMaxDynamicSharedMemorySize, kLutBytes);
   if (attr != cudaSuccess) return attr;
   // A persistent grid: a few blocks per SM walk the rows (the fp4 table is built once per block).
   const int rows_blocks = (p.groups * p.out + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int blocks = std::min(rows_blocks, sm_count() * std::max(blocks_per_sm, 1));
-  sm90_block_linear<U><<<blocks, kWarpsPerBlock * kWarp, p.fp4 ? kLutBytes : 0, p.stream>>>(p);
+  sm90_fp8_block_linear_fma<U><<<blocks, kWarpsPerBlock * kWarp, p.fp4 ? kLutBytes : 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

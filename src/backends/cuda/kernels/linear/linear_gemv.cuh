@@ -1,4 +1,4 @@
-// sm90_gemv: the block-scaled GEMV of decode (n <= 4 activation rows) on f16 tensor cores. The
+// sm90_fp8_block_linear_gemv: the block-scaled GEMV of decode (n <= 4 activation rows) on f16 tensor cores. The
 // kernel template and its launch, for linear_gemv.cu (the instances the dispatch runs) and the
 // kernel lab (bench/cuda/lab: deeper prefetch, other grids).
 //
@@ -222,7 +222,8 @@ __device__ void walk_rows(const BlockLinearParams& p, const Walk& walk, int item
 
 template <bool kFp4, int U, int N>
 // Three CTAs an SM for the single-token kernel (80 registers), two for the rest (no spills).
-__global__ void __launch_bounds__(kWarps* kWarp, N == 1 && U == 4 ? 3 : 2) sm90_gemv(BlockLinearParams p, int split) {
+__global__ void __launch_bounds__(kWarps* kWarp, N == 1 && U == 4 ? 3 : 2)
+    sm90_fp8_block_linear_gemv(BlockLinearParams p, int split) {
   extern __shared__ uint32_t smem[];  // fp4: the table [256][32]; then the warps' sums [8][N]
   uint32_t* lut = smem;
   float* sums = reinterpret_cast<float*>(smem + (kFp4 ? kLutWords : 0));
@@ -241,13 +242,13 @@ __global__ void __launch_bounds__(kWarps* kWarp, N == 1 && U == 4 ? 3 : 2) sm90_
 template <bool kFp4, int U, int N>
 cudaError_t launch(const BlockLinearParams& p, int blocks_per_sm) {
   const size_t smem = (kFp4 ? kLutWords * 4 : 0) + kWarps * N * sizeof(float);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(sm90_gemv<kFp4, U, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      sm90_fp8_block_linear_gemv<kFp4, U, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;
   const int split = gemv_split(p.out, p.k);
   const int per_cta = kWarps / split, rows = p.groups * p.out;
   const int ctas = std::min((rows + per_cta - 1) / per_cta, sm_count() * std::max(blocks_per_sm, 1));
-  sm90_gemv<kFp4, U, N><<<ctas, kWarps * kWarp, smem, p.stream>>>(p, split);
+  sm90_fp8_block_linear_gemv<kFp4, U, N><<<ctas, kWarps * kWarp, smem, p.stream>>>(p, split);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// sm90_gemv_rows: one token's block-scaled GEMV on f16 tensor cores, eight weight rows a warp
+// sm90_fp8_block_linear_gemv_rows: one token's block-scaled GEMV on f16 tensor cores, eight weight rows a warp
 // (fp4: the routed experts at decode; fp8: the large matrices). The kernel template and its
 // launch, for linear_gemv_rows.cu (the instances the dispatch runs) and the kernel lab
 // (bench/cuda/lab: deeper prefetch).
@@ -14,7 +14,7 @@
 // chains in block order: the same fp32 operations in the same order as the CPU backend.
 //
 // Why: at one token the FMA kernel spends most of its instructions on conversions and a serial
-// add chain per block, and the one-row tensor-core kernel (linear_gemv.cu) re-reads the
+// add chain per block, and the one-row tensor-core kernel (linear_gemv.cuh) re-reads the
 // activations for every row; here a step's activations (64 bytes, loaded by 4 lanes) serve 8 rows.
 // fp8 scales are per 32 x 32 tile: a warp's 8 rows share them.
 #pragma once
@@ -60,7 +60,7 @@ struct Weights {
 };
 
 template <bool kFp4, int U>
-__global__ void __launch_bounds__(kWarps* kWarp) sm90_gemv_rows(BlockLinearParams p) {
+__global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_gemv_rows(BlockLinearParams p) {
   extern __shared__ uint32_t lut[];          // fp4: [256][32] f16 pairs
   if constexpr (kFp4) fill_e2m1_table(lut);  // the kernel's only barrier
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
@@ -151,10 +151,10 @@ template <bool kFp4, int U>
 cudaError_t launch(const BlockLinearParams& p) {
   constexpr size_t kSmem = kFp4 ? kLutWords * 4 : 0;
   static const cudaError_t attr = cudaFuncSetAttribute(
-      sm90_gemv_rows<kFp4, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+      sm90_fp8_block_linear_gemv_rows<kFp4, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
   const int tasks = p.groups * (p.out / kRows);
-  sm90_gemv_rows<kFp4, U><<<(tasks + kWarps - 1) / kWarps, kWarps * kWarp, kSmem, p.stream>>>(p);
+  sm90_fp8_block_linear_gemv_rows<kFp4, U><<<(tasks + kWarps - 1) / kWarps, kWarps * kWarp, kSmem, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// sm90_block_linear_mma: block-scaled linear on the tensor cores, for decode and small batches.
+// sm90_fp8_block_linear_mma: block-scaled linear on the tensor cores, for decode and small batches.
 //
 // One mma.sync.m16n8k32 (e4m3 x e4m3 -> f32) covers exactly one 32-wide K block of 16 weight rows
 // against 8 activation rows, so its result is that block's partial sum, which is scaled
@@ -125,7 +125,7 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
   __syncthreads();  // red is reused by the next pass
 }
 
-__global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_mma(BlockLinearParams p) {
+__global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_mma(BlockLinearParams p) {
   extern __shared__ float red[];  // [kWarps][tiles][4][32]
   const int tiles_per_matrix = (p.out + kTileRows - 1) / kTileRows;
   const LinearOperands& op = p.op[blockIdx.x / tiles_per_matrix];
@@ -170,11 +170,11 @@ cudaError_t launch_block_linear_mma(const BlockLinearParams& p) {
   const int tiles = std::min(kMaxNTiles, (p.n + 7) / 8);
   const int smem = kWarps * tiles * 4 * kWarp * static_cast<int>(sizeof(float));
   static const cudaError_t attr =
-      cudaFuncSetAttribute(sm90_block_linear_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(sm90_fp8_block_linear_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            kWarps * kMaxNTiles * 4 * kWarp * static_cast<int>(sizeof(float)));
   if (attr != cudaSuccess) return attr;
   const int ctas = p.groups * ((p.out + kTileRows - 1) / kTileRows);
-  sm90_block_linear_mma<<<ctas, kWarps * kWarp, smem, p.stream>>>(p);
+  sm90_fp8_block_linear_mma<<<ctas, kWarps * kWarp, smem, p.stream>>>(p);
   return cudaGetLastError();
 }
 
