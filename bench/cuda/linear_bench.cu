@@ -1,8 +1,11 @@
 // H200 per-kernel benchmark at V4.1-Flash decode shapes, next to the ceilings measured in the same
 // run: device-to-device copy bandwidth (bytes read + written) and cuBLAS bf16 and fp8 matrix
 // products. The block-scaled linear kernels (weights rotating over enough copies to miss the L2),
-// the dense kernel (the head; wo_a's eight groups in one launch) and the sparse attention.
+// the dense kernel (the head; wo_a's eight groups in one launch) and the sparse attention. The
+// block-scaled rows are the library's kernels where the variant is what its dispatch runs, else
+// the kernel lab's (bench/cuda/lab: wgmma, the other loads-in-flight counts and grids).
 //   cuda_linear_bench [--batches 1,8,32,64 | --skip-block-scaled]
+//   cuda_linear_bench check    the lab's variants against the CPU backend (exit status: failures)
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -16,9 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/linear/dense.h"
 #include "backends/cuda/kernels/linear/linear.h"
+#include "lab/lab.h"
 
 namespace {
 
@@ -210,6 +215,7 @@ struct Shape {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "check") return dsinfer::cuda::lab::check() == 0 ? 0 : 1;
   std::vector<int> batches = {1, 8, 32, 64};
   if (argc == 2 && std::string(argv[1]) == "--skip-block-scaled") batches.clear();
   if (argc == 3 && std::string(argv[1]) == "--batches") {
@@ -292,11 +298,14 @@ int main(int argc, char** argv) {
       float* wgmma_ws = nullptr;
       {
         dsinfer::cuda::BlockLinearParams p;
-        p.groups = s.groups, p.n = std::min(n, 8), p.k = s.k, p.out = s.out, p.wgmma_ctas_per_sm = 16;  // the most
-        CHECK_CUDA(cudaMalloc(&wgmma_ws, dsinfer::cuda::block_linear_workspace_bytes(p)));
+        p.groups = s.groups, p.n = std::min(n, 8), p.k = s.k, p.out = s.out;
+        dsinfer::cuda::lab::WgmmaKnobs knobs;
+        knobs.ctas_per_sm = 16;  // the most
+        CHECK_CUDA(cudaMalloc(&wgmma_ws, dsinfer::cuda::lab::block_linear_wgmma_workspace_bytes(p, knobs)));
       }
-      // in_flight: 0 mma.sync, -1 - v wgmma variant v, kGemvVariant + c the gemv kernel with
-      // chunks_in_flight c, else the FMA kernel with that many loads in flight
+      // in_flight: 0 mma.sync, -1 - v wgmma variant v (the lab), kGemvVariant + c the gemv kernel with
+      // chunks_in_flight c, else the FMA kernel with that many loads in flight (the library's at its
+      // defaults, else the lab's)
       constexpr int kGemvVariant = 100;
       auto run = [&](bool quantize, int in_flight, int blocks_per_sm, int gemv_rows = 0) {
         int turn = 0;
@@ -311,13 +320,25 @@ int main(int argc, char** argv) {
           p.groups = s.groups, p.n = n, p.k = s.k, p.out = s.out, p.fp4 = s.fp4;
           p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
           p.kernel = in_flight == 0 ? dsinfer::cuda::LinearKernel::kMma : dsinfer::cuda::LinearKernel::kFma;
-          p.chunks_in_flight = std::max(in_flight, 1), p.blocks_per_sm = blocks_per_sm, p.gemv_rows = gemv_rows;
+          p.gemv_rows = gemv_rows;
+          dsinfer::cuda::lab::LinearKnobs knobs;
+          knobs.chunks_in_flight = std::max(in_flight, 1), knobs.blocks_per_sm = blocks_per_sm;
           if (in_flight > kGemvVariant)
-            p.kernel = dsinfer::cuda::LinearKernel::kGemv, p.chunks_in_flight = in_flight - kGemvVariant;
-          if (in_flight < 0)
-            p.kernel = dsinfer::cuda::LinearKernel::kWgmma, p.workspace = wgmma_ws, p.wgmma_variant = -1 - in_flight,
-            p.wgmma_ctas_per_sm = blocks_per_sm;
-          CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
+            p.kernel = dsinfer::cuda::LinearKernel::kGemv, knobs.chunks_in_flight = in_flight - kGemvVariant;
+          const dsinfer::cuda::lab::LinearKnobs library;
+          const bool lab = in_flight != 0 && (knobs.chunks_in_flight != library.chunks_in_flight ||
+                                              knobs.blocks_per_sm != library.blocks_per_sm);
+          if (in_flight < 0) {
+            dsinfer::cuda::lab::WgmmaKnobs w;
+            w.workspace = wgmma_ws, w.variant = -1 - in_flight, w.ctas_per_sm = blocks_per_sm;
+            CHECK_CUDA(dsinfer::cuda::lab::block_linear_wgmma(p, w));
+          } else if (lab && p.kernel == dsinfer::cuda::LinearKernel::kGemv) {
+            CHECK_CUDA(dsinfer::cuda::lab::block_linear_gemv(p, knobs));
+          } else if (lab) {
+            CHECK_CUDA(dsinfer::cuda::lab::block_linear_fma(p, knobs));
+          } else {
+            CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
+          }
           turn = (turn + s.groups) % copies;
         });
       };

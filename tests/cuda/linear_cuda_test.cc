@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "core/float_formats.h"
 #include "test_util.h"
@@ -88,47 +89,26 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
       q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.codes = dcodes.p, q.scales = dxs.p, q.n = n,
       q.k = static_cast<int>(k);
       ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
-      for (int variant = 0; variant < 4 && n <= 8 && k % 256 == 0; ++variant) {  // the wgmma kernel
-        ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
-        cuda::BlockLinearParams p;
-        p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p, dcodes.p};
-        p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k, p.s_stride = k / 32;
-        p.out = static_cast<int>(o), p.y_stride = o, p.wgmma_variant = variant, p.wgmma_ctas_per_sm = 4 << variant;
-        DeviceBuffer<float> ws_buf(cuda::block_linear_workspace_bytes(p) / 4);
-        p.kernel = cuda::LinearKernel::kWgmma, p.workspace = ws_buf.p;
-        ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<uint16_t> out(got.size());
-        ASSERT_EQ(cudaMemcpy(out.data(), dy.p, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-        // Hopper's fp8 tensor cores keep fewer bits while summing a block's 32 products.
-        const Agreement a = agreement(out, want, 1e-2);
-        EXPECT_EQ(a.outside, 0) << "wgmma " << variant << " " << o << "x" << k << " n=" << n;
-        EXPECT_GE(a.equal, static_cast<int>(out.size() * 0.9)) << "wgmma " << o << "x" << k << " n=" << n;
-        std::printf("%s %5ld x %5ld n=%d wgmma%d: %5.1f %% bit-equal, max |error| / rms %.2g\n", s.fp4 ? "fp4" : "fp8",
-                    static_cast<long>(o), static_cast<long>(k), n, variant, 100.0 * a.equal / out.size(), a.max_rel);
-      }
+      // Every kernel the dispatch can pick, by itself and forced (the kernel lab's variants: its own
+      // check, cuda_linear_bench check).
       struct Variant {
         cuda::LinearKernel kernel;
-        int in_flight;
         const char* name;
         int gemv_rows = 0;
       };
-      for (const Variant v : {Variant{cuda::LinearKernel::kMma, 1, "mma"},
-                              {cuda::LinearKernel::kFma, 1, "fma U1"},
-                              {cuda::LinearKernel::kFma, 2, "fma U2"},
-                              {cuda::LinearKernel::kFma, 4, "fma U4"},
-                              {cuda::LinearKernel::kGemv, 2, "gemv"},
-                              {cuda::LinearKernel::kGemv, 4, "gemv deep"},
-                              {cuda::LinearKernel::kGemv, 2, "gemv1", 1},
-                              {cuda::LinearKernel::kGemv, 2, "gemv8", 8},
-                              {cuda::LinearKernel::kGemv, 4, "gemv8 deep", 8}}) {
+      for (const Variant v : {Variant{cuda::LinearKernel::kAuto, "auto"},
+                              {cuda::LinearKernel::kMma, "mma"},
+                              {cuda::LinearKernel::kFma, "fma"},
+                              {cuda::LinearKernel::kGemv, "gemv"},
+                              {cuda::LinearKernel::kGemv, "gemv1", 1},
+                              {cuda::LinearKernel::kGemv, "gemv8", 8}}) {
         if (v.kernel == cuda::LinearKernel::kGemv && n > 4) continue;  // it runs only up to 4 rows
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
         cuda::BlockLinearParams p;
         p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p, dcodes.p};
         p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k, p.s_stride = k / 32;
         p.out = static_cast<int>(o), p.y_stride = o;
-        p.kernel = v.kernel, p.chunks_in_flight = v.in_flight, p.gemv_rows = v.gemv_rows;
+        p.kernel = v.kernel, p.gemv_rows = v.gemv_rows;
         ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint16_t> out(got.size());
@@ -160,7 +140,6 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
     cuda::QuantizeInputParams q;
     q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.codes = dcodes.p, q.scales = dxs.p, q.n = groups * n, q.k = k;
     ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
-    // (Not kWgmma: its K split depends on how many rows a launch has, so its fp32 sums do too.)
     for (const cuda::LinearKernel kernel :
          {cuda::LinearKernel::kMma, cuda::LinearKernel::kFma, cuda::LinearKernel::kGemv}) {
       cuda::BlockLinearParams p;

@@ -1,4 +1,4 @@
-// Parameters of the fp8 act_quant kernel (spec §3.4): plain pointers, POD.
+// Parameters of the act_quant kernels (spec §3.4, §3.5): plain pointers, POD.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +13,18 @@ struct ActQuantParams {
   uint8_t* codes = nullptr;     // [n] e4m3 codes; nullptr: not wanted
   uint8_t* scales = nullptr;    // [n / 32] e8m0 scale bytes; nullptr: not wanted
   int64_t n = 0;                // multiple of 32
+  cudaStream_t stream = nullptr;
+};
+
+/// act_quant of a block-scaled linear's input, in the layout the linear kernels read
+/// (kernels/linear/params.h: LinearOperands).
+struct QuantizeInputParams {
+  const uint16_t* x = nullptr;  // [n, k] bf16, row stride x_stride elements
+  int64_t x_stride = 0;
+  uint16_t* values = nullptr;  // [n, k] fp16: the e4m3 code values, unscaled (exact in fp16); may be null
+  uint8_t* codes = nullptr;    // [n, k] the e4m3 codes; may be null
+  float* scales = nullptr;     // [n, k / 32] the power-of-two scales; may be null
+  int n = 0, k = 0;            // k a multiple of 32
   cudaStream_t stream = nullptr;
 };
 

@@ -1,38 +1,24 @@
-// sm90_attn_scores + sm90_attn_values: the sparse attention in two passes (scores, then the
-// softmax and the value sums), sm90_indexer_scores. The numerics are the CPU backend's: a q.k dot
+// sm90_bf16_sparse_attn_scores + sm90_bf16_sparse_attn_values: the sparse attention in two passes (scores, then the
+// softmax and the value sums), sm90_bf16_indexer_scores. The numerics are the CPU backend's: a q.k dot
 // product is the exact sum of its bf16 x bf16 products (each exact in fp32, summed in double,
 // where the order does not show), rounded once; the online softmax runs over the reference's
 // 64-row blocks in row order; a block's value sums are exact in double and fold into the fp32
 // accumulator in block order. So the parallel order below gives the CPU's bits.
-#include <cuda_bf16.h>
-
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/attention/attention.h"
+#include "backends/cuda/kernels/attention/config.h"
 
 namespace dsinfer::cuda {
 namespace {
 
-constexpr int kWarp = 32, kWarpsPerBlock = 4;
-constexpr unsigned kFull = 0xFFFFFFFFu;
-constexpr int kSoftmaxBlock = 64;  // the reference kernel's online-softmax block
-constexpr int kScoreWarps = 8, kScoreHeads = 2 * kScoreWarps, kMaxChunksPerLane = 4;  // 8 bf16 a chunk: d <= 1024
-// Values: 64 threads of 2 output dims each (128 dims a block) times 4 groups of a block's rows.
-constexpr int kColThreads = 64, kValueCols = 2, kRowGroups = 4, kValueThreads = kColThreads * kRowGroups;
-constexpr int kGroupRows = kSoftmaxBlock / kRowGroups;
-constexpr int kTokensPerPass = 256;  // bounds the scores' workspace
-
-__device__ inline float bf16f(uint16_t b) {
-  return __uint_as_float(static_cast<uint32_t>(b) << 16);
-}
-__device__ inline float round_bf16(float f) {
-  return __bfloat162float(__float2bfloat16_rn(f));
-}
-__device__ inline double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
+using namespace common;
+using namespace attention_config;
+using namespace attention_config::sparse_attn;
+using attention_config::indexer_scores::kWarpsPerBlock;
 
 // The row a KV index names, or null for an empty slot.
 __device__ inline const uint16_t* kv_row(const SparseAttnParams& p, int32_t id) {
@@ -46,8 +32,8 @@ __device__ inline void dot8(const uint4& a, const uint4& b, double& s0, double& 
   const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    s0 += static_cast<double>(__uint_as_float(aw[q] << 16) * __uint_as_float(bw[q] << 16));
-    s1 += static_cast<double>(__uint_as_float(aw[q] & 0xFFFF0000u) * __uint_as_float(bw[q] & 0xFFFF0000u));
+    s0 += static_cast<double>(bf16x2_lo_to_float(aw[q]) * bf16x2_lo_to_float(bw[q]));
+    s1 += static_cast<double>(bf16x2_hi_to_float(aw[q]) * bf16x2_hi_to_float(bw[q]));
   }
 }
 
@@ -55,7 +41,8 @@ __device__ inline void dot8(const uint4& a, const uint4& b, double& s0, double& 
 // memory. Warp w takes heads w and w + 8 of the group for every row of the tile (two independent
 // sums in flight), a lane 8-element chunks of d.
 // scores[token - t0][head][j] = fp32(q.k) * scale, -inf for an empty slot.
-__global__ void __launch_bounds__(kScoreWarps* kWarp) sm90_attn_scores(SparseAttnParams p, int t0, int rows) {
+__global__ void __launch_bounds__(kScoreWarps* kWarp)
+    sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0, int rows) {
   extern __shared__ uint4 qs[];  // [kScoreHeads][d / 8]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t t = t0 + blockIdx.z;
@@ -92,7 +79,7 @@ __global__ void __launch_bounds__(kScoreWarps* kWarp) sm90_attn_scores(SparseAtt
 // Block per (128 output dims, head, token). The softmax bookkeeping of all 64-row blocks first
 // (maxima, probabilities, their sums in row order, the rescale factors), then the value sums
 // block after block.
-__global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnParams p, int t0) {
+__global__ void __launch_bounds__(kValueThreads) sm90_bf16_sparse_attn_values(SparseAttnParams p, int t0) {
   extern __shared__ double smem[];
   const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   const uint16_t** rows = reinterpret_cast<const uint16_t**>(smem);  // [k]
@@ -112,7 +99,7 @@ __global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnPara
     const uint16_t* r = j < k ? kv_row(p, idx[j]) : nullptr;
     float m = r ? sc[j] : -INFINITY;
     if (j < k) rows[j] = r, s[j] = m;
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    m = warp_max(m);
     if (lane == 0) half_max[j0 / kWarp] = m;
   }
   __syncthreads();
@@ -172,8 +159,8 @@ __global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnPara
         for (int u = 0; u < 8; ++u) {
           if (jb + u >= j1 || !rows[jb + u]) continue;
           const float pj = s[jb + u];
-          part[0] += static_cast<double>(pj * __uint_as_float(v[u] << 16));  // exact products
-          part[1] += static_cast<double>(pj * __uint_as_float(v[u] & 0xFFFF0000u));
+          part[0] += static_cast<double>(pj * bf16x2_lo_to_float(v[u]));  // exact products
+          part[1] += static_cast<double>(pj * bf16x2_hi_to_float(v[u]));
         }
       }
     if (group > 0)
@@ -189,12 +176,12 @@ __global__ void __launch_bounds__(kValueThreads) sm90_attn_values(SparseAttnPara
   }
   if (group != 0 || !active) return;
   uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h) * p.d + c;
-  const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(acc[0] / l));
-  const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(acc[1] / l));
+  const uint32_t lo = float_to_bf16(acc[0] / l);
+  const uint32_t hi = float_to_bf16(acc[1] / l);
   *reinterpret_cast<uint32_t*>(out) = lo | hi << 16;
 }
 
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_indexer_scores(IndexerScoresParams p) {
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_scores(IndexerScoresParams p) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   if (w >= static_cast<int64_t>(p.n) * p.T) return;
@@ -209,9 +196,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_indexer_scores(Ind
   if (lane < p.heads) {
     const uint16_t* q = p.q + t * p.q_stride + static_cast<int64_t>(lane) * p.d;
     double dot = 0;
-    for (int c = 0; c < p.d; ++c) dot += static_cast<double>(bf16f(q[c])) * bf16f(key[c]);
+    for (int c = 0; c < p.d; ++c) dot += static_cast<double>(bf16_to_float(q[c])) * bf16_to_float(key[c]);
     const float dv = fmaxf(round_bf16(static_cast<float>(dot)), 0.0f);  // bf16, then relu
-    term = round_bf16(dv * round_bf16(bf16f(p.weights[t * p.heads + lane]) * p.weight_scale));
+    term = round_bf16(dv * round_bf16(bf16_to_float(p.weights[t * p.heads + lane]) * p.weight_scale));
   }
   const double exact = warp_sum(term);  // the bf16 terms sum exactly in double: order-free
   if (lane == 0) *out = round_bf16(static_cast<float>(exact));
@@ -225,17 +212,17 @@ size_t sparse_attn_workspace_bytes(const SparseAttnParams& p) {
 
 cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.d > kMaxChunksPerLane * kWarp * 8 || p.k < 0 ||
-      p.q_stride % 8 != 0 || p.out_stride % 2 != 0 || !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) ||
+  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.d > kMaxD || p.k < 0 || p.q_stride % 8 != 0 ||
+      p.out_stride % 2 != 0 || !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) ||
       (p.n > 0 && p.k > 0 && !p.scores))
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   const size_t q_bytes = static_cast<size_t>(std::min(p.heads, kScoreHeads)) * p.d * 2;
   const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   const size_t v_bytes = static_cast<size_t>(p.k) * (sizeof(void*) + 2 * sizeof(float)) + nb * 4 * sizeof(float);
-  if (v_bytes > 40 * 1024) {  // with the static shared memory (8 KB) past the 48 KB default
-    if (const cudaError_t e = cudaFuncSetAttribute(sm90_attn_values, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(v_bytes));
+  if (v_bytes > kSharedBytesDefault - kValuesStaticBytes) {  // with the static shared memory past the 48 KB default
+    if (const cudaError_t e = cudaFuncSetAttribute(
+            sm90_bf16_sparse_attn_values, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(v_bytes));
         e != cudaSuccess)
       return e;
   }
@@ -247,23 +234,24 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
     const unsigned tokens = static_cast<unsigned>(std::min(kTokensPerPass, p.n - t0));
     if (p.k > 0) {
       const dim3 grid(static_cast<unsigned>((p.k + rows - 1) / rows), head_groups, tokens);
-      sm90_attn_scores<<<grid, kScoreWarps * kWarp, q_bytes, p.stream>>>(p, t0, rows);
+      sm90_bf16_sparse_attn_scores<<<grid, kScoreWarps * kWarp, q_bytes, p.stream>>>(p, t0, rows);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     }
     const dim3 grid(static_cast<unsigned>((p.d + kColThreads * kValueCols - 1) / (kColThreads * kValueCols)),
                     static_cast<unsigned>(p.heads), tokens);
-    sm90_attn_values<<<grid, kValueThreads, v_bytes, p.stream>>>(p, t0);
+    sm90_bf16_sparse_attn_values<<<grid, kValueThreads, v_bytes, p.stream>>>(p, t0);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
 
 cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
-  if (p.n < 0 || p.heads <= 0 || p.heads > kWarp || p.d <= 0 || p.T < 0) return cudaErrorInvalidValue;
+  if (p.n < 0 || p.heads <= 0 || p.heads > attention_config::indexer_scores::kMaxHeads || p.d <= 0 || p.T < 0)
+    return cudaErrorInvalidValue;
   const int64_t warps = static_cast<int64_t>(p.n) * p.T;
   if (warps == 0) return cudaSuccess;
-  sm90_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * kWarp, 0,
-                        p.stream>>>(p);
+  sm90_bf16_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                             kWarpsPerBlock * kWarp, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

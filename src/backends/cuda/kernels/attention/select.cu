@@ -1,4 +1,4 @@
-// sm90_topk, sm90_candidate_blocks, sm90_paged_rows: the indexer's selections (spec §7.4–7.5)
+// sm90_f32_topk, sm90_f32_candidate_blocks, sm90_i32_paged_rows: the indexer's selections (spec §7.4–7.5)
 // without a trip to the host. A score becomes a 32-bit key whose unsigned order is the float
 // order (-0 taken as +0, so scores the CPU's comparison sees as equal stay equal); four 8-bit
 // histogram passes find the k-th largest key K and how many keys equal to K are among the k
@@ -10,11 +10,12 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels/attention/attention.h"
+#include "backends/cuda/kernels/attention/config.h"
 
 namespace dsinfer::cuda {
 namespace {
 
-constexpr int kThreads = 1024;  // one block per query row
+using namespace attention_config::selection;  // kThreads: one block per query row
 using Scan = cub::BlockScan<int, kThreads>;
 
 __device__ inline uint32_t order_key(float f) {
@@ -93,7 +94,7 @@ __device__ void take_in_order(const Keys& keys, int len, Threshold th, Shared& s
   }
 }
 
-__global__ void __launch_bounds__(kThreads) sm90_topk(TopkParams p) {
+__global__ void __launch_bounds__(kThreads) sm90_f32_topk(TopkParams p) {
   __shared__ Shared sh;
   const int64_t i = blockIdx.x;
   const ScoreKeys keys{p.scores + i * p.score_stride, p.mask ? p.mask + i * p.mask_stride : nullptr};
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) sm90_topk(TopkParams p) {
   });
 }
 
-__global__ void __launch_bounds__(kThreads) sm90_candidate_blocks(CandidateBlocksParams p) {
+__global__ void __launch_bounds__(kThreads) sm90_f32_candidate_blocks(CandidateBlocksParams p) {
   __shared__ Shared sh;
   const int64_t i = blockIdx.x;
   const int blocks = (p.T + p.block_size - 1) / p.block_size, visible = p.visible[i];
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) sm90_candidate_blocks(CandidateBlock
   });
 }
 
-__global__ void sm90_paged_rows(PagedRowsParams p) {
+__global__ void sm90_i32_paged_rows(PagedRowsParams p) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= static_cast<int64_t>(p.n) * p.k) return;
   const int64_t i = e / p.k, j = e % p.k;
@@ -135,14 +136,14 @@ __global__ void sm90_paged_rows(PagedRowsParams p) {
 cudaError_t launch_topk(const TopkParams& p) {
   if (p.n < 0 || p.T < 0 || p.k < 0 || p.k > p.T) return cudaErrorInvalidValue;
   if (p.n == 0 || p.k == 0) return cudaSuccess;
-  sm90_topk<<<p.n, kThreads, 0, p.stream>>>(p);
+  sm90_f32_topk<<<p.n, kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_candidate_blocks(const CandidateBlocksParams& p) {
   if (p.n < 0 || p.T < 0 || p.block_size <= 0 || p.topk_blocks < 0) return cudaErrorInvalidValue;
   if (p.n == 0 || p.T == 0) return cudaSuccess;
-  sm90_candidate_blocks<<<p.n, kThreads, 0, p.stream>>>(p);
+  sm90_f32_candidate_blocks<<<p.n, kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -150,8 +151,8 @@ cudaError_t launch_paged_rows(const PagedRowsParams& p) {
   if (p.n < 0 || p.k < 0 || p.rows_per_block <= 0) return cudaErrorInvalidValue;
   const int64_t count = static_cast<int64_t>(p.n) * p.k;
   if (count == 0) return cudaSuccess;
-  constexpr int kBlock = 256;
-  sm90_paged_rows<<<static_cast<unsigned>((count + kBlock - 1) / kBlock), kBlock, 0, p.stream>>>(p);
+  constexpr int kBlock = kPagedRowsThreads;
+  sm90_i32_paged_rows<<<static_cast<unsigned>((count + kBlock - 1) / kBlock), kBlock, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

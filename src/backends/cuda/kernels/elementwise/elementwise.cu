@@ -1,28 +1,23 @@
 // Row-wise kernels: embedding, RMSNorm, RoPE, SwiGLU, hyper-connection pre/post (one thread per
 // output element or pair, one block per row for the norm's reduction).
-#include <cuda_bf16.h>
-
 #include <algorithm>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/reduce.cuh"
+#include "backends/cuda/kernels/elementwise/config.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
 
 namespace dsinfer::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-__device__ inline float bf16_bits_to_float(uint16_t b) {
-  return __uint_as_float(static_cast<uint32_t>(b) << 16);
-}
-__device__ inline uint16_t float_to_bf16_bits(float f) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-}
+using namespace common;
+using namespace elementwise_config;
 
 unsigned blocks_for(int64_t items) {
-  return static_cast<unsigned>(std::min<int64_t>((items + kThreads - 1) / kThreads, 1 << 20));
+  return static_cast<unsigned>(std::min<int64_t>((items + kThreads - 1) / kThreads, kMaxBlocks));
 }
 
-__global__ void embed_kernel(EmbedParams p) {
+__global__ void sm90_bf16_embed(EmbedParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -32,7 +27,7 @@ __global__ void embed_kernel(EmbedParams p) {
   }
 }
 
-__global__ void gather_rows_kernel(GatherRowsParams p) {
+__global__ void sm90_bf16_gather_rows(GatherRowsParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -41,7 +36,7 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
   }
 }
 
-__global__ void scatter_rows_kernel(ScatterRowsParams p) {
+__global__ void sm90_bf16_scatter_rows(ScatterRowsParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -50,43 +45,39 @@ __global__ void scatter_rows_kernel(ScatterRowsParams p) {
   }
 }
 
-__global__ void scatter_add_kernel(ScatterAddParams p) {
+__global__ void sm90_f32_scatter_add(ScatterAddParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / p.d, j = i % p.d, row = p.rows[r];
     float& acc = p.acc[row * p.acc_stride + j];
-    acc = acc + bf16_bits_to_float(p.src[r * p.src_stride + j]);
-    if (p.out) p.out[row * p.out_stride + j] = float_to_bf16_bits(acc);
+    acc = acc + bf16_to_float(p.src[r * p.src_stride + j]);
+    if (p.out) p.out[row * p.out_stride + j] = float_to_bf16(acc);
   }
 }
 
-__global__ void rms_norm_kernel(RmsNormParams p) {
+__global__ void sm90_bf16_rms_norm(RmsNormParams p) {
   __shared__ double partial[kThreads / 32];
   const int64_t row = blockIdx.x;
   const uint16_t* x = p.x + row * p.x_stride;
   double ss = 0;
   for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
-    const double v = bf16_bits_to_float(x[j]);
+    const double v = bf16_to_float(x[j]);
     ss += v * v;  // exact: a bf16 squared fits a double
   }
   // Warp sums, then the warps' (exact in double: any order); one barrier instead of a tree's eight.
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-  __syncthreads();
-  double total = 0;
-  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  const double total = block_sum_of_warps<kThreads>(ss, partial);
   const float mean = static_cast<float>(total) / static_cast<float>(p.d);
   const float r = 1.0f / sqrtf(mean + p.eps);
   uint16_t* out = p.out + row * p.out_stride;
   __syncthreads();  // every thread has read x's row before any writes it (out may alias x)
   for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
-    const float normed = bf16_bits_to_float(x[j]) * r;
-    out[j] = float_to_bf16_bits(normed * bf16_bits_to_float(p.weight[j]));
+    const float normed = bf16_to_float(x[j]) * r;
+    out[j] = float_to_bf16(normed * bf16_to_float(p.weight[j]));
   }
 }
 
-__global__ void rope_kernel(RopeParams p) {
+__global__ void sm90_bf16_rope(RopeParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.heads * p.half;
   const int first = p.d - 2 * p.half;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -95,42 +86,41 @@ __global__ void rope_kernel(RopeParams p) {
     const int h = static_cast<int>((i / p.half) % p.heads), k = static_cast<int>(i % p.half);
     uint16_t* v = p.x + t * p.x_stride + h * p.head_stride + first;
     const float c = p.cos[t * p.table_stride + k], s = p.sin[t * p.table_stride + k];
-    const float re = bf16_bits_to_float(v[2 * k]), im = bf16_bits_to_float(v[2 * k + 1]);
+    const float re = bf16_to_float(v[2 * k]), im = bf16_to_float(v[2 * k + 1]);
     const float rc = re * c, is = im * s, rs = re * s, ic = im * c;  // four products, then one add each
-    v[2 * k] = float_to_bf16_bits(p.inverse ? rc + is : rc - is);
-    v[2 * k + 1] = float_to_bf16_bits(p.inverse ? ic - rs : rs + ic);
+    v[2 * k] = float_to_bf16(p.inverse ? rc + is : rc - is);
+    v[2 * k + 1] = float_to_bf16(p.inverse ? ic - rs : rs + ic);
   }
 }
 
-__global__ void swiglu_kernel(SwigluParams p) {
+__global__ void sm90_bf16_swiglu(SwigluParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.f, j = i % p.f;
-    float g = bf16_bits_to_float(p.gate[t * p.gate_stride + j]), u = bf16_bits_to_float(p.up[t * p.up_stride + j]);
+    float g = bf16_to_float(p.gate[t * p.gate_stride + j]), u = bf16_to_float(p.up[t * p.up_stride + j]);
     if (p.limit > 0) u = fminf(fmaxf(u, -p.limit), p.limit), g = fminf(g, p.limit);
     float act = g * (1.0f / (1.0f + expf(-g))) * u;
     if (p.row_weight) act = act * p.row_weight[t];
-    p.out[t * p.out_stride + j] = float_to_bf16_bits(act);
+    p.out[t * p.out_stride + j] = float_to_bf16(act);
   }
 }
 
-__global__ void hc_pre_kernel(HcPreParams p) {
+__global__ void sm90_bf16_hc_pre(HcPreParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.dim, d = i % p.dim;
     const uint16_t* x = p.x + t * p.x_stride;
     float y = 0.0f;
-    for (int c = 0; c < p.hc; ++c) y = y + p.pre[t * p.hc + c] * bf16_bits_to_float(x[c * p.dim + d]);
-    p.out[t * p.out_stride + d] = float_to_bf16_bits(y);
+    for (int c = 0; c < p.hc; ++c) y = y + p.pre[t * p.hc + c] * bf16_to_float(x[c * p.dim + d]);
+    p.out[t * p.out_stride + d] = float_to_bf16(y);
   }
 }
 
 // One thread per (token, position d): all hc outputs of that position, so the residual column it
 // reads is the one it writes (out may alias residual).
-__global__ void hc_post_kernel(HcPostParams p) {
-  constexpr int kMaxHc = 8;
+__global__ void sm90_bf16_hc_post(HcPostParams p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -138,18 +128,18 @@ __global__ void hc_post_kernel(HcPostParams p) {
     const uint16_t* r = p.residual + t * p.residual_stride;
     const float* comb = p.comb + t * p.hc * p.hc;
     float rv[kMaxHc];
-    for (int c = 0; c < p.hc; ++c) rv[c] = bf16_bits_to_float(r[c * p.dim + d]);
-    const float sub = bf16_bits_to_float(p.sub[t * p.sub_stride + d]);
+    for (int c = 0; c < p.hc; ++c) rv[c] = bf16_to_float(r[c * p.dim + d]);
+    const float sub = bf16_to_float(p.sub[t * p.sub_stride + d]);
     uint16_t* out = p.out + t * p.out_stride;
     for (int j = 0; j < p.hc; ++j) {
       float s = 0.0f;
       for (int c = 0; c < p.hc; ++c) s = s + comb[c * p.hc + j] * rv[c];
-      out[j * p.dim + d] = float_to_bf16_bits(p.post[t * p.hc + j] * sub + s);
+      out[j * p.dim + d] = float_to_bf16(p.post[t * p.hc + j] * sub + s);
     }
   }
 }
 
-__global__ void compress_pool_kernel(CompressPoolParams p) {
+__global__ void sm90_f32_compress_pool(CompressPoolParams p) {
   const int64_t total = static_cast<int64_t>(p.groups) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -159,24 +149,11 @@ __global__ void compress_pool_kernel(CompressPoolParams p) {
     const float m = fmaxf(sc[c], sc[p.d + c]);
     const float e0 = expf(sc[c] - m), e1 = expf(sc[p.d + c] - m);
     const float sum = e0 + e1;
-    p.out[i] = float_to_bf16_bits(kv[c] * (e0 / sum) + kv[p.d + c] * (e1 / sum));
+    p.out[i] = float_to_bf16(kv[c] * (e0 / sum) + kv[p.d + c] * (e1 / sum));
   }
 }
 
-// Block-wide sum of one double per thread (kThreads threads).
-__device__ double block_sum(double v, double* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) scratch[threadIdx.x] += scratch[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double total = scratch[0];
-  __syncthreads();
-  return total;
-}
-
-__global__ void engram_gate_kernel(EngramGateParams p) {
+__global__ void sm90_bf16_engram_gate(EngramGateParams p) {
   __shared__ double scratch[kThreads];
   const int64_t t = blockIdx.x / p.hc;
   const int c = static_cast<int>(blockIdx.x % p.hc);
@@ -185,11 +162,12 @@ __global__ void engram_gate_kernel(EngramGateParams p) {
   const uint16_t* value = p.kv + t * p.kv_stride + static_cast<int64_t>(p.hc) * p.dim;
   double hh = 0, kk = 0, dot = 0;
   for (int d = threadIdx.x; d < p.dim; d += blockDim.x) {
-    const float h = bf16_bits_to_float(x[d]), k = bf16_bits_to_float(key[d]);
+    const float h = bf16_to_float(x[d]), k = bf16_to_float(key[d]);
     hh += static_cast<double>(h) * h, kk += static_cast<double>(k) * k;
     dot += (h * p.wgt[static_cast<int64_t>(c) * p.dim + d]) * k;  // (h * wgt) rounded, times key rounded
   }
-  hh = block_sum(hh, scratch), kk = block_sum(kk, scratch), dot = block_sum(dot, scratch);
+  hh = block_sum_tree<kThreads>(hh, scratch), kk = block_sum_tree<kThreads>(kk, scratch),
+  dot = block_sum_tree<kThreads>(dot, scratch);
   const float inv_sqrt_dim = static_cast<float>(1.0 / sqrt(static_cast<double>(p.dim)));
   const float rstd = (1.0f / sqrtf(static_cast<float>(hh) / static_cast<float>(p.dim) + p.norm_eps)) *
                      (1.0f / sqrtf(static_cast<float>(kk) / static_cast<float>(p.dim) + p.norm_eps));
@@ -198,7 +176,7 @@ __global__ void engram_gate_kernel(EngramGateParams p) {
   float gate = 1.0f / (1.0f + expf(-sv));
   if (p.live && !p.live[t]) gate = 0.0f;
   for (int d = threadIdx.x; d < p.dim; d += blockDim.x)
-    x[d] = float_to_bf16_bits(bf16_bits_to_float(x[d]) + gate * bf16_bits_to_float(value[d]));
+    x[d] = float_to_bf16(bf16_to_float(x[d]) + gate * bf16_to_float(value[d]));
 }
 
 // Block per (token, projection or the norm, chunk of the row): partial sums in double of one
@@ -208,7 +186,7 @@ int hc_chunks(int n) {
   return n >= 16 ? 1 : n >= 4 ? 4 : 16;
 }
 
-__global__ void hc_mix_dots_kernel(HcMixesParams p, int chunks) {
+__global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p, int chunks) {
   __shared__ double scratch[kThreads];
   const int64_t t = blockIdx.x;
   const int o = static_cast<int>(blockIdx.y), mix = (2 + p.hc) * p.hc, ch = static_cast<int>(blockIdx.z);
@@ -217,10 +195,10 @@ __global__ void hc_mix_dots_kernel(HcMixesParams p, int chunks) {
   const uint16_t* x = p.x + t * p.x_stride;
   double sum = 0;
   for (int64_t j = ch * span + threadIdx.x; j < end; j += blockDim.x) {
-    const double v = bf16_bits_to_float(x[j]);
+    const double v = bf16_to_float(x[j]);
     sum += o == mix ? v * v : static_cast<double>(p.fn[o * width + j]) * v;  // exact products
   }
-  sum = block_sum(sum, scratch);
+  sum = block_sum_tree<kThreads>(sum, scratch);
   if (threadIdx.x == 0) p.partial[(t * (mix + 1) + o) * chunks + ch] = sum;
 }
 
@@ -228,8 +206,7 @@ __global__ void hc_mix_dots_kernel(HcMixesParams p, int chunks) {
 // sees the CPU's operations in the CPU's order (each thread forms its own row or column sum in
 // index order), so the result is the sequential loop's, without its latency. First the
 // projections' and the norm's partial sums, added up (exact in double: any order).
-__global__ void hc_sinkhorn_kernel(HcMixesParams p, int chunks) {
-  constexpr int kMaxHc = 8, kMaxMix = (2 + kMaxHc) * kMaxHc;
+__global__ void sm90_f32_hc_mixes_sinkhorn(HcMixesParams p, int chunks) {
   __shared__ float c[kMaxHc * kMaxHc], m[kMaxMix];
   __shared__ double sums[kMaxMix + 1];
   const int64_t t = blockIdx.x;
@@ -291,26 +268,26 @@ __global__ void hc_sinkhorn_kernel(HcMixesParams p, int chunks) {
 cudaError_t launch_compress_pool(const CompressPoolParams& p) {
   if (p.groups < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.groups == 0) return cudaSuccess;
-  compress_pool_kernel<<<blocks_for(static_cast<int64_t>(p.groups) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_f32_compress_pool<<<blocks_for(static_cast<int64_t>(p.groups) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_engram_gate(const EngramGateParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  engram_gate_kernel<<<static_cast<unsigned>(p.n * p.hc), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_engram_gate<<<static_cast<unsigned>(p.n * p.hc), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_hc_mixes(const HcMixesParams& p) {
-  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0 || p.sinkhorn_iters < 1 || !p.partial)
+  if (p.n < 0 || p.hc <= 0 || p.hc > kMaxHc || p.dim <= 0 || p.sinkhorn_iters < 1 || !p.partial)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   const int chunks = hc_chunks(p.n);
-  hc_mix_dots_kernel<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc + 1),
-                            static_cast<unsigned>(chunks)),
-                       kThreads, 0, p.stream>>>(p, chunks);
-  hc_sinkhorn_kernel<<<static_cast<unsigned>(p.n), 64, 0, p.stream>>>(p, chunks);
+  sm90_bf16_hc_mixes_dots<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc + 1),
+                                 static_cast<unsigned>(chunks)),
+                            kThreads, 0, p.stream>>>(p, chunks);
+  sm90_f32_hc_mixes_sinkhorn<<<static_cast<unsigned>(p.n), kSinkhornThreads, 0, p.stream>>>(p, chunks);
   return cudaGetLastError();
 }
 
@@ -321,63 +298,63 @@ size_t hc_mixes_workspace_bytes(const HcMixesParams& p) {
 cudaError_t launch_embed(const EmbedParams& p) {
   if (p.n < 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  embed_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_embed<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_gather_rows(const GatherRowsParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  gather_rows_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_gather_rows<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_scatter_rows(const ScatterRowsParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  scatter_rows_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_scatter_rows<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_scatter_add(const ScatterAddParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  scatter_add_kernel<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_f32_scatter_add<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_rms_norm(const RmsNormParams& p) {
   if (p.n < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  rms_norm_kernel<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_rms_norm<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_rope(const RopeParams& p) {
   if (p.n < 0 || p.half < 0 || 2 * p.half > p.d) return cudaErrorInvalidValue;
   if (p.n == 0 || p.half == 0) return cudaSuccess;
-  rope_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.heads * p.half), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_rope<<<blocks_for(static_cast<int64_t>(p.n) * p.heads * p.half), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_swiglu(const SwigluParams& p) {
   if (p.n < 0 || p.f <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  swiglu_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.f), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_swiglu<<<blocks_for(static_cast<int64_t>(p.n) * p.f), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_hc_pre(const HcPreParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  hc_pre_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_hc_pre<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_hc_post(const HcPostParams& p) {
-  if (p.n < 0 || p.hc <= 0 || p.hc > 8 || p.dim <= 0) return cudaErrorInvalidValue;
+  if (p.n < 0 || p.hc <= 0 || p.hc > kMaxHc || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  hc_post_kernel<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_hc_post<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// sm90_dense_linear: y = x . W^T with double accumulation (the CPU backend's numerics).
+// sm90_f64_dense_linear: y = x . W^T with double accumulation (the CPU backend's numerics).
 //
 // Bytes per call: the weights once (2 bytes a weight for bf16, 1 for fp8) and x as doubles from
 // L1. Each lane takes 16 consecutive weights a step (one 16-byte load of fp8 codes, two of bf16),
@@ -7,21 +7,22 @@
 // natural order each lane's 16 doubles fill their own 128-byte line and a warp's read touches 32
 // lines (measured: L1-bound at 9 % of the bandwidth). The conversions (16 a clock per SM) and x's
 // L1 reads (8 bytes a weight) then bound it near 3.7 T weights a second.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <algorithm>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp8.cuh"
+#include "backends/cuda/common/reduce.cuh"
+#include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/dense.h"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace common;
+using namespace linear_config;
+using namespace linear_config::dense_kernel;
 using namespace linear_detail;
-
-constexpr int kWarp = 32, kWarpsPerBlock = 8, kRowsPerPass = 4, kStep = 16, kSpan = kWarp * kStep;
 
 int64_t padded(int k) {
   return (static_cast<int64_t>(k) + kSpan - 1) / kSpan * kSpan;
@@ -29,14 +30,13 @@ int64_t padded(int k) {
 
 // x [n, groups * k] as doubles, each (row, group) k-slice padded to a whole number of warp spans
 // and permuted within a span: weight j = 512 s + 16 lane + e sits at 512 s + 32 e + lane.
-__global__ void to_f64_kernel(DenseLinearParams p, int groups, int64_t kp) {
+__global__ void sm90_f64_dense_linear_stage(DenseLinearParams p, int groups, int64_t kp) {
   const int64_t width = static_cast<int64_t>(groups) * p.k, total = p.n * width;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / width, c = i % width, g = c / p.k, j = c % p.k;
-    const float v =
-        p.x_f32 ? static_cast<const float*>(p.x)[r * p.x_stride + c]
-                : __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.x)[r * p.x_stride + c]) << 16);
+    const float v = p.x_f32 ? static_cast<const float*>(p.x)[r * p.x_stride + c]
+                            : bf16_to_float(static_cast<const uint16_t*>(p.x)[r * p.x_stride + c]);
     p.x_f64[(r * groups + g) * kp + j / kSpan * kSpan + j % kStep * kWarp + j % kSpan / kStep] = v;
   }
 }
@@ -68,11 +68,11 @@ __device__ inline void decode_piece(const DenseLinearParams& p, const uint8_t* s
     const float s = e8m0_to_float(scales[static_cast<int64_t>(row / 32) * p.s_stride + j0 / 32]);
     const uint32_t words[4] = {v.a.x, v.a.y, v.a.z, v.a.w};
 #pragma unroll
-    for (int e = 0; e < kStep; ++e) w[e] = e4m3_value(static_cast<uint8_t>(words[e / 4] >> (8 * (e % 4)))) * s;
+    for (int e = 0; e < kStep; ++e) w[e] = e4m3_to_float(static_cast<uint8_t>(words[e / 4] >> (8 * (e % 4)))) * s;
   } else {
     const uint32_t words[8] = {v.a.x, v.a.y, v.a.z, v.a.w, v.b.x, v.b.y, v.b.z, v.b.w};
 #pragma unroll
-    for (int e = 0; e < kStep; ++e) w[e] = __uint_as_float(e % 2 ? words[e / 2] & 0xFFFF0000u : words[e / 2] << 16);
+    for (int e = 0; e < kStep; ++e) w[e] = e % 2 ? bf16x2_hi_to_float(words[e / 2]) : bf16x2_lo_to_float(words[e / 2]);
   }
 }
 
@@ -83,11 +83,11 @@ __device__ inline void load_weights_scalar(const DenseLinearParams& p, const voi
     const uint8_t* codes = static_cast<const uint8_t*>(weights) + static_cast<int64_t>(row) * p.w_stride + j0;
     const float s = e8m0_to_float(scales[static_cast<int64_t>(row / 32) * p.s_stride + j0 / 32]);
 #pragma unroll
-    for (int e = 0; e < kStep; ++e) w[e] = j0 + e < p.k ? e4m3_value(codes[e]) * s : 0.0f;
+    for (int e = 0; e < kStep; ++e) w[e] = j0 + e < p.k ? e4m3_to_float(codes[e]) * s : 0.0f;
   } else {
     const uint16_t* vals = static_cast<const uint16_t*>(weights) + static_cast<int64_t>(row) * p.w_stride + j0;
 #pragma unroll
-    for (int e = 0; e < kStep; ++e) w[e] = j0 + e < p.k ? __uint_as_float(static_cast<uint32_t>(vals[e]) << 16) : 0.0f;
+    for (int e = 0; e < kStep; ++e) w[e] = j0 + e < p.k ? bf16_to_float(vals[e]) : 0.0f;
   }
 }
 
@@ -135,15 +135,14 @@ __device__ void dense_row(const DenseLinearParams& p, int row, int i0, int lane,
   }
 #pragma unroll
   for (int i = 0; i < NB; ++i) {
-    double s = acc[i];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+    const double s = warp_sum(acc[i]);
     if (lane == 0) {
       const float f = static_cast<float>(s);
       const int64_t at = static_cast<int64_t>(i0 + i) * p.y_stride + row;
       if (p.y_f32)
         static_cast<float*>(p.y)[at] = f;
       else
-        static_cast<uint16_t*>(p.y)[at] = __bfloat16_as_ushort(__float2bfloat16_rn(f));
+        static_cast<uint16_t*>(p.y)[at] = float_to_bf16(f);
     }
   }
 }
@@ -152,7 +151,7 @@ __device__ void dense_row(const DenseLinearParams& p, int row, int i0, int lane,
 // single row's occupancy).
 template <int NB, bool kVec>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
-    sm90_dense_linear(DenseLinearParams p, int i0, int groups, int64_t kp) {
+    sm90_f64_dense_linear(DenseLinearParams p, int i0, int groups, int64_t kp) {
   const int lane = threadIdx.x % kWarp, warps = gridDim.x * kWarpsPerBlock;
   for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < p.out; row += warps)
     dense_row<NB, kVec>(p, row, i0, lane, groups, kp);
@@ -163,10 +162,10 @@ cudaError_t launch_rows(const DenseLinearParams& p, int groups, int64_t kp) {
   const int blocks = std::min((p.out + kWarpsPerBlock - 1) / kWarpsPerBlock, sm_count() * 8);
   for (int i0 = 0; i0 < p.n;) {
     if (p.n - i0 >= kRowsPerPass)
-      sm90_dense_linear<kRowsPerPass, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp),
+      sm90_f64_dense_linear<kRowsPerPass, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp),
           i0 += kRowsPerPass;
     else
-      sm90_dense_linear<1, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp), ++i0;
+      sm90_f64_dense_linear<1, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp), ++i0;
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -188,8 +187,8 @@ cudaError_t launch_dense_linear(const DenseLinearParams& p) {
   }
   if (p.n == 0 || p.out == 0) return cudaSuccess;
   const int64_t kp = padded(p.k), total = p.n * static_cast<int64_t>(groups) * p.k;
-  to_f64_kernel<<<static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535)), 256, 0, p.stream>>>(p, groups,
-                                                                                                            kp);
+  sm90_f64_dense_linear_stage<<<static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535)), 256, 0,
+                                p.stream>>>(p, groups, kp);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   return vec ? launch_rows<true>(p, groups, kp) : launch_rows<false>(p, groups, kp);
 }

@@ -1,4 +1,4 @@
-// sm90_block_linear_mma: block-scaled linear on the tensor cores, for decode and small batches.
+// sm90_fp8_block_linear_mma: block-scaled linear on the tensor cores, for decode and small batches.
 //
 // One mma.sync.m16n8k32 (e4m3 x e4m3 -> f32) covers exactly one 32-wide K block of 16 weight rows
 // against 8 activation rows, so its result is that block's partial sum, which is scaled
@@ -15,19 +15,20 @@
 
 #include <algorithm>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp4.cuh"
+#include "backends/cuda/common/fp8.cuh"
+#include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 
 namespace dsinfer::cuda {
 namespace {
 
+using namespace common;
+using namespace linear_config;
+using namespace linear_config::mma_kernel;
 using namespace linear_detail;
-
-constexpr int kWarp = 32;
-constexpr int kWarps = 8;      // per CTA, splitting K
-constexpr int kTileRows = 16;  // weight rows per CTA (the mma's M)
-constexpr int kMaxNTiles = 8;  // activation rows per pass: 8 tiles of 8
-constexpr int kInFlight = 4;   // K blocks each warp loads before its first mma
 
 __device__ inline void mma_e4m3(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
   asm volatile(
@@ -118,14 +119,13 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
         float s = 0.0f;
         for (int w = 0; w < kWarps; ++w) s += red[((w * NT + j) * 4 + e) * kWarp + lane];
         const int row = r0 + g + (e >= 2 ? 8 : 0), col = n0 + j * 8 + 2 * t + (e & 1);
-        if (row < p.out && col < p.n)
-          op.y[static_cast<int64_t>(col) * p.y_stride + row] = __bfloat16_as_ushort(__float2bfloat16_rn(s));
+        if (row < p.out && col < p.n) op.y[static_cast<int64_t>(col) * p.y_stride + row] = float_to_bf16(s);
       }
   }
   __syncthreads();  // red is reused by the next pass
 }
 
-__global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_mma(BlockLinearParams p) {
+__global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_mma(BlockLinearParams p) {
   extern __shared__ float red[];  // [kWarps][tiles][4][32]
   const int tiles_per_matrix = (p.out + kTileRows - 1) / kTileRows;
   const LinearOperands& op = p.op[blockIdx.x / tiles_per_matrix];
@@ -170,11 +170,11 @@ cudaError_t launch_block_linear_mma(const BlockLinearParams& p) {
   const int tiles = std::min(kMaxNTiles, (p.n + 7) / 8);
   const int smem = kWarps * tiles * 4 * kWarp * static_cast<int>(sizeof(float));
   static const cudaError_t attr =
-      cudaFuncSetAttribute(sm90_block_linear_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(sm90_fp8_block_linear_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            kWarps * kMaxNTiles * 4 * kWarp * static_cast<int>(sizeof(float)));
   if (attr != cudaSuccess) return attr;
   const int ctas = p.groups * ((p.out + kTileRows - 1) / kTileRows);
-  sm90_block_linear_mma<<<ctas, kWarps * kWarp, smem, p.stream>>>(p);
+  sm90_fp8_block_linear_mma<<<ctas, kWarps * kWarp, smem, p.stream>>>(p);
   return cudaGetLastError();
 }
 

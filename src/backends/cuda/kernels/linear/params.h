@@ -7,17 +7,6 @@
 
 namespace dsinfer::cuda {
 
-/// act_quant of the GEMM input, in the layout the linear kernels read.
-struct QuantizeInputParams {
-  const uint16_t* x = nullptr;  // [n, k] bf16, row stride x_stride elements
-  int64_t x_stride = 0;
-  uint16_t* values = nullptr;  // [n, k] fp16: the e4m3 code values, unscaled (exact in fp16); may be null
-  uint8_t* codes = nullptr;    // [n, k] the e4m3 codes; may be null
-  float* scales = nullptr;     // [n, k / 32] the power-of-two scales
-  int n = 0, k = 0;            // k a multiple of 32
-  cudaStream_t stream = nullptr;
-};
-
 /// One weight matrix with its input and output.
 struct LinearOperands {
   const uint16_t* x_values = nullptr;  // [n, k] from QuantizeInputParams (CUDA-core kernel)
@@ -36,14 +25,15 @@ struct RoutedWeight {
   const uint8_t* w_scales = nullptr;
 };
 
+/// The kernels the dispatch can run (their tile and launch constants: config.h; the kernel lab,
+/// bench/cuda/lab, keeps wgmma and the other knob values).
 enum class LinearKernel {
-  kAuto,   // the exact kernels, the fastest measured for the shape: kGemv at n = 1 (kFma where it
-           // does not apply), kMma above (kWgmma rounds inside a block's sum: docs/perf-notes.md)
-  kGemv,   // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
-           // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
-  kFma,    // CUDA cores: one warp per output row, fp32 FMAs
-  kMma,    // tensor cores through mma.sync e4m3 (lowered to f16 HMMA on sm_90), any n
-  kWgmma,  // Hopper's fp8 tensor cores (wgmma), n <= 8, needs `workspace`
+  kAuto,  // the exact kernels, the fastest measured for the shape: kGemv at n = 1 (kFma where it
+          // does not apply), kMma above
+  kGemv,  // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
+          // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
+  kFma,   // CUDA cores: one warp per output row, fp32 FMAs
+  kMma,   // tensor cores through mma.sync e4m3 (lowered to f16 HMMA on sm_90), any n
 };
 
 /// y = bf16(sum over K blocks b of (P_b * sx_b) * sw_b), P_b = sum of code products in block b,
@@ -58,14 +48,7 @@ struct BlockLinearParams {
   int64_t s_stride = 0;  // bytes per scale row
   int64_t y_stride = 0;  // elements per output row
   LinearKernel kernel = LinearKernel::kAuto;
-  float* workspace = nullptr;  // kWgmma: block_linear_workspace_bytes(*this) of device memory
-  int chunks_in_flight = 2;    // kFma: 16-byte weight loads each lane issues before using them: 1, 2 or 4;
-                               // kGemv: 2 or 4 (4 doubles the steps each warp keeps in flight)
-  int blocks_per_sm = 4;       // kFma, kGemv: blocks of 8 warps in the persistent grid, per SM
-  int gemv_rows = 0;           // kGemv at n = 1: weight rows a warp, 8 (linear_gemv_rows.cu) or 1; 0: by shape
-  int wgmma_ctas_per_sm = 16;  // kWgmma: CTAs aimed at per SM (sets how finely K is split)
-  int wgmma_variant = 2;       // kWgmma: K blocks per wgmma group and buffering: 0: 4; 1: 4, double-buffered;
-                               // 2: 2, double-buffered (the default: best measured); 3: 8
+  int gemv_rows = 0;  // kGemv at n = 1: weight rows a warp, 8 (linear_gemv_rows.cuh) or 1; 0: by shape
   // Routed (kFma and kGemv): group g's weights are route_table[routes[g / per_route] * per_route +
   // g % per_route] (op[g].w and w_scales unused), the experts chosen on the device; an id
   // outside [0, route_count) gives zeros.

@@ -1,32 +1,35 @@
-// sm90_router_logits + sm90_router_select: the gate's dot products spread over the GPU (a block per
+// sm90_bf16_router_logits + sm90_f32_router_select: the gate's dot products spread over the GPU (a block per
 // token and expert: at batch 1 one block per token left the gate's weights to one SM, 180 us a
-// call), then per token the score function, the top-k and the weights. sm90_routed_combine: the
+// call), then per token the score function, the top-k and the weights. sm90_f32_routed_combine: the
 // routed experts' outputs of a token added up in expert order.
 #include <cmath>
 
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/reduce.cuh"
+#include "backends/cuda/kernels/moe/config.h"
 #include "backends/cuda/kernels/moe/router.h"
 
 namespace dsinfer::cuda {
 namespace {
 
-constexpr int kThreads = 256, kWarp = 32, kWarps = kThreads / kWarp, kMaxExperts = 1024, kMaxK = 16;
+using namespace common;
+using namespace moe_config;
+
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 // logits[t, e] = fp32(x[t] . W[e]) / gate_temp, the dot product in double (exact products).
-__global__ void __launch_bounds__(kThreads) sm90_router_logits(RouterParams p) {
+__global__ void __launch_bounds__(kThreads) sm90_bf16_router_logits(RouterParams p) {
   __shared__ double part[kWarps];
   const int e = blockIdx.x;
   const int64_t t = blockIdx.y;
   const uint16_t* x = p.x + t * p.x_stride;
   double dot = 0;
   for (int j = threadIdx.x; j < p.dim; j += kThreads) {
-    const float wv =
-        p.weight_f32
-            ? static_cast<const float*>(p.weight)[e * p.w_stride + j]
-            : __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.weight)[e * p.w_stride + j]) << 16);
-    dot += static_cast<double>(__uint_as_float(static_cast<uint32_t>(x[j]) << 16)) * wv;
+    const float wv = p.weight_f32 ? static_cast<const float*>(p.weight)[e * p.w_stride + j]
+                                  : bf16_to_float(static_cast<const uint16_t*>(p.weight)[e * p.w_stride + j]);
+    dot += static_cast<double>(bf16_to_float(x[j])) * wv;
   }
-  for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(kFull, dot, o);
+  dot = warp_sum(dot);  // then the warps' in order, on thread 0 (the only one that needs the total)
   if (threadIdx.x % kWarp == 0) part[threadIdx.x / kWarp] = dot;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -43,7 +46,7 @@ __device__ inline bool better(float key_a, int a, float key_b, int b) {
 
 // Block per token: the score function per expert (in parallel; softmax's max and sum in expert
 // order on one thread), then k rounds of a block-wide arg-max over the untaken keys.
-__global__ void __launch_bounds__(kThreads) sm90_router_select(RouterParams p) {
+__global__ void __launch_bounds__(kThreads) sm90_f32_router_select(RouterParams p) {
   __shared__ float s[kMaxExperts], key[kMaxExperts];
   __shared__ bool taken[kMaxExperts];
   __shared__ float warp_key[kWarps];
@@ -108,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) sm90_router_select(RouterParams p) {
   for (int j = 0; j < p.k; ++j) w[j] = wl[j] * p.route_scale;
 }
 
-__global__ void sm90_routed_combine(RoutedCombineParams p) {
+__global__ void sm90_f32_routed_combine(RoutedCombineParams p) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.dim) return;
   int order[kMaxK];  // the slots by ascending expert id (insertion sort: k is small)
@@ -119,8 +122,7 @@ __global__ void sm90_routed_combine(RoutedCombineParams p) {
     order[at] = j;
   }
   float acc = p.acc[c];
-  for (int j = 0; j < p.k; ++j)
-    acc += __uint_as_float(static_cast<uint32_t>(p.o[static_cast<int64_t>(order[j]) * p.dim + c]) << 16);
+  for (int j = 0; j < p.k; ++j) acc += bf16_to_float(p.o[static_cast<int64_t>(order[j]) * p.dim + c]);
   p.acc[c] = acc;
 }
 
@@ -129,7 +131,7 @@ __global__ void sm90_routed_combine(RoutedCombineParams p) {
 cudaError_t launch_routed_combine(const RoutedCombineParams& p) {
   if (p.k < 1 || p.k > kMaxK || p.dim < 0) return cudaErrorInvalidValue;
   if (p.dim == 0) return cudaSuccess;
-  sm90_routed_combine<<<static_cast<unsigned>((p.dim + kThreads - 1) / kThreads), kThreads, 0, p.stream>>>(p);
+  sm90_f32_routed_combine<<<static_cast<unsigned>((p.dim + kThreads - 1) / kThreads), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -137,9 +139,10 @@ cudaError_t launch_router(const RouterParams& p) {
   if (p.n < 0 || p.dim <= 0 || p.k < 1 || p.k > kMaxK || p.k > p.experts || p.experts > kMaxExperts || !p.logits)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_router_logits<<<dim3(static_cast<unsigned>(p.experts), static_cast<unsigned>(p.n)), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_router_logits<<<dim3(static_cast<unsigned>(p.experts), static_cast<unsigned>(p.n)), kThreads, 0,
+                            p.stream>>>(p);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  sm90_router_select<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  sm90_f32_router_select<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,56 @@
+// Warp and block reductions. Each fixes its order of operations (the kernels' results depend on
+// it in fp32): a warp's are the butterfly v = op(v, shfl_xor(v, o)) for o = lanes / 2, ..., 2, 1,
+// which gives every lane the same bits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace dsinfer::cuda::common {
+
+inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+/// The sum over each group of `lanes` consecutive lanes (a power of two, at most 32; every lane
+/// of the warp takes part), by the butterfly: v += shfl_xor(v, o) for o = lanes / 2, ..., 1.
+template <class T>
+__device__ inline T warp_sum(T v, int lanes = 32) {
+  for (int o = lanes / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
+/// The maximum over each group of `lanes` consecutive lanes, by the butterfly:
+/// v = fmaxf(v, shfl_xor(v, o)) for o = lanes / 2, ..., 1 (fmaxf: a NaN loses to a number).
+__device__ inline float warp_max(float v, int lanes = 32) {
+  for (int o = lanes / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+
+/// The sum over a block of kThreads threads (a power of two): each warp's by warp_sum, then the
+/// warps' in warp order from 0 (partial: kThreads / 32 values of shared memory). Every thread gets
+/// the total; ends after a barrier, before which partial may not be reused.
+template <int kThreads, class T>
+__device__ inline T block_sum_of_warps(T v, T* partial) {
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  T total = 0;
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  return total;
+}
+
+/// The sum over a block of kThreads threads (a power of two) as a tree in shared memory:
+/// scratch[i] += scratch[i + s] for s = kThreads / 2, ..., 1 (scratch: kThreads values). Every
+/// thread gets the total; scratch may be reused on return.
+template <int kThreads, class T>
+__device__ inline T block_sum_tree(T v, T* scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) scratch[threadIdx.x] += scratch[threadIdx.x + s];
+    __syncthreads();
+  }
+  const T total = scratch[0];
+  __syncthreads();
+  return total;
+}
+
+}  // namespace dsinfer::cuda::common

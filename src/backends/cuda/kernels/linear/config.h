@@ -1,0 +1,98 @@
+// The linear kernels' tile and launch constants, one namespace per kernel, with what the kernels
+// rely on asserted. The launch knobs (loads in flight, blocks an SM) are the values the dispatch
+// runs; the kernel lab (bench/cuda/lab) instantiates the kernels at others. Plain C++ (no CUDA
+// headers): host code may read it too.
+#pragma once
+
+namespace dsinfer::cuda::linear_config {
+
+inline constexpr int kWarp = 32;
+inline constexpr int kMaxThreadsPerBlock = 1024;
+inline constexpr int kSharedBytesDefault = 48 * 1024;  // a block's dynamic shared memory without the opt-in
+inline constexpr int kSharedBytesOptIn = 227 * 1024;   // with it (sm_90)
+inline constexpr int kE2m1TableWords = 256 * kWarp;    // common::fill_e2m1_table: 256 bytes x a copy per lane
+inline constexpr int kScaleBlock = 32;                 // K of one scale block (the quantisation group)
+
+/// linear_fma.cuh: the CUDA-core kernel, a warp per output row.
+namespace fma_kernel {
+inline constexpr int kWarpsPerBlock = 8;
+inline constexpr int kRowsPerPass = 4;     // activation rows against one weight chunk in registers
+inline constexpr int kChunksInFlight = 2;  // 16-byte weight loads a lane issues before using them
+inline constexpr int kBlocksPerSm = 4;     // the persistent grid's blocks, per SM
+static_assert(kWarpsPerBlock * kWarp <= kMaxThreadsPerBlock);
+// A lane's 16-byte load: fp8, half a scale block (lanes 2m and 2m + 1 share one: a pair's sum);
+// fp4, one whole block (32 codes of 4 bits).
+static_assert(kScaleBlock == 2 * 16 && kWarp % 2 == 0);
+static_assert(kE2m1TableWords * 4 <= kSharedBytesDefault);
+static_assert(kRowsPerPass >= 1 && kChunksInFlight >= 1 && kBlocksPerSm >= 1);
+}  // namespace fma_kernel
+
+/// linear_gemv.cuh: the f16 tensor-core GEMV, a warp per weight row (n <= kMaxN).
+namespace gemv_kernel {
+inline constexpr int kWarps = 8;           // per CTA
+inline constexpr int kPartK = 64;          // K of one part (two scale blocks): 4 lanes x 16
+inline constexpr int kStepK = 8 * kPartK;  // K per warp step: the mma's 8 columns are 8 parts of one row
+inline constexpr int kMaxN = 4;            // activation rows (each one's own four mmas a step)
+// fp8 at one token: from this many rows in a launch, 8 rows a warp (linear_gemv_rows.cuh) measured
+// faster than a row a warp with its K split (wq_b, 32768 rows: 35 -> 21 us); with fewer rows it has
+// too few warps (2304 x 5120: 10 -> 31 us).
+inline constexpr int kRowsWarpFp8Rows = 16384;
+inline constexpr int kStepsInFlight = 4;  // steps of loads a warp keeps in flight
+inline constexpr int kBlocksPerSm = 4;    // CTAs in the grid, at most, per SM
+static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
+// A part is 4 lanes' 16 weights (lane (g, t): K 16t .. 16t + 15 of part g) and two scale blocks
+// (A row g carries the first, row g + 8 the second: t < 2 and t >= 2).
+static_assert(kPartK == 4 * 16 && kPartK == 2 * kScaleBlock);
+// The mma.m16n8k16's 8 columns are 8 parts (lane group g = lane / 4 < 8) of 16 K slots each.
+static_assert(kStepK == 8 * kPartK && kWarp / 4 == 8);
+// The row's sum goes out from lane tok (split 1) or the CTA's warps' sums from lanes < kMaxN.
+static_assert(kMaxN >= 1 && kMaxN <= kWarp);
+// The K split over a CTA's warps halves ranges: split is a power of two dividing kWarps.
+static_assert((kWarps & (kWarps - 1)) == 0);
+static_assert(kE2m1TableWords * 4 + kWarps * kMaxN * 4 <= kSharedBytesOptIn);
+static_assert(kStepsInFlight >= 1 && kBlocksPerSm >= 1);
+}  // namespace gemv_kernel
+
+/// linear_gemv_rows.cuh: one token's f16 tensor-core GEMV, kRows weight rows a warp.
+namespace gemv_rows_kernel {
+inline constexpr int kWarps = 8;          // per CTA
+inline constexpr int kRows = 8;           // weight rows a warp: the mma.m16n8k16's 8 B columns
+inline constexpr int kStepBlocks = 4;     // scale blocks a step: lane (g, t) loads block t of row g
+inline constexpr int kStepsInFlight = 2;  // steps of loads a warp keeps in flight
+static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
+static_assert(kRows == kWarp / 4 && kStepBlocks == 4);
+// Lanes t < 4 (of lane group 0) keep the chains of rows 2t and 2t + 1.
+static_assert(kRows == 2 * kStepBlocks);
+// A block's 32 f16 activations are the A operand's two 8-slot halves of 8 mmas (16 K each, 4 a lane).
+static_assert(kScaleBlock == 8 * 4);
+static_assert(kE2m1TableWords * 4 <= kSharedBytesOptIn);
+static_assert(kStepsInFlight >= 1);
+}  // namespace gemv_rows_kernel
+
+/// linear_mma.cu: the e4m3 tensor-core kernel (mma.m16n8k32), any n.
+namespace mma_kernel {
+inline constexpr int kWarps = 8;      // per CTA, splitting K
+inline constexpr int kTileRows = 16;  // weight rows per CTA (the mma's M)
+inline constexpr int kMaxNTiles = 8;  // activation rows per pass: 8 tiles of 8
+inline constexpr int kInFlight = 4;   // K blocks each warp loads before its first mma
+static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
+// One mma's K is one scale block; an fp8 scale covers 32 rows, so a tile never straddles two.
+static_assert(kScaleBlock == 32 && kScaleBlock % kTileRows == 0);
+// The warps' K slices meet in shared memory: [kWarps][tiles][4][32] floats.
+static_assert(kWarps * kMaxNTiles * 4 * kWarp * 4 <= kSharedBytesOptIn);
+static_assert(kInFlight >= 1);
+}  // namespace mma_kernel
+
+/// dense.cu: the dense (bf16 or fp8 read as bf16) kernel with double sums, a warp per output row.
+namespace dense_kernel {
+inline constexpr int kWarpsPerBlock = 8;
+inline constexpr int kRowsPerPass = 4;  // activation rows a pass (a kernel per count: 4 or 1)
+inline constexpr int kStep = 16;        // weights a lane takes a step: one 16-byte load of fp8, two of bf16
+inline constexpr int kSpan = kWarp * kStep;
+static_assert(kWarpsPerBlock * kWarp <= kMaxThreadsPerBlock);
+static_assert(kStep == 16);
+// fp8 scales per 32 weights: a step's 16 never straddle two.
+static_assert(kScaleBlock % kStep == 0);
+}  // namespace dense_kernel
+
+}  // namespace dsinfer::cuda::linear_config

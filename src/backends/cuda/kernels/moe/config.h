@@ -1,0 +1,17 @@
+// The router kernels' launch constants and limits, with what the kernels rely on asserted. Plain
+// C++ (no CUDA headers).
+#pragma once
+
+namespace dsinfer::cuda::moe_config {
+
+inline constexpr int kWarp = 32;
+inline constexpr int kThreads = 256, kWarps = kThreads / kWarp;
+inline constexpr int kMaxExperts = 1024;  // the select kernel's per-expert shared arrays
+inline constexpr int kMaxK = 16;          // experts a token (the chosen ids and weights in registers)
+static_assert(kThreads <= 1024 && kThreads % kWarp == 0);
+// Replayed selections: threads < k load the given ids.
+static_assert(kMaxK <= kThreads);
+// The select kernel's shared memory: scores and keys (floats), taken flags, the warps' best.
+static_assert(kMaxExperts * (4 + 4 + 1) + kWarps * 8 + kMaxK * 4 <= 48 * 1024);
+
+}  // namespace dsinfer::cuda::moe_config
