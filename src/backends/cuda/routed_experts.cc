@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/kernels/moe/router.h"
 #include "backends/cuda/linear_dispatch.h"
