@@ -22,11 +22,11 @@ struct CudaBackendOptions {
   /// larger step), for comparisons.
   int64_t routed_tokens = kDeviceRoutedTokens;
   /// One token's GEMVs with 1 or 8 weight rows a warp wherever that applies; 0: by shape
-  /// (kernels/linear/linear_gemv.cu). DSINFER_CUDA_GEMV_ROWS=1|8, for comparisons.
+  /// (kernels/linear/linear_gemv.cuh). DSINFER_CUDA_GEMV_ROWS=1|8, for comparisons.
   int gemv_rows = 0;
   /// One block-scaled kernel for every batch size (the tensor-core GEMM of large batches off), for
   /// accuracy and speed comparisons; kAuto: by shape. DSINFER_CUDA_LINEAR=auto|gemv|fma|mma (any
-  /// other value, wgmma included, is auto: that kernel is no longer one the backend runs).
+  /// other value is auto; the wgmma kernel is in the kernel lab, bench/cuda/lab).
   cuda::LinearKernel linear_kernel = cuda::LinearKernel::kAuto;
 
   /// The options the DSINFER_CUDA_* switches set, each as the CLI has always read it; `lookup`
