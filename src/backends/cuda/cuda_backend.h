@@ -43,12 +43,7 @@ class CudaBackend final : public Backend {
 
   // Stream-ordered (cudaMallocAsync) from the device's pool, which keeps what is freed: after the
   // first step a forward pass's temporaries come from the pool without a device allocation.
-  void* allocate(size_t bytes) override;
-  void deallocate(void* p) override;
-  void zero(void* p, size_t bytes) override;
-  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
-  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
-  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  DSINFER_OVERRIDE_MEMORY
 
   /// With options().step_graphs: decode steps captured as CUDA graphs and kept to run again
   /// (step_graphs.h), as a StepRecorder in front decides.
