@@ -124,13 +124,13 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
       selected_rows.stride[0] = width + k;
       const DeviceArray<int32_t>& blocks = b.block_table(ci);
       b.be.paged_rows({b.topk[ci].view(DType::kI32, {s, k}),
-                           blocks.view(DType::kI32, {static_cast<int64_t>(blocks.size())}), store_->rows_per_block(src),
-                           n_win_rows, selected_rows});
+                       blocks.view(DType::kI32, {static_cast<int64_t>(blocks.size())}), store_->rows_per_block(src),
+                       n_win_rows, selected_rows});
     }
     b.be.sparse_attn({q.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd), wrows, crows,
-                          didx.view(DType::kI32, {s, width + k}), w.attn_sink,
-                          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
-                          o.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd)});
+                      didx.view(DType::kI32, {s, width + k}), w.attn_sink,
+                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
+                      o.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd)});
   }
   at_pos.apply(b.be, o.view(DType::kBF16, {n, heads, hd}), 0, /*inverse=*/true);
 
@@ -193,8 +193,7 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
           b.be.copy_on_device(dst->data() + filled, rows->data() + first * hd, (g * 2 * hd - filled) * 4);
         for (int64_t slot = 0; slot < 2; ++slot) {  // the last row of each parity becomes its slot
           const int64_t last = start + s - 1 - ((start + s - 1 - slot) % 2 + 2) % 2;
-          if (last >= start)
-            b.be.copy_on_device(state->data() + slot * hd, rows->data() + (last - start) * hd, hd * 4);
+          if (last >= start) b.be.copy_on_device(state->data() + slot * hd, rows->data() + (last - start) * hd, hd * 4);
         }
       }
       latent = b.scratch<uint16_t>(g * hd);
@@ -214,8 +213,8 @@ Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, con
     RopeRows(b.be, rope, group_pos).apply(b.be, latent.view(DType::kBF16, {groups, 1, hd}), 0, false);
     b.be.fake_quant({latent.view(DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
     const int64_t j0 = group_pos.front() / r;
-    publish_rows(b.be, *store_, store_->compressed(l), latent.view(DType::kBF16, {groups, hd}), l,
-                 st.blocks.blocks(), j0);
+    publish_rows(b.be, *store_, store_->compressed(l), latent.view(DType::kBF16, {groups, hd}), l, st.blocks.blocks(),
+                 j0);
     st.layers[l].compressed_rows = std::max(st.layers[l].compressed_rows, j0 + groups);
   }
   // Config validation guarantees an index source of this ratio ran earlier in this call.
@@ -283,9 +282,9 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
   DeviceArray<float> dscores = b.scratch<float>(s * cols);
   b.be.indexer_scores({q.view(DType::kBF16, {s, hi, di}),
-                           key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
-                           wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
-                           dscores.view(DType::kF32, {s, cols}), dkey_rows.view(DType::kI32, {cols}), wscale});
+                       key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
+                       wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
+                       dscores.view(DType::kF32, {s, cols}), dkey_rows.view(DType::kI32, {cols}), wscale});
   const TensorView scores = dscores.view(DType::kF32, {s, cols}), dvis = dvisible.view(DType::kI32, {s});
 
   TensorView mask;
@@ -299,7 +298,7 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
     } else {
       b.candidates[ci] = b.scratch<uint8_t>(s * cols);
       b.be.candidate_blocks({scores, dvis, c.candidate_topk_blocks, c.candidate_block_size,
-                                 b.candidates[ci].view(DType::kU8, {s, cols})});
+                             b.candidates[ci].view(DType::kU8, {s, cols})});
     }
     b.candidates_T[ci] = cols;
     b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, cols}, b.candidates[ci], 0);
@@ -317,7 +316,8 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   } else {
     b.be.topk({scores, mask, dvis, b.topk[ci].view(DType::kI32, {s, k})});
   }
-  if (b.wants_tensors(ci)) {  // dumped as the reference passes them to sparse_attn: offset by its window rows (s or win)
+  if (b.wants_tensors(
+          ci)) {  // dumped as the reference passes them to sparse_attn: offset by its window rows (s or win)
     std::vector<int32_t> dumped = b.topk[ci].download();
     const int64_t offset = ch.decode ? c.window_size : s;
     for (int32_t& v : dumped)

@@ -57,7 +57,7 @@ class BlockPool {
   void unlink_cached(int32_t block);
 
   std::vector<int> ref_;
-  std::vector<int32_t> fresh_;    // free blocks without contents, a stack: the back is taken first
+  std::vector<int32_t> fresh_;        // free blocks without contents, a stack: the back is taken first
   std::vector<int32_t> prev_, next_;  // free blocks with contents, a list in release order; -1 ends it
   std::vector<std::optional<uint64_t>> hash_;
   std::unordered_map<uint64_t, int32_t> by_hash_;

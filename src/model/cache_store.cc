@@ -43,8 +43,9 @@ void CacheStore::cover_block(int32_t block) {
 Result<int32_t> CacheStore::allocate() {
   if (pool_.num_free() == 0) {
     if (bounded_)
-      return error(ErrorKind::kResourceExhausted, fmt::format("the cache store's {} blocks of {} positions are all in use",
-                                                              pool_.capacity(), block_tokens_));
+      return error(
+          ErrorKind::kResourceExhausted,
+          fmt::format("the cache store's {} blocks of {} positions are all in use", pool_.capacity(), block_tokens_));
     pool_.grow(2 * pool_.capacity());
   }
   const int32_t b = pool_.allocate(1)->front();

@@ -40,8 +40,8 @@ struct RopeRows {
 
 struct Model::Batch {
   Batch(Backend& backend, ForwardTaps* forward_taps) : be(backend), taps(forward_taps) {}
-  Backend& be;         // where the ops go (ForwardContext::ops)
-  ForwardTaps* taps;   // may be null
+  Backend& be;        // where the ops go (ForwardContext::ops)
+  ForwardTaps* taps;  // may be null
   /// Scratch in the backend's memory for an op's output (uninitialised: the op writes all of
   /// it), zeroed scratch for an accumulator, or a copy of host data there.
   template <typename T>
@@ -64,7 +64,7 @@ struct Model::Batch {
   }
 
   std::span<ForwardChunk> chunks;
-  bool fixed_shapes = false;  // ForwardContext::fixed_shapes
+  bool fixed_shapes = false;    // ForwardContext::fixed_shapes
   int64_t n = 0;                // tokens in the call
   std::vector<int64_t> offset;  // chunk c owns rows [offset[c], offset[c + 1])
   std::vector<int64_t> pos;     // [n] absolute positions

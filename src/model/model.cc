@@ -102,9 +102,9 @@ Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<co
   for (int64_t g = 0; g < groups;) {  // one copy per block: its rows are consecutive in the pool
     const int64_t row = store_->row(layer, blocks, g), run = std::min(per - g % per, groups - g);
     backend_.copy_to_device(store_->compressed(layer).data() + row * c.head_dim, &compressed[g * c.head_dim],
-                           run * c.head_dim * 2);
-    backend_.copy_to_device(store_->index_keys(layer).data() + row * c.index_head_dim, &index_keys[g * c.index_head_dim],
-                           run * c.index_head_dim * 2);
+                            run * c.head_dim * 2);
+    backend_.copy_to_device(store_->index_keys(layer).data() + row * c.index_head_dim,
+                            &index_keys[g * c.index_head_dim], run * c.index_head_dim * 2);
     g += run;
   }
   seq.layers[layer].compressed_rows = seq.layers[layer].index_key_rows = groups;
@@ -115,8 +115,7 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits, F
   if (logits.size() != chunks.size() * static_cast<size_t>(config_.vocab_size))
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
   if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(backend_, logits.size());
-  const TensorView device_logits =
-      logits_.view(DType::kF32, {static_cast<int64_t>(chunks.size()), config_.vocab_size});
+  const TensorView device_logits = logits_.view(DType::kF32, {static_cast<int64_t>(chunks.size()), config_.vocab_size});
   DSINFER_RETURN_IF_ERROR(forward(chunks, device_logits, {.taps = taps}));
   backend_.copy_to_host(logits.data(), logits_.data(), logits.size() * sizeof(float));
   return {};
@@ -201,8 +200,8 @@ Status Model::block(int l, Batch& b) {
 
   // Attention: mixes from the block input; collapse with the previous sublayer's pre.
   b.be.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-                     a_pre.view(DType::kF32, {n, hc}), a_post.view(DType::kF32, {n, hc}),
-                     a_comb.view(DType::kF32, {n, hc, hc})});
+                 a_pre.view(DType::kF32, {n, hc}), a_post.view(DType::kF32, {n, hc}),
+                 a_comb.view(DType::kF32, {n, hc, hc})});
   b.be.hc_pre({stream, b.pre.view(DType::kF32, {n, hc}), xv});
   b.be.rms_norm({xv, w.attn_norm, c.norm_eps, xv});
   DSINFER_RETURN_IF_ERROR(attention(l, b, xv, yv));
@@ -210,8 +209,8 @@ Status Model::block(int l, Batch& b) {
 
   // FFN: mixes from the updated stream; collapse with this attention's pre.
   b.be.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-                     f_pre.view(DType::kF32, {n, hc}), f_post.view(DType::kF32, {n, hc}),
-                     f_comb.view(DType::kF32, {n, hc, hc})});
+                 f_pre.view(DType::kF32, {n, hc}), f_post.view(DType::kF32, {n, hc}),
+                 f_comb.view(DType::kF32, {n, hc, hc})});
   b.be.hc_pre({stream, a_pre.view(DType::kF32, {n, hc}), xv});
   b.be.rms_norm({xv, w.ffn_norm, c.norm_eps, xv});
   moe(l, b, xv, yv);
@@ -247,7 +246,7 @@ void Model::engram(int l, Batch& b) {
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * (hc + 1) * dim);
   b.be.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});
   b.be.engram_gate({b.x.view(DType::kBF16, {n, hc, dim}), kv.view(DType::kBF16, {n, (hc + 1) * dim}), w.wgt,
-                        TensorView{}, c.norm_eps});
+                    TensorView{}, c.norm_eps});
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)
     b.record(ci, fmt::format("layer{}.engram_out", l), DType::kBF16, {b.size(ci), hc, dim}, b.x,
              b.offset[ci] * hc * dim);

@@ -15,9 +15,9 @@ std::vector<int32_t> decode_window_slots(int64_t p, int64_t win);
 /// A prefill chunk of s tokens from `start` in a prompt of `prompt_len`: its window rows are the
 /// ring's rows of positions [first_cached, start) followed by the chunk's own s rows.
 struct PrefillWindow {
-  int64_t width = 0;         // slots per query: min(prompt_len, win), as the one-shot prefill lays them out
-  int64_t first_cached = 0;  // the oldest position any of the chunk's queries sees
-  int64_t cached = 0;        // start - first_cached: the ring's rows before the chunk's own
+  int64_t width = 0;           // slots per query: min(prompt_len, win), as the one-shot prefill lays them out
+  int64_t first_cached = 0;    // the oldest position any of the chunk's queries sees
+  int64_t cached = 0;          // start - first_cached: the ring's rows before the chunk's own
   std::vector<int32_t> slots;  // [s, width]: the window row each query reads, -1 for none
 };
 PrefillWindow prefill_window(int64_t start, int64_t s, int64_t prompt_len, int64_t win);

@@ -13,6 +13,7 @@
 
 namespace dsinfer {
 
+#define DSINFER_DECLARE_OP(name, Args) virtual void name(const Args& a) = 0;
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -27,9 +28,7 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
 
-#define DSINFER_DECLARE_OP(name, Args) virtual void name(const Args& a) = 0;
   DSINFER_OPS(DSINFER_DECLARE_OP)
-#undef DSINFER_DECLARE_OP
 
   /// The backend's capture of whole steps (ops/step_graphs.h), or nullptr where it has none.
   virtual StepGraphs* step_graphs() { return nullptr; }
@@ -38,14 +37,15 @@ class Backend {
   /// can be recorded and run again as a unit. The CPU has no bound.
   virtual int64_t max_tokens_without_reads() const { return INT64_MAX; }
 };
+#undef DSINFER_DECLARE_OP
 
 /// In a backend's class: the declarations of every op of the list, and of the memory calls.
 #define DSINFER_OVERRIDE_OP(name, Args) void name(const Args& a) override;
 #define DSINFER_OVERRIDE_OPS DSINFER_OPS(DSINFER_OVERRIDE_OP)
-#define DSINFER_OVERRIDE_MEMORY                                                 \
-  void* allocate(size_t bytes) override;                                        \
-  void deallocate(void* p) override;                                            \
-  void zero(void* p, size_t bytes) override;                                    \
+#define DSINFER_OVERRIDE_MEMORY                                                \
+  void* allocate(size_t bytes) override;                                       \
+  void deallocate(void* p) override;                                           \
+  void zero(void* p, size_t bytes) override;                                   \
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override; \
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;   \
   void copy_on_device(void* dst, const void* src, size_t bytes) override;

@@ -48,10 +48,8 @@ void routed_experts_by_expert(Backend& be, const RoutedExpertsArgs& a) {
   const int64_t m = n * k;
   const DeviceArray<int32_t> drows(be, std::span<const int32_t>(rows));
   const DeviceArray<float> drow_w(be, std::span<const float>(row_w));
-  auto xe = DeviceArray<uint16_t>::uninitialized(be, m * dim),
-       g = DeviceArray<uint16_t>::uninitialized(be, m * ff);
-  auto u = DeviceArray<uint16_t>::uninitialized(be, m * ff),
-       act = DeviceArray<uint16_t>::uninitialized(be, m * ff);
+  auto xe = DeviceArray<uint16_t>::uninitialized(be, m * dim), g = DeviceArray<uint16_t>::uninitialized(be, m * ff);
+  auto u = DeviceArray<uint16_t>::uninitialized(be, m * ff), act = DeviceArray<uint16_t>::uninitialized(be, m * ff);
   auto o = DeviceArray<uint16_t>::uninitialized(be, m * dim);
   be.gather_rows({a.x, drows.view(DType::kI32, {m}), xe.view(DType::kBF16, {m, dim})});
   std::vector<LinearArgs> up, down;
@@ -65,8 +63,8 @@ void routed_experts_by_expert(Backend& be, const RoutedExpertsArgs& a) {
     down.push_back({act.view(DType::kBF16, {me, ff}, r0 * ff), &ew.w2, o.view(DType::kBF16, {me, dim}, r0 * dim)});
   }
   be.grouped_linear({up});
-  be.swiglu({g.view(DType::kBF16, {m, ff}), u.view(DType::kBF16, {m, ff}), drow_w.view(DType::kF32, {m}), a.swiglu_limit,
-          act.view(DType::kBF16, {m, ff})});
+  be.swiglu({g.view(DType::kBF16, {m, ff}), u.view(DType::kBF16, {m, ff}), drow_w.view(DType::kF32, {m}),
+             a.swiglu_limit, act.view(DType::kBF16, {m, ff})});
   be.grouped_linear({down});
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t r0 = first[e], me = first[e + 1] - first[e];

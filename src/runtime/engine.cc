@@ -54,10 +54,7 @@ const CacheStore* engine_cache_store(Model& model, const std::optional<CacheLayo
 }  // namespace
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config, std::optional<CacheLayout> cache)
-    : model_(model),
-      runner_(model),
-      tokenizer_(tokenizer),
-      scheduler_(config, engine_cache_store(model, cache)) {}
+    : model_(model), runner_(model), tokenizer_(tokenizer), scheduler_(config, engine_cache_store(model, cache)) {}
 
 Engine::~Engine() = default;
 

@@ -5,9 +5,9 @@
 // is bit-identical to running alone).
 //
 // With a cache layout, the caches of the running requests stay within its budget (the model's
-// cache store bounded by it, model/cache_store.h): short of blocks, the newest requests are preempted and later recompute what they had: the prompt as a
-// prefill, then their output so far as the same decode steps that first produced it (not as one
-// prefill: the reference's decode and prefill give different caches at some positions, spec
+// cache store bounded by it, model/cache_store.h): short of blocks, the newest requests are preempted and later
+// recompute what they had: the prompt as a prefill, then their output so far as the same decode steps that first
+// produced it (not as one prefill: the reference's decode and prefill give different caches at some positions, spec
 // §6.4), so the caches come back bit for bit and the output does not change. EngineLoop is the
 // thread-safe front (the server's).
 #pragma once

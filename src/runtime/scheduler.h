@@ -69,7 +69,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   const CacheStore* cache_;
-  int64_t free_ = 0;  // during schedule(): the store's free blocks less those planned
+  int64_t free_ = 0;                     // during schedule(): the store's free blocks less those planned
   std::vector<SchedulerEntry> running_;  // in arrival order
   std::deque<SchedulerEntry> waiting_;
   int64_t preemptions_ = 0;

@@ -298,8 +298,10 @@ void StepRecorder::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   inner_.copy_to_host(host_dst, src, bytes);
 }
 
-#define DSINFER_RECORD_OP(name, Args) \
-  void StepRecorder::name(const Args& a) { call(&Backend::name, a); }
+#define DSINFER_RECORD_OP(name, Args)      \
+  void StepRecorder::name(const Args& a) { \
+    call(&Backend::name, a);               \
+  }
 DSINFER_OPS(DSINFER_RECORD_OP)
 #undef DSINFER_RECORD_OP
 

@@ -92,11 +92,11 @@ class StepRecorder final : public Backend {
   Mode mode_ = Mode::kPass;
   Stats stats_;
   std::vector<Recording> recordings_;
-  std::vector<size_t> live_;  // kProbe: recordings that matched every call so far
-  size_t calls_ = 0;          // the step's calls so far
-  Recording current_;         // kRecord: the calls issued this step
+  std::vector<size_t> live_;      // kProbe: recordings that matched every call so far
+  size_t calls_ = 0;              // the step's calls so far
+  Recording current_;             // kRecord: the calls issued this step
   StepGraphs* graphs_ = nullptr;  // the inner backend's, once it has them (kept: recordings name its steps)
-  bool capturing_ = false;    // kRecord: the inner backend captures the step
+  bool capturing_ = false;        // kRecord: the inner backend captures the step
   // This step's uploads, back to back: recordings name their bytes by offset here, so a replayed
   // or re-issued step copies the bytes of its own uploads.
   std::vector<uint8_t> staged_;

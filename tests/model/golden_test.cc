@@ -18,8 +18,8 @@
 #endif
 #include "core/float_formats.h"
 #include "io/json.h"
-#include "testing/golden_run.h"
 #include "test_util.h"
+#include "testing/golden_run.h"
 
 namespace dsinfer {
 namespace {

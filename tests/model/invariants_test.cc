@@ -56,8 +56,9 @@ TEST_F(Invariants, PagedStoreRunsOutCleanlyAndResultsDoNotDependOnBlocks) {
   const std::vector<float> want = run({prefill(alone, a, 0, n, n)});
   alone = SequenceState();  // its blocks back, so the store can be replaced
 
-  const int64_t blocks_per_prompt = (n + 1) / 2;                                    // blocks of two positions
-  const CacheLayout one_prompt{/*block_tokens=*/2, /*block_bytes=*/1, /*fixed_blocks=*/0, static_cast<int>(blocks_per_prompt)};
+  const int64_t blocks_per_prompt = (n + 1) / 2;  // blocks of two positions
+  const CacheLayout one_prompt{/*block_tokens=*/2, /*block_bytes=*/1, /*fixed_blocks=*/0,
+                               static_cast<int>(blocks_per_prompt)};
   ASSERT_TRUE(model_->reserve_cache(one_prompt).ok());
   SequenceState first = model_->new_sequence(), second = model_->new_sequence();
   ASSERT_TRUE(first.blocks.cover(2).ok());  // second's blocks do not start at block 0

@@ -73,7 +73,7 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
     }
     const EngineStats st = engine.stats();
     EXPECT_EQ(st.preemptions > 0, cache.has_value()) << st.preemptions;
-    EXPECT_EQ(st.cache_blocks_free, st.cache_blocks);   // every block back in the pool
+    EXPECT_EQ(st.cache_blocks_free, st.cache_blocks);       // every block back in the pool
     EXPECT_EQ(model.cache_store().pool().num_in_use(), 0);  // and every block of the cache storage
   }
 }

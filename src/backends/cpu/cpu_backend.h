@@ -34,8 +34,8 @@ class CpuBackend final : public Backend {
 
   DSINFER_OVERRIDE_OPS  // routed_experts: composite.h (the host groups the tokens by expert)
 
-      private : std::unique_ptr<ThreadPool>
-                    pool_;
+ private:
+  std::unique_ptr<ThreadPool> pool_;
   cpu::Isa isa_;
 };
 
