@@ -1,27 +1,80 @@
 // JSON helpers and atomic file writes.
 #include "io/json.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
 namespace dsinfer {
 
-Result<Json> parse_json(std::string_view text, std::string_view what) {
+namespace {
+
+// Counts the nesting depth and stops the parse at the first level past the limit; builds nothing.
+struct DepthCounter : nlohmann::json_sax<Json> {
+  int depth = 0, max_depth = 0;
+  bool too_deep = false;
+  std::string parse_error_message;
+
+  bool open() {
+    if (++depth > kMaxJsonDepth) {
+      too_deep = true;
+      return false;
+    }
+    max_depth = std::max(max_depth, depth);
+    return true;
+  }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return open(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override { return --depth, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    parse_error_message = e.what();
+    return false;
+  }
+};
+
+template <typename J>
+Result<J> parse_bounded(std::string_view text, std::string_view what, ErrorKind kind) {
+  DSINFER_RETURN_IF_ERROR(check_json_depth(text, what, kind).status());
   try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    return error(ErrorKind::kCorruptFile, fmt::format("{}: invalid JSON: {}", what, e.what()));
+    return J::parse(text.begin(), text.end());
+  } catch (const typename J::exception& e) {
+    return error(kind, fmt::format("{}: invalid JSON: {}", what, e.what()));
   }
 }
 
-Result<OrderedJson> parse_ordered_json(std::string_view text, std::string_view what) {
+}  // namespace
+
+Result<int> check_json_depth(std::string_view text, std::string_view what, ErrorKind kind) {
+  DepthCounter counter;
+  bool ok = false;
   try {
-    return OrderedJson::parse(text.begin(), text.end());
-  } catch (const OrderedJson::parse_error& e) {
-    return error(ErrorKind::kInvalidArgument, fmt::format("{}: invalid JSON: {}", what, e.what()));
+    ok = Json::sax_parse(text.begin(), text.end(), &counter);
+  } catch (const Json::exception& e) {
+    counter.parse_error_message = e.what();
   }
+  if (counter.too_deep) return error(kind, fmt::format("{}: JSON nested deeper than {} levels", what, kMaxJsonDepth));
+  if (!ok) return error(kind, fmt::format("{}: invalid JSON: {}", what, counter.parse_error_message));
+  return counter.max_depth;
+}
+
+Result<Json> parse_json(std::string_view text, std::string_view what) {
+  return parse_bounded<Json>(text, what, ErrorKind::kCorruptFile);
+}
+
+Result<OrderedJson> parse_ordered_json(std::string_view text, std::string_view what) {
+  return parse_bounded<OrderedJson>(text, what, ErrorKind::kInvalidArgument);
 }
 
 Result<Json> read_json_file(const std::filesystem::path& path) {
@@ -43,21 +96,36 @@ std::string_view json_type_name(const OrderedJson& j) {
 }
 
 std::string python_json_dumps(const OrderedJson& j) {
+  // An explicit stack of the open containers, each with its next member: no recursion.
+  struct Open {
+    const OrderedJson* container;
+    OrderedJson::const_iterator next;
+  };
+  std::vector<Open> stack;
   std::string out;
-  if (j.is_object()) {
-    out += '{';
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it != j.begin()) out += ", ";
-      out += OrderedJson(it.key()).dump() + ": " + python_json_dumps(it.value());
+  const auto write = [&](const OrderedJson& v) {
+    if (v.is_object() || v.is_array()) {
+      out += v.is_object() ? '{' : '[';
+      stack.push_back({&v, v.cbegin()});
+    } else {
+      out += v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
     }
-    return out + '}';
+  };
+  write(j);
+  while (!stack.empty()) {
+    Open& top = stack.back();
+    if (top.next == top.container->cend()) {
+      out += top.container->is_object() ? '}' : ']';
+      stack.pop_back();
+      continue;
+    }
+    if (top.next != top.container->cbegin()) out += ", ";
+    if (top.container->is_object()) out += OrderedJson(top.next.key()).dump() + ": ";
+    const OrderedJson& member = *top.next;
+    ++top.next;  // before write(), which may grow the stack and move `top`
+    write(member);
   }
-  if (j.is_array()) {
-    out += '[';
-    for (size_t i = 0; i < j.size(); ++i) out += (i ? ", " : "") + python_json_dumps(j[i]);
-    return out + ']';
-  }
-  return j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+  return out;
 }
 
 }  // namespace dsinfer
