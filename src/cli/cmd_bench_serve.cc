@@ -66,8 +66,9 @@ Sample run_one(const BenchServeOptions& o, const std::string& prompt) {
     for (size_t end; (end = buffer.find("\n\n")) != std::string::npos; buffer.erase(0, end + 2)) {
       const std::string line = buffer.substr(0, end);
       if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
-      const Json e = Json::parse(line.substr(6), nullptr, false);
-      if (e.is_discarded()) continue;
+      const auto parsed = parse_json(line.substr(6), "event");  // nesting bounded by kMaxJsonDepth
+      if (!parsed.ok()) continue;
+      const Json& e = *parsed;
       if (e.contains("usage") && e["usage"].is_object()) {
         s.prompt_tokens = e["usage"].value("prompt_tokens", 0);
         s.output_tokens = e["usage"].value("completion_tokens", 0);

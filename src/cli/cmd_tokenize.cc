@@ -29,9 +29,9 @@ Status for_each_json_line(const std::string& input, const std::function<Status(c
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.empty()) continue;
-    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return error(ErrorKind::kInvalidArgument, fmt::format("{}:{}: not valid JSON", input, n));
-    DSINFER_RETURN_IF_ERROR(fn(j, n));
+    auto j = parse_json(line, fmt::format("{}:{}", input, n));  // nesting bounded by kMaxJsonDepth
+    if (!j.ok()) return error(ErrorKind::kInvalidArgument, j.status().message());
+    DSINFER_RETURN_IF_ERROR(fn(*j, n));
   }
   return {};
 }

@@ -86,8 +86,9 @@ Result<SafetensorsFile> SafetensorsFile::parse(std::span<const uint8_t> bytes, s
     return corrupt(label,
                    fmt::format("header length {} runs past the end of the {}-byte file (truncated?)", n, bytes.size()));
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), n);
-  Json header = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded()) return corrupt(label, "header is not valid JSON");
+  auto parsed = parse_json(text, "header");  // nesting bounded by kMaxJsonDepth
+  if (!parsed.ok()) return corrupt(label, fmt::format("header is not valid JSON ({})", parsed.status().message()));
+  const Json header = std::move(*parsed);
   if (!header.is_object()) return corrupt(label, "header is not a JSON object");
 
   SafetensorsFile f;
