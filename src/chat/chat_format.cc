@@ -58,8 +58,7 @@ Result<std::string> render_tool_calls(const std::vector<ToolCall>& calls) {
   for (const ToolCall& c : calls) {
     auto args = tool_arguments_from_json(c.arguments);
     if (!args.ok())
-      return error(ErrorKind::kInvalidArgument,
-                   fmt::format("tool call '{}': arguments must be a JSON object, got: {}", c.name, c.arguments));
+      return error(ErrorKind::kInvalidArgument, fmt::format("tool call '{}': {}", c.name, args.status().message()));
     out += fmt::format("{}{}\">\n", kInvokeOpen, c.name);
     for (const ToolArgument& a : *args)
       out += fmt::format("{}{}\" string=\"{}\">{}{}\n", kParamOpen, a.name, a.is_string ? "true" : "false", a.value,

@@ -76,8 +76,13 @@ Result<std::vector<ChatMessage>> chat_messages_from_json(const OrderedJson& mess
         ToolCall tc;
         tc.id = call.contains("id") && call["id"].is_string() ? call["id"].get<std::string>() : "";
         tc.name = (*fn)["name"].get<std::string>();
-        const OrderedJson args = fn->contains("arguments") ? (*fn)["arguments"] : OrderedJson("{}");
-        tc.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+        if (!fn->contains("arguments")) {
+          tc.arguments = "{}";
+        } else if (const OrderedJson& args = (*fn)["arguments"]; args.is_string()) {
+          tc.arguments = args.get<std::string>();  // parsed again (depth-bounded) when rendered
+        } else {
+          tc.arguments = python_json_dumps(args);  // iterative; the body's depth is bounded too
+        }
         msg.tool_calls.push_back(std::move(tc));
       }
     }

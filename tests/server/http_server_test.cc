@@ -247,5 +247,42 @@ TEST_F(HttpServerTest, ThirtyTwoClientsAndADisconnect) {
   EXPECT_EQ(metrics->body.find("dsinfer_preemptions_total 0\n"), std::string::npos);
 }
 
+// The reliability probe's defect 1: JSON nested 30,000 deep in a tool schema or in a tool call's
+// arguments (an object, or a JSON string parsed again) crashed the server through recursion. Each
+// now gets a 400 in OpenAI's shape naming the limit, and the server keeps serving.
+TEST_F(HttpServerTest, DeeplyNestedJsonGets400AndTheServerKeepsServing) {
+  constexpr int kDepth = 30'000;
+  const std::string deep = std::string(kDepth, '[') + std::string(kDepth, ']');
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  const std::string call_open =
+      R"({"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": )";
+  const std::string requests[] = {
+      // tools[0].function.parameters, the probe's repro
+      R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": )" +
+          deep + "}}]}",
+      // messages[1].tool_calls[0].function.arguments as an object
+      "{\"messages\": [" + user + ", " + call_open + R"({"x": )" + deep + "}}}]}]}",
+      // ... and as a JSON string, parsed again when the prompt is rendered
+      "{\"messages\": [" + user + ", " + call_open + R"("{\"x\": )" + deep + "}\"}}]}]}",
+      "{\"messages\": [" + user + ", " + call_open + "\"" + deep + "\"}}]}]}",
+  };
+  auto c = client();
+  for (const std::string& body : requests) {
+    ASSERT_LT(body.size(), 1u << 16);  // under the test server's body limit, as the probe's 60 KB
+    auto r = c.Post("/v1/chat/completions", body, "application/json");
+    ASSERT_TRUE(r) << "no answer: did the server die?";
+    EXPECT_EQ(r->status, 400) << r->body;
+    auto j = parse_json(r->body, "error body");
+    ASSERT_TRUE(j.ok()) << r->body;
+    EXPECT_EQ((*j)["error"]["type"], "invalid_request_error") << r->body;
+    EXPECT_NE((*j)["error"]["message"].get<std::string>().find("JSON nested deeper than 128 levels"), std::string::npos)
+        << r->body;
+    EXPECT_LT(r->body.size(), 1024u);  // the error does not echo the input back
+  }
+  auto again = c.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200) << again->body;
+}
+
 }  // namespace
 }  // namespace dsinfer::server

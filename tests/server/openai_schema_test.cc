@@ -110,6 +110,13 @@ TEST(OpenAiSchema, MalformedRequestsNameTheField) {
     EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument) << body;
     EXPECT_NE(r.status().message().find(needle), std::string::npos) << body << " -> " << r.status().message();
   }
+  // Nesting past kMaxJsonDepth anywhere in the body, even in a field nobody reads.
+  const std::string deep = R"({"messages": [{"role": "user", "content": "hi"}], "x": )" + std::string(129, '[') +
+                           std::string(129, ']') + "}";
+  const auto too_deep = chat(deep);
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_EQ(too_deep.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(too_deep.status().message(), "request body: JSON nested deeper than 128 levels");
   const auto unknown = chat(R"({"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]})");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().kind(), ErrorKind::kNotFound);
