@@ -33,7 +33,9 @@ int run_make_tiny(const MakeTinyOptions& o) {
 void register_make_tiny(CLI::App& app, CommandResult& result) {
   auto opts = std::make_shared<MakeTinyOptions>();
   CLI::App* cmd = app.add_subcommand("make-tiny", "Write a tiny random-weight V4.1 checkpoint in the release format");
-  cmd->add_option("--out", opts->out, "Folder to write (created if missing)")->required();
+  cmd->add_option("--out", opts->out,
+                  "Folder to write (created if missing; an existing checkpoint there is replaced whole)")
+      ->required();
   cmd->add_option("--seed", opts->seed, "Random seed of the weights")->capture_default_str();
   cmd->callback([opts, &result] { result.exit_code = run_make_tiny(*opts); });
 }

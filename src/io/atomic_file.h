@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string_view>
 
@@ -41,5 +42,18 @@ class AtomicFileWriter {
 
 /// Writes a whole file atomically.
 Status write_file_atomic(const std::filesystem::path& path, std::string_view text);
+
+/// Writes the folder `dir` as a whole: `fill` writes into a fresh sibling temporary folder
+/// (`dir`.tmp-<pid>, in the same parent, so renames stay on one file system), which then replaces
+/// `dir`: atomically swapped with it (renameat2 RENAME_EXCHANGE) and the old one removed, or where
+/// the file system cannot swap, `dir` renamed aside to `dir`.old-<pid>, the new one renamed into
+/// place and the old removed. A crash at any point leaves at `dir` either the old folder or the new
+/// one, whole, never a mix (in the fallback's instant between its two renames `dir` is absent, the
+/// old one whole in .old-<pid>). An error from `fill` leaves `dir` untouched. First, the leftovers
+/// of earlier interrupted runs (`dir`.tmp-<pid> and `dir`.old-<pid> of processes no longer
+/// running) are removed. An existing `dir` is replaced only if it is empty or holds a config.json
+/// or *.safetensors (a model folder), so a wrong `--out` cannot delete an unrelated folder.
+Status write_folder_atomic(const std::filesystem::path& dir,
+                           const std::function<Status(const std::filesystem::path& tmp)>& fill);
 
 }  // namespace dsinfer

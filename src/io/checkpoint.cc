@@ -2,6 +2,7 @@
 #include "io/checkpoint.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -36,6 +37,74 @@ Result<std::map<std::string, std::string>> read_weight_map(const fs::path& index
                    fmt::format("{}: weight_map['{}'] is not a file name in the folder", index_path.string(), it.key()));
     out[it.key()] = it->get<std::string>();
   }
+  return out;
+}
+
+// Without an index the release's file names say what the checkpoint is: model.safetensors, or
+// the complete set model-00001-of-0000N.safetensors ... model-0000N-of-0000N.safetensors. Other
+// *.safetensors files (goldens, caches of other tools) are not part of it and are left alone; a
+// model*.safetensors that fits neither form, or an incomplete or mixed shard set, is an error
+// rather than something merged silently. A folder with no model*.safetensors but exactly one
+// *.safetensors file is that single-file checkpoint.
+bool parse_shard_name(const std::string& name, int* index, int* count) {
+  int i = 0, n = 0, used = 0;
+  if (name.size() != std::string_view("model-00001-of-00001.safetensors").size()) return false;
+  if (std::sscanf(name.c_str(), "model-%5d-of-%5d.safetensors%n", &i, &n, &used) != 2) return false;
+  if (static_cast<size_t>(used) != name.size() || fmt::format("model-{:05d}-of-{:05d}.safetensors", i, n) != name)
+    return false;
+  *index = i;
+  *count = n;
+  return i >= 1 && i <= n;
+}
+
+Result<std::vector<fs::path>> discover_shards(const fs::path& dir) {
+  std::vector<std::string> model_files, other_files;
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(dir, ec)) {
+    if (de.path().extension() != ".safetensors") continue;
+    const std::string name = de.path().filename().string();
+    (name.rfind("model", 0) == 0 ? model_files : other_files).push_back(name);
+  }
+  if (ec) return error(ErrorKind::kIo, fmt::format("{}: cannot list the folder: {}", dir.string(), ec.message()));
+  std::sort(model_files.begin(), model_files.end());
+  std::sort(other_files.begin(), other_files.end());
+  if (model_files.empty()) {
+    if (other_files.size() == 1) return std::vector<fs::path>{dir / other_files[0]};
+    if (other_files.empty())
+      return error(ErrorKind::kNotFound, fmt::format("{}: no *.safetensors files and no {}", dir.string(), kIndexName));
+    return error(ErrorKind::kCorruptFile,
+                 fmt::format("{}: {} *.safetensors files ({}, ...) but no {} and none named like the release's "
+                             "shards (model.safetensors or model-NNNNN-of-NNNNN.safetensors): which of them "
+                             "make up the checkpoint is ambiguous",
+                             dir.string(), other_files.size(), other_files[0], kIndexName));
+  }
+  const auto bad = [&](const std::string& why) {
+    std::string names;
+    for (const std::string& n : model_files) names += (names.empty() ? "" : ", ") + n;
+    return error(ErrorKind::kCorruptFile,
+                 fmt::format("{}: the model*.safetensors files ({}) are not one checkpoint without {}: {}",
+                             dir.string(), names, kIndexName, why));
+  };
+  if (model_files.size() == 1 && model_files[0] == "model.safetensors")
+    return std::vector<fs::path>{dir / model_files[0]};
+  int count = -1;
+  std::vector<bool> seen;
+  for (const std::string& name : model_files) {
+    int i = 0, n = 0;
+    if (!parse_shard_name(name, &i, &n))
+      return bad(
+          fmt::format("'{}' is neither a lone model.safetensors nor a model-NNNNN-of-NNNNN.safetensors shard", name));
+    if (count < 0) {
+      count = n;
+      seen.assign(static_cast<size_t>(n) + 1, false);
+    }
+    if (n != count) return bad("shards of different shard counts");
+    seen[static_cast<size_t>(i)] = true;
+  }
+  for (int i = 1; i <= count; ++i)
+    if (!seen[static_cast<size_t>(i)]) return bad(fmt::format("shard {} of {} is missing", i, count));
+  std::vector<fs::path> out;
+  for (const std::string& n : model_files) out.push_back(dir / n);
   return out;
 }
 
@@ -82,11 +151,7 @@ Result<Checkpoint> Checkpoint::open(const fs::path& path) {
     return ckpt;
   }
 
-  std::vector<fs::path> files;
-  for (const auto& de : fs::directory_iterator(path, ec))
-    if (de.path().extension() == ".safetensors") files.push_back(de.path());
-  if (files.empty())
-    return error(ErrorKind::kNotFound, fmt::format("{}: no *.safetensors files and no {}", path.string(), kIndexName));
+  DSINFER_ASSIGN_OR_RETURN(std::vector<fs::path> files, discover_shards(path));
   std::sort(files.begin(), files.end());
   for (const fs::path& p : files) {
     DSINFER_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(p));

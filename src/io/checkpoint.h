@@ -27,7 +27,10 @@ class Checkpoint {
 
   /// `path` is a model folder or one .safetensors file. In a folder the index (if present) is
   /// authoritative: every tensor it lists must be in the shard it names and every tensor of every
-  /// shard must be listed. Without an index, every *.safetensors in the folder is read.
+  /// shard must be listed. Without an index, the release's names decide: model.safetensors, or the
+  /// complete set model-00001-of-0000N.safetensors ...; other *.safetensors files are not part of
+  /// the checkpoint (a folder holding only one, under any name, is that one-file checkpoint), and
+  /// model*.safetensors files that are not one such set are an error, never merged.
   static Result<Checkpoint> open(const std::filesystem::path& path);
 
   const Tensor* find(std::string_view name) const;

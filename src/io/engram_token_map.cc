@@ -3,16 +3,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <unordered_map>
 
-#include <fmt/format.h>
 #include <utf8proc.h>
-
-#include "core/hash.h"
-#include "io/mapped_file.h"
-#include "io/safetensors.h"
-#include "io/safetensors_writer.h"
 
 namespace dsinfer {
 namespace {
@@ -64,34 +57,9 @@ std::string engram_normalize(std::string_view utf8) {
   return encode_utf8(std::u32string_view(collapsed).substr(b, e - b));
 }
 
-Result<EngramTokenMap> load_or_build_engram_token_map(const std::filesystem::path& dir) {
-  const std::filesystem::path tok_path = dir / "tokenizer.json", cache_path = dir / "engram_token_map.safetensors";
-  DSINFER_ASSIGN_OR_RETURN(MappedFile tok, MappedFile::open(tok_path));
-  // The FNV-1a of the tokenizer's bytes identifies it.
-  const std::string key = fmt::format(
-      "{:016x}", fnv1a64(std::string_view(reinterpret_cast<const char*>(tok.bytes().data()), tok.bytes().size())));
-
-  if (auto cached = SafetensorsFile::open(cache_path); cached.ok()) {
-    const auto it = cached->metadata().find("tokenizer_fnv64");
-    const SafetensorsEntry* e = cached->find("token_map");
-    if (it != cached->metadata().end() && it->second == key && e && e->dtype == DType::kI32 && e->shape.size() == 1) {
-      EngramTokenMap m;
-      m.map.resize(e->numel());
-      std::memcpy(m.map.data(), cached->data(*e).data(), e->data_bytes);
-      for (int32_t v : m.map) m.compressed_vocab_size = std::max(m.compressed_vocab_size, v + 1);
-      return m;
-    }
-  }
-  DSINFER_ASSIGN_OR_RETURN(
-      Json j, parse_json(std::string_view(reinterpret_cast<const char*>(tok.bytes().data()), tok.bytes().size()),
-                         tok_path.string()));
-  DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::from_json(j, tok_path.string()));
-  EngramTokenMap m = build_engram_token_map(vocab);
-  SafetensorsWriter w;
-  w.add_values<int32_t>("token_map", DType::kI32, {static_cast<int64_t>(m.map.size())}, m.map);
-  w.set_metadata("tokenizer_fnv64", key);
-  (void)w.write(cache_path);  // best effort: the model folder may be read-only
-  return m;
+Result<EngramTokenMap> build_engram_token_map(const std::filesystem::path& dir) {
+  DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::load(dir / "tokenizer.json"));
+  return build_engram_token_map(vocab);
 }
 
 EngramTokenMap build_engram_token_map(const TokenizerVocab& vocab) {

@@ -22,10 +22,10 @@ struct EngramTokenMap {
 /// white space (a lone " " survives); the normaliser of the reference's build_compressed_token_map.
 std::string engram_normalize(std::string_view utf8);
 
-/// The map of `dir`/tokenizer.json, read from `dir`/engram_token_map.safetensors when that cache was
-/// made from the same tokenizer bytes, else built and cached there (atomically; a read-only folder
-/// just skips the cache). Building normalises every token, ~1 s for the 129K-token release vocab.
-Result<EngramTokenMap> load_or_build_engram_token_map(const std::filesystem::path& dir);
+/// The map of `dir`/tokenizer.json, built in memory. Nothing is cached: a loader never writes into
+/// the model folder, and the pass is cheap (about 0.5 s for the 129K-token release vocab, after
+/// the tokenizer.json parse that loading it takes anyway; under 1 ms for the tiny models).
+Result<EngramTokenMap> build_engram_token_map(const std::filesystem::path& dir);
 
 /// Scans ids 0, 1, ... assigning compressed ids in order of first appearance of each key: the
 /// normalised decoded text, or the raw piece when decoding yields U+FFFD (a partial character).

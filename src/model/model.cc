@@ -43,7 +43,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
   place_weights(m->weights_, backend, options.upload_progress);
   const ModelConfig& c = m->config_;
   if (!c.engram_layer_ids.empty()) {
-    DSINFER_ASSIGN_OR_RETURN(EngramTokenMap map, load_or_build_engram_token_map(dir));
+    DSINFER_ASSIGN_OR_RETURN(EngramTokenMap map, build_engram_token_map(dir));
     if (map.compressed_vocab_size != c.engram_compressed_vocab_size)
       return error(ErrorKind::kInvalidConfig,
                    fmt::format("{}: tokenizer.json yields an Engram compressed vocab of {}, config says {}",

@@ -231,9 +231,6 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, 
 }
 
 Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return error(ErrorKind::kIo, fmt::format("{}: cannot create folder: {}", dir.string(), ec.message()));
   const Json tokenizer = make_tiny_tokenizer_json(kTinyTokenizerMerges);
   DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::from_json(tokenizer, "tiny tokenizer"));
   DSINFER_ASSIGN_OR_RETURN(const ModelConfig config, tiny_model_config(vocab));
@@ -241,11 +238,14 @@ Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed) {
       {"tokenizer_class", "PreTrainedTokenizerFast"}, {"bos_token", TinyTokenizerSpecials::kBos},
       {"eos_token", TinyTokenizerSpecials::kEos},     {"pad_token", TinyTokenizerSpecials::kEos},
       {"clean_up_tokenization_spaces", false},        {"model_max_length", config.max_seq_len}};
-  // Weights first, config last: a folder with a config.json is a complete one.
-  DSINFER_RETURN_IF_ERROR(make_random_weights(config, seed).write_sharded(dir, 2u << 20));
-  DSINFER_RETURN_IF_ERROR(write_file_atomic(dir / "tokenizer.json", tokenizer.dump(1) + "\n"));
-  DSINFER_RETURN_IF_ERROR(write_file_atomic(dir / "tokenizer_config.json", tokenizer_config.dump(1) + "\n"));
-  return write_file_atomic(dir / "config.json", config.to_json().dump(1) + "\n");
+  // The checkpoint is written as a whole (a temporary sibling folder renamed into place): an
+  // interrupted run leaves the old checkpoint or the new one, never shards of both.
+  return write_folder_atomic(dir, [&](const std::filesystem::path& tmp) -> Status {
+    DSINFER_RETURN_IF_ERROR(make_random_weights(config, seed).write_sharded(tmp, 2u << 20));
+    DSINFER_RETURN_IF_ERROR(write_file_atomic(tmp / "tokenizer.json", tokenizer.dump(1) + "\n"));
+    DSINFER_RETURN_IF_ERROR(write_file_atomic(tmp / "tokenizer_config.json", tokenizer_config.dump(1) + "\n"));
+    return write_file_atomic(tmp / "config.json", config.to_json().dump(1) + "\n");
+  });
 }
 
 }  // namespace dsinfer

@@ -23,7 +23,8 @@ constexpr int kTinyTokenizerMerges = 752;
 SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, int64_t unwritten_above = -1);
 
 /// Writes config.json, tokenizer.json, tokenizer_config.json and the weights (sharded with an
-/// index, as the release) into `dir`.
+/// index, as the release) as the folder `dir`, replacing it whole if it exists
+/// (io/atomic_file.h: write_folder_atomic; stale temporary folders of interrupted runs removed).
 Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed);
 
 }  // namespace dsinfer

@@ -178,12 +178,60 @@ TEST(Checkpoint, IndexAndShardsMustAgree) {
 
 TEST(Checkpoint, FolderWithoutIndexAndDuplicateNames) {
   testing::TempDir dir;
-  ASSERT_TRUE(three_tensors().write(dir.path() / "one.safetensors").ok());
-  ASSERT_TRUE(Checkpoint::open(dir.path()).ok());
-  ASSERT_TRUE(three_tensors().write(dir.path() / "two.safetensors").ok());
+  ASSERT_TRUE(three_tensors().write(dir.path() / "model-00001-of-00002.safetensors").ok());
+  ASSERT_TRUE(three_tensors().write(dir.path() / "model-00002-of-00002.safetensors").ok());
   const auto r = Checkpoint::open(dir.path());
   EXPECT_NE(r.status().message().find("is in both"), std::string::npos) << r.status().message();
   EXPECT_EQ(Checkpoint::open(dir.path() / "missing").status().kind(), ErrorKind::kNotFound);
+}
+
+SafetensorsWriter one_tensor(const char* name) {
+  SafetensorsWriter w;
+  w.add(name, DType::kU8, {4}, std::vector<uint8_t>(4, 1));
+  return w;
+}
+
+// Without an index only the release's shard names make up the checkpoint: other safetensors files
+// beside it are left out, and a model* file set that is not one checkpoint is refused.
+TEST(Checkpoint, FolderWithoutIndexTakesOnlyTheReleaseShardNames) {
+  testing::TempDir dir;
+  const auto& d = dir.path();
+  ASSERT_TRUE(one_tensor("a").write(d / "only.safetensors").ok());
+  auto lone = Checkpoint::open(d);  // a single file under any name is that checkpoint
+  ASSERT_TRUE(lone.ok()) << lone.status().to_string();
+  EXPECT_NE(lone->find("a"), nullptr);
+  ASSERT_TRUE(one_tensor("b").write(d / "other.safetensors").ok());
+  auto two = Checkpoint::open(d);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("ambiguous"), std::string::npos) << two.status().message();
+
+  ASSERT_TRUE(one_tensor("x").write(d / "model-00001-of-00002.safetensors").ok());
+  ASSERT_TRUE(one_tensor("y").write(d / "model-00002-of-00002.safetensors").ok());
+  ASSERT_TRUE(one_tensor("token_map").write(d / "engram_token_map.safetensors").ok());
+  auto shards = Checkpoint::open(d);
+  ASSERT_TRUE(shards.ok()) << shards.status().to_string();
+  EXPECT_EQ(shards->files().size(), 2u);
+  EXPECT_EQ(shards->tensors().size(), 2u);
+  EXPECT_EQ(shards->find("token_map"), nullptr);
+  EXPECT_EQ(shards->find("a"), nullptr);
+
+  const auto refused = [&](const char* extra, const char* why) {
+    ASSERT_TRUE(one_tensor("z").write(d / extra).ok());
+    const auto r = Checkpoint::open(d);
+    ASSERT_FALSE(r.ok()) << extra;
+    EXPECT_EQ(r.status().kind(), ErrorKind::kCorruptFile);
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+    std::filesystem::remove(d / extra);
+    ASSERT_TRUE(Checkpoint::open(d).ok());
+  };
+  refused("model.safetensors", "neither a lone model.safetensors");
+  refused("model-00001-of-00003.safetensors", "different shard counts");
+  refused("model_extra.safetensors", "'model_extra.safetensors' is neither");
+  refused("model-1-of-2.safetensors", "is neither");
+  std::filesystem::remove(d / "model-00002-of-00002.safetensors");
+  const auto missing = Checkpoint::open(d);
+  EXPECT_NE(missing.status().message().find("shard 2 of 2 is missing"), std::string::npos)
+      << missing.status().message();
 }
 
 TEST(Checkpoint, FixturesOpen) {

@@ -6,13 +6,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/float_formats.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/engram_token_map.h"
+#include "model/model.h"
 #include "model/weight_manifest.h"
 #include "test_util.h"
 #include "testing/config_builder.h"
@@ -137,4 +144,109 @@ TEST(TinyModel, UnwrittenBigWeights) {
   EXPECT_GT(kept, 0);
 }
 
+}  // namespace dsinfer
+
+namespace dsinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every file of a folder (names and contents), sorted by name.
+std::map<std::string, std::string> folder_contents(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& de : fs::directory_iterator(dir)) out[de.path().filename().string()] = slurp(de.path());
+  return out;
+}
+
+std::vector<std::string> folder_names(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& de : fs::directory_iterator(dir)) out.push_back(de.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status load_tiny(const fs::path& dir) {
+  CpuBackend backend(2);
+  LocalCommunicator comm;
+  auto m = Model::load(dir, backend, comm);
+  return m.ok() ? Status{} : m.status();
+}
+
+// Defect 7 of the reliability probe: a load must not write into the model folder (it once cached
+// the Engram token map there, and the cache was then taken for a shard by the next load).
+TEST(TinyModel, LoadingWithoutAnIndexLeavesTheFolderAsItWas) {
+  testing::TempDir dir;
+  ASSERT_TRUE(write_tiny_checkpoint(dir.path(), 5).ok());
+  ASSERT_TRUE(fs::remove(dir.path() / "model.safetensors.index.json"));
+  const auto before = folder_contents(dir.path());
+  for (int i = 0; i < 2; ++i) {
+    const Status s = load_tiny(dir.path());
+    ASSERT_TRUE(s.ok()) << "load " << i << ": " << s.to_string();
+    EXPECT_EQ(folder_contents(dir.path()), before) << "load " << i;
+  }
+  // A folder that still holds the cache of older builds loads too: it is not a shard.
+  SafetensorsWriter cache;
+  cache.add_values<int32_t>("token_map", DType::kI32, {2}, std::vector<int32_t>{0, 1});
+  ASSERT_TRUE(cache.write(dir.path() / "engram_token_map.safetensors").ok());
+  const Status s = load_tiny(dir.path());
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+// Defect 8: make-tiny over an existing checkpoint replaces it whole, and removes what interrupted
+// runs left beside it.
+TEST(TinyModel, RewritingReplacesTheWholeCheckpoint) {
+  testing::TempDir parent;
+  const fs::path out = parent.path() / "tiny", fresh = parent.path() / "fresh";
+  ASSERT_TRUE(write_tiny_checkpoint(out, 0).ok());
+  // What a killed run leaves: a temporary folder with part of another checkpoint, and (in the
+  // fallback without an atomic swap) the old folder set aside. No process has these pids.
+  fs::create_directories(out.string() + ".tmp-999999999");
+  std::ofstream(out.string() + ".tmp-999999999/model-00001-of-00002.safetensors") << "partial";
+  fs::create_directories(out.string() + ".old-999999998");
+  fs::create_directories(parent.path() / "tiny.tmp-notapid");  // not ours: left alone
+  ASSERT_TRUE(write_tiny_checkpoint(out, 7).ok());
+  ASSERT_TRUE(write_tiny_checkpoint(fresh, 7).ok());
+  EXPECT_EQ(folder_contents(out), folder_contents(fresh));
+  EXPECT_EQ(folder_names(parent.path()), (std::vector<std::string>{"fresh", "tiny", "tiny.tmp-notapid"}));
+  EXPECT_TRUE(load_tiny(out).ok());
+  // A trailing '/' names the same folder.
+  ASSERT_TRUE(write_tiny_checkpoint(out.string() + "/", 0).ok());
+  EXPECT_NE(folder_contents(out), folder_contents(fresh));
+  EXPECT_EQ(folder_names(parent.path()), (std::vector<std::string>{"fresh", "tiny", "tiny.tmp-notapid"}));
+}
+
+TEST(TinyModel, AnInterruptedRewriteLeavesTheOldCheckpoint) {
+  testing::TempDir parent;
+  const fs::path out = parent.path() / "tiny", other = parent.path() / "other";
+  ASSERT_TRUE(write_tiny_checkpoint(out, 0).ok());
+  ASSERT_TRUE(write_tiny_checkpoint(other, 7).ok());
+  const auto old = folder_contents(out);
+  // Killed while writing: a seed-7 shard in the temporary folder, never renamed into place.
+  const fs::path killed = out.string() + ".tmp-999999999";
+  fs::create_directories(killed);
+  fs::copy_file(other / "model-00001-of-00002.safetensors", killed / "model-00001-of-00002.safetensors");
+  EXPECT_EQ(folder_contents(out), old);
+  EXPECT_TRUE(load_tiny(out).ok());
+  // Failing part way (after one shard of the new checkpoint): the old one is untouched, the
+  // temporary folder gone.
+  const Status s = write_folder_atomic(out, [&](const fs::path& tmp) -> Status {
+    fs::copy_file(other / "model-00001-of-00002.safetensors", tmp / "model-00001-of-00002.safetensors");
+    return error(ErrorKind::kIo, "interrupted");
+  });
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(folder_contents(out), old);
+  EXPECT_TRUE(load_tiny(out).ok());
+  EXPECT_EQ(folder_names(parent.path()), (std::vector<std::string>{"other", "tiny"}));  // the stale one too
+}
+
+TEST(TinyModel, DoesNotReplaceAFolderThatIsNoCheckpoint) {
+  testing::TempDir dir;
+  std::ofstream(dir.path() / "notes.txt") << "mine";
+  const Status s = write_tiny_checkpoint(dir.path(), 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("refusing to replace"), std::string::npos) << s.message();
+  EXPECT_EQ(folder_names(dir.path()), std::vector<std::string>{"notes.txt"});
+}
+
+}  // namespace
 }  // namespace dsinfer
