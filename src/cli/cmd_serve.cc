@@ -56,8 +56,8 @@ int run_serve(const ServeOptions& o) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::fputs("dsinfer: stopping\n", stderr);
-  loop.cancel_all();  // handlers waiting on their requests return, so the server can stop
-  http.stop();
+  http.stop();        // no new connections; the serving thread then joins the handlers
+  loop.cancel_all();  // at the next step: handlers waiting on their requests return
   serving.join();
   return 0;
 }

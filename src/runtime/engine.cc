@@ -54,12 +54,17 @@ const CacheStore* engine_cache_store(Model& model, const std::optional<CacheLayo
 }  // namespace
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config, std::optional<CacheLayout> cache)
-    : model_(model), runner_(model), tokenizer_(tokenizer), scheduler_(config, engine_cache_store(model, cache)) {}
+    : model_(model),
+      runner_(model),
+      tokenizer_(tokenizer),
+      scheduler_(config, engine_cache_store(model, cache)),
+      context_(model.config().max_seq_len),
+      cache_capacity_(model.cache_store().bounded() ? model.cache_store().pool().capacity() : -1) {}
 
 Engine::~Engine() = default;
 
-Result<uint64_t> Engine::submit(EngineRequest request) {
-  const int64_t context = model_.config().max_seq_len;
+Status Engine::validate(const EngineRequest& request) const {
+  const int64_t context = context_;
   if (request.prompt.empty()) return error(ErrorKind::kInvalidArgument, "the prompt is empty");
   if (request.max_tokens < 1) return error(ErrorKind::kInvalidArgument, "max_tokens must be >= 1");
   if (static_cast<int64_t>(request.prompt.size()) + request.max_tokens > context)
@@ -67,13 +72,20 @@ Result<uint64_t> Engine::submit(EngineRequest request) {
                  fmt::format("prompt of {} tokens + {} new tokens exceeds the context of {} tokens",
                              request.prompt.size(), request.max_tokens, context));
   DSINFER_RETURN_IF_ERROR(request.sampling.validate());
-  if (const CacheStore& store = model_.cache_store(); store.bounded()) {
-    const int64_t blocks = store.blocks_for(static_cast<int64_t>(request.prompt.size()) + request.max_tokens);
-    if (blocks > store.pool().capacity())
+  if (cache_capacity_ >= 0) {
+    // blocks_for reads the store's block geometry, fixed when it was made.
+    const int64_t blocks =
+        model_.cache_store().blocks_for(static_cast<int64_t>(request.prompt.size()) + request.max_tokens);
+    if (blocks > cache_capacity_)
       return error(ErrorKind::kInvalidArgument,
                    fmt::format("prompt + {} new tokens needs {} cache blocks; the cache budget holds {}",
-                               request.max_tokens, blocks, store.pool().capacity()));
+                               request.max_tokens, blocks, cache_capacity_));
   }
+  return {};
+}
+
+Result<uint64_t> Engine::submit(EngineRequest request) {
+  DSINFER_RETURN_IF_ERROR(validate(request));
   const uint64_t id = next_id_++;
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
   requests_[id] = std::make_unique<Live>(std::move(request), model_, tokenizer_, id);

@@ -75,6 +75,9 @@ class Engine {
   /// kInvalidArgument for an empty prompt, bad sampling parameters or a prompt + budget beyond the
   /// context; otherwise the request's id.
   Result<uint64_t> submit(EngineRequest request);
+  /// submit's checks alone. It reads only what is fixed when the Engine is made (the context, the
+  /// cache budget's size), never the running state, so any thread may call it while another steps.
+  Status validate(const EngineRequest& request) const;
   /// Ends a request now (its on_output gets kCancelled); unknown ids are ignored.
   void cancel(uint64_t id);
   /// Cancels every request (shutdown).
@@ -92,6 +95,8 @@ class Engine {
   ModelRunner runner_;
   const Tokenizer& tokenizer_;
   Scheduler scheduler_;
+  const int64_t context_;         // the model's max_seq_len
+  const int64_t cache_capacity_;  // the budget's blocks; -1 without a cache budget
   std::map<uint64_t, std::unique_ptr<Live>> requests_;
   uint64_t next_id_ = 1;
 };

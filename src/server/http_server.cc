@@ -1,10 +1,15 @@
 // The OpenAI-compatible HTTP front: the routes, their handlers, and responses whole or streamed.
 #include "server/http_server.h"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netdb.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <random>
 
 #include <fmt/format.h>
@@ -132,14 +137,70 @@ std::string metrics_text(const EngineLoopStats& st) {
   return text;
 }
 
+// The numeric host and port of a socket's own (peer false) or remote end, as httplib writes them.
+bool socket_end(int fd, bool peer, std::string* host, int* port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  auto* a = reinterpret_cast<sockaddr*>(&addr);
+  if ((peer ? ::getpeername(fd, a, &len) : ::getsockname(fd, a, &len)) != 0) return false;
+  char h[NI_MAXHOST], p[NI_MAXSERV];
+  if (::getnameinfo(a, len, h, sizeof(h), p, sizeof(p), NI_NUMERICHOST | NI_NUMERICSERV) != 0) return false;
+  *host = h, *port = std::atoi(p);
+  return true;
+}
+
+// The socket of the request's connection (cpp-httplib 0.11 does not hand it to a handler): the open
+// descriptor whose two ends are the request's; -1 when none is found (then no hang-up is noticed).
+int connection_socket(const httplib::Request& req) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return -1;
+  int found = -1;
+  while (const dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    std::string host;
+    int port = -1;
+    if (socket_end(static_cast<int>(fd), true, &host, &port) && port == req.remote_port && host == req.remote_addr &&
+        socket_end(static_cast<int>(fd), false, &host, &port) && port == req.local_port && host == req.local_addr) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+// Whether the client closed its end (an orderly shutdown reads as 0 bytes, a reset as an error);
+// bytes of a next request on the connection mean it is still there.
+bool client_hung_up(int fd) {
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 // A response that is not streamed: waits for the whole completion, then sends one body (for chat
-// with the reasoning, content and tool calls parsed out of the text).
+// with the reasoning, content and tool calls parsed out of the text). While it waits it looks at
+// the connection every 100 ms: a client that hung up is cancelled.
 void send_whole_response(OutputStream& outputs, const CompletionRequest& request, const ResponseHeader& header,
-                         const Tokenizer& tokenizer, httplib::Response& res) {
+                         const Tokenizer& tokenizer, const std::function<bool()>& hung_up, EngineLoop& loop,
+                         httplib::Response& res) {
+  constexpr int kCheckMs = 100;
   std::string text;
   std::vector<SampledLogprobs> sampled;
   RequestOutput out, last;
-  while (outputs.next(&out)) {
+  bool cancelled = false;
+  auto checked = std::chrono::steady_clock::now();
+  for (;;) {
+    bool timed_out = false;
+    const bool got = outputs.next_for(&out, kCheckMs, &timed_out);
+    if (!got && !timed_out) break;
+    if (const auto now = std::chrono::steady_clock::now();
+        !cancelled && now - checked >= std::chrono::milliseconds(kCheckMs)) {
+      checked = now;
+      if (hung_up()) loop.cancel(outputs.id()), cancelled = true;
+    }
+    if (!got) continue;
     text += out.text;
     sampled.insert(sampled.end(), out.logprobs.begin(), out.logprobs.end());
     last = out;
@@ -276,10 +337,17 @@ void HttpServer::routes() {
   });
   for (const bool chat : {true, false})
     s.Post(chat ? "/v1/chat/completions" : "/v1/completions",
-           [this, chat](const httplib::Request& req, httplib::Response& res) { complete(req.body, chat, res); });
+           [this, chat](const httplib::Request& req, httplib::Response& res) {
+             int fd = -2;  // looked up at the first check
+             complete(req.body, chat, res, [&req, fd]() mutable {
+               if (fd == -2) fd = connection_socket(req);
+               return fd >= 0 && client_hung_up(fd);
+             });
+           });
 }
 
-void HttpServer::complete(std::string_view body, bool chat, httplib::Response& res) {
+void HttpServer::complete(std::string_view body, bool chat, httplib::Response& res,
+                          const std::function<bool()>& hung_up) {
   auto parsed = parse_completion_request(body, chat, config_.model_name);
   if (!parsed.ok()) return send_error(res, parsed.status());
   auto request = engine_request(*parsed, tokenizer_, config_.context);
@@ -292,7 +360,7 @@ void HttpServer::complete(std::string_view body, bool chat, httplib::Response& r
   if (parsed->stream)
     start_event_stream(*outputs, *parsed, header, loop_, tokenizer_, res);
   else
-    send_whole_response(**outputs, *parsed, header, tokenizer_, res);
+    send_whole_response(**outputs, *parsed, header, tokenizer_, hung_up, loop_, res);
 }
 
 }  // namespace dsinfer::server

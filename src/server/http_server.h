@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,7 +43,8 @@ class HttpServer {
   void routes();
   /// POST /v1/chat/completions (chat) or /v1/completions: validates the body, submits the request
   /// and answers whole or as server-sent events.
-  void complete(std::string_view body, bool chat, httplib::Response& res);
+  /// `hung_up`: whether the client has gone (a whole response's wait polls it and cancels then).
+  void complete(std::string_view body, bool chat, httplib::Response& res, const std::function<bool()>& hung_up);
   ServerConfig config_;
   EngineLoop& loop_;
   const Tokenizer& tokenizer_;

@@ -1,12 +1,20 @@
 // The HTTP server end to end on the tiny model over loopback: routes, the API key, errors in
 // OpenAI's shape (400, 401, 404, 413), whole and streamed chat completions that agree, 32 clients
-// at once, and a client that disconnects mid-stream while the server keeps serving.
+// at once, a client that disconnects mid-stream while the server keeps serving, and a long whole
+// completion that holds up neither /metrics nor a short request and is cancelled when its client
+// hangs up.
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include <fmt/format.h>
@@ -282,6 +290,56 @@ TEST_F(HttpServerTest, DeeplyNestedJsonGets400AndTheServerKeepsServing) {
   auto again = c.Post("/v1/chat/completions", kChat, "application/json");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200) << again->body;
+}
+
+// A long whole (not streamed) completion: /metrics answers at once while it runs, a short request
+// sent meanwhile finishes while it is still running, and a client that hangs up is cancelled.
+TEST_F(HttpServerTest, LongRequestBlocksNothingAndAHangUpCancelsIt) {
+  using Clock = std::chrono::steady_clock;
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 500, "temperature": 1, "seed": 2})";
+  const std::string http = fmt::format(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"
+      "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+      body.size(), body);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET, addr.sin_port = htons(static_cast<uint16_t>(port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::write(fd, http.data(), http.size()), static_cast<ssize_t>(http.size()));
+  for (int i = 0; i < 500 && loop_->stats().engine.running == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(loop_->stats().engine.running, 1);
+
+  auto t = Clock::now();
+  auto metrics = client().Get("/metrics");
+  const double metrics_s = std::chrono::duration<double>(Clock::now() - t).count();
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("dsinfer_requests_running 1\n"), std::string::npos) << metrics->body;
+  t = Clock::now();
+  auto short_one = client().Post("/v1/chat/completions", kChat, "application/json");
+  const double short_s = std::chrono::duration<double>(Clock::now() - t).count();
+  ASSERT_TRUE(short_one);
+  EXPECT_EQ(short_one->status, 200);
+  for (int i = 0; i < 200 && loop_->stats().engine.running > 1; ++i)  // the short one's end is published after its step
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const EngineLoopStats during = loop_->stats();
+  EXPECT_EQ(during.engine.running, 1);  // the long one still runs
+  EXPECT_EQ(during.active, 1);
+
+  ::close(fd);  // hang up without reading the answer
+  t = Clock::now();
+  for (int i = 0; i < 400 && loop_->stats().active > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double cancel_s = std::chrono::duration<double>(Clock::now() - t).count();
+  const EngineLoopStats after = loop_->stats();
+  EXPECT_EQ(after.active, 0);
+  const int64_t long_tokens = after.completion_tokens - during.completion_tokens;
+  EXPECT_LT(long_tokens, 250);  // of 500
+  std::printf(
+      "/metrics %.4f s and a 6-token request %.3f s beside a long one; a hang-up cancelled it in %.3f s "
+      "after %lld of 500 tokens\n",
+      metrics_s, short_s, cancel_s, static_cast<long long>(long_tokens));
 }
 
 }  // namespace
