@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "io/json.h"
+#include "server/engine_request.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
 
@@ -39,39 +40,6 @@ std::string random_hex(int digits) {
 
 std::string finish_name(FinishReason f, bool tool_calls) {
   return finish_reason(tool_calls, f == FinishReason::kLength);
-}
-
-// The engine request of a validated API request: the prompt's tokens (rendered through the chat
-// encoding for chat), the end token, the budget (all the context that is left by default), and a
-// forced calls-block opening for a required tool call: right after the prompt in chat mode, after
-// `</think>` in thinking mode.
-Result<EngineRequest> engine_request(const CompletionRequest& r, const Tokenizer& tok, int64_t context) {
-  std::string text = r.prompt;
-  if (r.chat) {
-    DSINFER_ASSIGN_OR_RETURN(text, render_chat_prompt(r.messages, r.chat_options));
-  }
-  EngineRequest e;
-  e.prompt = tok.encode(text);
-  const int64_t room = context - static_cast<int64_t>(e.prompt.size());
-  if (room < 1)
-    return error(ErrorKind::kInvalidArgument,
-                 fmt::format("the prompt is {} tokens; the context is {}", e.prompt.size(), context));
-  e.max_tokens = static_cast<int>(std::min<int64_t>(r.max_tokens.value_or(room), room));
-  e.sampling = r.sampling;
-  e.stop_strings = r.stop;
-  e.logprobs = r.logprobs;
-  if (auto eos = tok.vocab().id_of(chat_tokens::kEos)) e.stop_ids.push_back(*eos);
-  if (r.tool_required) {
-    e.forced.tokens = tok.encode(forced_tool_call_opening(r.forced_tool));
-    if (r.chat_options.thinking) {
-      const auto think_end = tok.vocab().id_of(chat_tokens::kThinkEnd);
-      if (!think_end)
-        return error(ErrorKind::kInvalidArgument,
-                     "tool_choice: the tokenizer has no </think> token to force a call after");
-      e.forced.after_token = *think_end;
-    }
-  }
-  return e;
 }
 
 // Every /v1/ route needs the key when the server has one; /health and /metrics stay open.
