@@ -1,8 +1,11 @@
 // `dsinfer serve`: the OpenAI-compatible server on the CPU backend (SIGINT / SIGTERM stop it).
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "core/units.h"
@@ -19,6 +22,8 @@ struct ServeOptions {
   BackendFlags backend;
   int64_t token_budget = 512, cache_block_tokens = 256;
   double cache_gib = 8;
+  int max_connections = 1024, max_connections_per_client = 64;
+  double request_timeout_s = 30, keep_alive_timeout_s = 5;
 };
 
 int run_serve(const ServeOptions& o) {
@@ -28,6 +33,17 @@ int run_serve(const ServeOptions& o) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Every connection is a descriptor: take the hard limit, and refuse a cap it cannot hold.
+  constexpr int kSpareDescriptors = 64;  // checkpoint shards, the listening socket, stdio
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  files.rlim_cur = files.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &files);
+  if (static_cast<rlim_t>(o.max_connections) + kSpareDescriptors > files.rlim_cur)
+    return report_error(error(ErrorKind::kInvalidArgument,
+                              fmt::format("--max-connections {} needs {} file descriptors; the limit is {} (ulimit -n)",
+                                          o.max_connections, o.max_connections + kSpareDescriptors,
+                                          static_cast<uint64_t>(files.rlim_cur))));
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
   auto model = load_model(o.model, o.backend);
@@ -41,7 +57,12 @@ int run_serve(const ServeOptions& o) {
   Engine engine(*model->model, *tok, {o.token_budget, o.max_running}, *cache);
   EngineLoop loop(engine, o.max_pending);
   server::ServerConfig config;
-  config.host = o.host, config.port = o.port, config.api_key = o.api_key, config.model_name = o.name;
+  config.transport.host = o.host, config.transport.port = o.port;
+  config.transport.max_connections = o.max_connections;
+  config.transport.max_connections_per_client = o.max_connections_per_client;
+  config.transport.request_timeout_s = o.request_timeout_s;
+  config.transport.keep_alive_timeout_s = o.keep_alive_timeout_s;
+  config.api_key = o.api_key, config.model_name = o.name;
   config.context = model->model->config().max_seq_len;
   server::HttpServer http(config, loop, *tok);
   auto port = http.bind();
@@ -83,6 +104,20 @@ void register_serve(CLI::App& app, CommandResult& result) {
   cmd->add_option("--cache-block-tokens", o->cache_block_tokens, "Positions per cache block (an even number)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--max-connections", o->max_connections, "Open connections at most (more get 503)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-connections-per-client", o->max_connections_per_client,
+                  "Open connections per client address (0: no cap, e.g. behind a proxy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--request-timeout", o->request_timeout_s,
+                  "Seconds to receive a whole request, from its first byte (slower ones get 408)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+  cmd->add_option("--keep-alive-timeout", o->keep_alive_timeout_s, "Seconds an idle connection stays open")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_serve(*o); });
 }

@@ -57,6 +57,10 @@ Result<J> parse_bounded(std::string_view text, std::string_view what, ErrorKind 
 }  // namespace
 
 Result<int> check_json_depth(std::string_view text, std::string_view what, ErrorKind kind) {
+  // nlohmann reads a NUL as the end of its input, which would hide whatever follows it; a raw NUL
+  // is never valid JSON (inside strings it is written \u0000).
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    return error(kind, fmt::format("{}: invalid JSON: a NUL byte at offset {}", what, nul));
   DepthCounter counter;
   bool ok = false;
   try {

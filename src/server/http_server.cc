@@ -1,80 +1,46 @@
-// The OpenAI-compatible HTTP front: the routes, their handlers, and responses whole or streamed.
+// The OpenAI-compatible API's routes over the HTTP transport: which handler a request gets, the
+// API key, and the small GET routes.
 #include "server/http_server.h"
 
-#include <dirent.h>
-#include <httplib.h>
-#include <netdb.h>
-#include <sys/socket.h>
-
-#include <cerrno>
-#include <chrono>
-#include <cstdlib>
-#include <functional>
-#include <random>
+#include <array>
 
 #include <fmt/format.h>
 
 #include "io/json.h"
-#include "server/engine_request.h"
-#include "server/openai_response.h"
-#include "server/openai_schema.h"
+#include "server/completion_handler.h"
 
 namespace dsinfer::server {
 namespace {
 
-constexpr const char* kJson = "application/json";
-constexpr size_t kConnectionThreads = 128;
-constexpr int kListenBacklog = 1024;
+constexpr std::string_view kJson = "application/json";
 
-void send_error(httplib::Response& res, const Status& s) {
-  res.status = http_status(s);
-  res.set_content(error_body(s), kJson);
+// {"error": {...}} for a status the server answers itself (transport limits, routing, the key):
+// `code` is the status sent.
+std::pair<std::string, std::string> http_error_body(int status, std::string_view message) {
+  OrderedJson e;
+  e["message"] = message;
+  e["type"] = status == 401   ? "authentication_error"
+              : status == 404 ? "not_found_error"
+              : status < 500  ? "invalid_request_error"
+                              : "server_error";
+  e["param"] = OrderedJson();
+  e["code"] = status;
+  return {OrderedJson{{"error", std::move(e)}}.dump(), std::string(kJson)};
 }
 
-std::string random_hex(int digits) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  std::string s;
-  for (int i = 0; i < digits; ++i) s += "0123456789abcdef"[rng() & 15];
-  return s;
+void send_http_error(http::HttpExchange& ex, int status, std::string_view message,
+                     std::span<const http::Header> extra = {}) {
+  auto [body, type] = http_error_body(status, message);
+  ex.respond(status, type, body, extra);
 }
 
-std::string finish_name(FinishReason f, bool tool_calls) {
-  return finish_reason(tool_calls, f == FinishReason::kLength);
-}
-
-// Every /v1/ route needs the key when the server has one; /health and /metrics stay open.
-httplib::Server::HandlerResponse require_api_key(const std::string& api_key, const httplib::Request& req,
-                                                 httplib::Response& res) {
-  if (api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
-  if (req.get_header_value("Authorization") == "Bearer " + api_key) return httplib::Server::HandlerResponse::Unhandled;
-  res.status = 401;
-  res.set_content(
-      R"({"error": {"message": "invalid or missing API key", "type": "authentication_error", "param": null, "code": 401}})",
-      kJson);
-  return httplib::Server::HandlerResponse::Handled;
-}
-
-// httplib's own errors (no route, a body over the limit) get an OpenAI error body too; a handler's
-// error keeps the body it set.
-void send_http_error(const httplib::Request& req, httplib::Response& res) {
-  if (!res.body.empty()) return;
-  const Status st = res.status == 404 ? error(ErrorKind::kNotFound, fmt::format("no route {} {}", req.method, req.path))
-                    : res.status == 413 ? error(ErrorKind::kInvalidArgument, "the request body is too large")
-                                        : error(ErrorKind::kInternal, fmt::format("HTTP {}", res.status));
-  const int status = res.status;
-  res.set_content(error_body(st), kJson);
-  res.status = status;
-}
-
-void send_health(const httplib::Request&, httplib::Response& res) {
-  res.set_content(R"({"status": "ok"})", kJson);
-}
-
-void send_models(const std::string& model_name, httplib::Response& res) {
-  OrderedJson j;
-  j["object"] = "list";
-  j["data"] = OrderedJson::array({{{"id", model_name}, {"object", "model"}, {"owned_by", "dsinfer"}}});
-  res.set_content(j.dump(), kJson);
+// Compares in time that depends only on the lengths, so that response times do not tell how much
+// of a guessed key is right.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
 }
 
 // The Prometheus text of /metrics.
@@ -105,230 +71,72 @@ std::string metrics_text(const EngineLoopStats& st) {
   return text;
 }
 
-// The numeric host and port of a socket's own (peer false) or remote end, as httplib writes them.
-bool socket_end(int fd, bool peer, std::string* host, int* port) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  auto* a = reinterpret_cast<sockaddr*>(&addr);
-  if ((peer ? ::getpeername(fd, a, &len) : ::getsockname(fd, a, &len)) != 0) return false;
-  char h[NI_MAXHOST], p[NI_MAXSERV];
-  if (::getnameinfo(a, len, h, sizeof(h), p, sizeof(p), NI_NUMERICHOST | NI_NUMERICSERV) != 0) return false;
-  *host = h, *port = std::atoi(p);
-  return true;
+std::string models_body(const std::string& model_name) {
+  OrderedJson j;
+  j["object"] = "list";
+  j["data"] = OrderedJson::array({{{"id", model_name}, {"object", "model"}, {"owned_by", "dsinfer"}}});
+  return j.dump();
 }
 
-// The socket of the request's connection (cpp-httplib 0.11 does not hand it to a handler): the open
-// descriptor whose two ends are the request's; -1 when none is found (then no hang-up is noticed).
-int connection_socket(const httplib::Request& req) {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (!dir) return -1;
-  int found = -1;
-  while (const dirent* e = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0') continue;
-    std::string host;
-    int port = -1;
-    if (socket_end(static_cast<int>(fd), true, &host, &port) && port == req.remote_port && host == req.remote_addr &&
-        socket_end(static_cast<int>(fd), false, &host, &port) && port == req.local_port && host == req.local_addr) {
-      found = static_cast<int>(fd);
-      break;
-    }
-  }
-  ::closedir(dir);
-  return found;
-}
-
-// Whether the client closed its end (an orderly shutdown reads as 0 bytes, a reset as an error);
-// bytes of a next request on the connection mean it is still there.
-bool client_hung_up(int fd) {
-  char c;
-  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-// A response that is not streamed: waits for the whole completion, then sends one body (for chat
-// with the reasoning, content and tool calls parsed out of the text). While it waits it looks at
-// the connection every 100 ms: a client that hung up is cancelled.
-void send_whole_response(OutputStream& outputs, const CompletionRequest& request, const ResponseHeader& header,
-                         const Tokenizer& tokenizer, const std::function<bool()>& hung_up, EngineLoop& loop,
-                         httplib::Response& res) {
-  constexpr int kCheckMs = 100;
-  std::string text;
-  std::vector<SampledLogprobs> sampled;
-  RequestOutput out, last;
-  bool cancelled = false;
-  auto checked = std::chrono::steady_clock::now();
-  for (;;) {
-    bool timed_out = false;
-    const bool got = outputs.next_for(&out, kCheckMs, &timed_out);
-    if (!got && !timed_out) break;
-    if (const auto now = std::chrono::steady_clock::now();
-        !cancelled && now - checked >= std::chrono::milliseconds(kCheckMs)) {
-      checked = now;
-      if (hung_up()) loop.cancel(outputs.id()), cancelled = true;
-    }
-    if (!got) continue;
-    text += out.text;
-    sampled.insert(sampled.end(), out.logprobs.begin(), out.logprobs.end());
-    last = out;
-  }
-  if (last.finish == FinishReason::kError) return send_error(res, error(ErrorKind::kInternal, last.error));
-  const Usage usage{last.prompt_tokens, last.completion_tokens};
-  int64_t offset = 0;
-  const std::vector<LogprobEntry> entries = logprob_entries(sampled, tokenizer, &offset);
-  const ChoiceLogprobs logprobs = request.logprobs >= 0 ? &entries : nullptr;
-  if (!request.chat)
-    return res.set_content(completion_body(header, text, finish_name(last.finish, false), usage, logprobs), kJson);
-  ParsedCompletion c = parse_completion(text, request.chat_options.thinking);
-  for (ToolCall& t : c.tool_calls) t.id = "call_" + random_hex(24);
-  res.set_content(chat_completion_body(header, c, finish_name(last.finish, !c.tool_calls.empty()), usage, logprobs),
-                  kJson);
-}
-
-// What a streamed response carries from one event to the next.
-struct EventStream {
-  std::shared_ptr<OutputStream> outputs;
-  ResponseHeader header;
-  bool chat = true;
-  int logprobs = -1;  // CompletionRequest::logprobs
-  bool include_usage = false;
-  ChatStreamParser parser;  // chat: holds back what may still turn into a tag or a tool call
-  bool first = true;        // chat: the first chunk carries the role
-  int64_t offset = 0;       // the completion's text length so far (logprob offsets)
+struct Route {
+  std::string_view path, method;  // method GET also answers HEAD
+  bool needs_key;
 };
 
-// Writes the events of the request's next output; false when the stream has ended or the client
-// went away (then the request is cancelled). The last output writes the finish, the tool calls, the
-// usage when asked and [DONE].
-bool write_next_events(EventStream& s, EngineLoop& loop, const Tokenizer& tokenizer, httplib::DataSink& sink) {
-  RequestOutput out;
-  if (!s.outputs->next(&out)) return false;
-  auto write = [&](const std::string& e) { return sink.is_writable() && sink.write(e.data(), e.size()); };
-  const std::vector<LogprobEntry> entries = logprob_entries(out.logprobs, tokenizer, &s.offset);
-  const ChoiceLogprobs logprobs = s.logprobs >= 0 ? &entries : nullptr;
-  bool ok = true;
-  if (out.finish == FinishReason::kNone) {
-    if (s.chat) {
-      const ChatStreamParser::Delta d = s.parser.push(out.text);
-      if (!d.reasoning.empty() || !d.content.empty() || !entries.empty() || s.first)
-        ok = write(chat_chunk_event(s.header, d, s.first, {}, std::nullopt, logprobs)), s.first = false;
-    } else if (!out.text.empty() || !entries.empty()) {
-      ok = write(completion_chunk_event(s.header, out.text, std::nullopt, logprobs));
-    }
-    if (!ok) loop.cancel(s.outputs->id());  // the client went away
-    return ok;
-  }
-  std::vector<ToolCall> calls;
-  if (s.chat) {
-    ChatStreamParser::Delta d = s.parser.push(out.text);
-    const ChatStreamParser::Delta rest = s.parser.finish(&calls);
-    d.reasoning += rest.reasoning, d.content += rest.content;
-    for (ToolCall& t : calls) t.id = "call_" + random_hex(24);
-    ok = write(chat_chunk_event(s.header, d, s.first, calls, finish_name(out.finish, !calls.empty()), logprobs));
-  } else {
-    ok = write(completion_chunk_event(s.header, out.text, finish_name(out.finish, false), logprobs));
-  }
-  if (ok && s.include_usage) ok = write(usage_event(s.header, s.chat, {out.prompt_tokens, out.completion_tokens}));
-  if (ok) write(std::string(kDoneEvent));
-  sink.done();
-  return true;
-}
-
-// A streamed response: server-sent events as the outputs arrive. A connection that ends before the
-// last event cancels the request.
-void start_event_stream(std::shared_ptr<OutputStream> outputs, const CompletionRequest& request,
-                        const ResponseHeader& header, EngineLoop& loop, const Tokenizer& tokenizer,
-                        httplib::Response& res) {
-  const bool thinking = request.chat && request.chat_options.thinking;
-  auto stream = std::make_shared<EventStream>(
-      EventStream{outputs, header, request.chat, request.logprobs, request.include_usage, ChatStreamParser(thinking)});
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream, &loop, &tokenizer](size_t, httplib::DataSink& sink) {
-        return write_next_events(*stream, loop, tokenizer, sink);
-      },
-      [outputs, &loop](bool success) {
-        if (!success) loop.cancel(outputs->id());
-      });
-}
+// /health answers without the key (a liveness probe that tells nothing); /metrics shows the
+// traffic, so it needs the key when the server has one, as the /v1/ routes do.
+constexpr std::array kRoutes = {
+    Route{"/health", "GET", false},
+    Route{"/metrics", "GET", true},
+    Route{"/v1/models", "GET", true},
+    Route{"/v1/chat/completions", "POST", true},
+    Route{"/v1/completions", "POST", true},
+};
 
 }  // namespace
 
 HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& tokenizer)
-    : config_(std::move(config)), loop_(loop), tokenizer_(tokenizer), http_(std::make_unique<httplib::Server>()) {
-  routes();
+    : config_(std::move(config)), loop_(loop), tokenizer_(tokenizer) {
+  config_.transport.error_body = http_error_body;
+  transport_ = std::make_unique<http::HttpTransport>(config_.transport, [this](http::HttpExchange& ex) { handle(ex); });
 }
 
 HttpServer::~HttpServer() = default;
 
 Result<int> HttpServer::bind() {
-  // cpp-httplib listens with a backlog of 5, compiled into Debian's library: a burst of clients
-  // overflows it and the kernel drops connections the clients believe open. The socket-options
-  // hook sees the listening socket, so listen again on it with a deep backlog after the bind.
-  int listen_fd = -1;
-  http_->set_socket_options([&listen_fd](socket_t sock) {
-    httplib::default_socket_options(sock);
-    listen_fd = sock;
-  });
-  const int port = config_.port == 0                                 ? http_->bind_to_any_port(config_.host)
-                   : http_->bind_to_port(config_.host, config_.port) ? config_.port
-                                                                     : -1;
-  if (port < 0) return error(ErrorKind::kIo, fmt::format("cannot listen on {}:{}", config_.host, config_.port));
-  if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
-  return port;
+  return transport_->bind();
 }
 
 void HttpServer::serve() {
-  http_->listen_after_bind();
+  transport_->serve();
 }
 
 void HttpServer::stop() {
-  http_->stop();
+  transport_->stop();
 }
 
-void HttpServer::routes() {
-  httplib::Server& s = *http_;
-  // A connection holds its thread while its request runs (streams for the whole generation), so
-  // the pool is sized for the clients, not for the cores.
-  s.new_task_queue = [] { return new httplib::ThreadPool(kConnectionThreads); };
-  s.set_payload_max_length(config_.max_body_bytes);
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    return require_api_key(config_.api_key, req, res);
-  });
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) { send_http_error(req, res); });
-  s.Get("/health", send_health);
-  s.Get("/v1/models",
-        [this](const httplib::Request&, httplib::Response& res) { send_models(config_.model_name, res); });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_text(loop_.stats()), "text/plain; version=0.0.4");
-  });
-  for (const bool chat : {true, false})
-    s.Post(chat ? "/v1/chat/completions" : "/v1/completions",
-           [this, chat](const httplib::Request& req, httplib::Response& res) {
-             int fd = -2;  // looked up at the first check
-             complete(req.body, chat, res, [&req, fd]() mutable {
-               if (fd == -2) fd = connection_socket(req);
-               return fd >= 0 && client_hung_up(fd);
-             });
-           });
-}
-
-void HttpServer::complete(std::string_view body, bool chat, httplib::Response& res,
-                          const std::function<bool()>& hung_up) {
-  auto parsed = parse_completion_request(body, chat, config_.model_name);
-  if (!parsed.ok()) return send_error(res, parsed.status());
-  auto request = engine_request(*parsed, tokenizer_, config_.context);
-  if (!request.ok()) return send_error(res, request.status());
-  auto outputs = loop_.submit(std::move(*request));
-  if (!outputs.ok()) return send_error(res, outputs.status());
-  const ResponseHeader header{
-      (chat ? "chatcmpl-" : "cmpl-") + random_hex(24), config_.model_name,
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()};
-  if (parsed->stream)
-    start_event_stream(*outputs, *parsed, header, loop_, tokenizer_, res);
-  else
-    send_whole_response(**outputs, *parsed, header, tokenizer_, hung_up, loop_, res);
+void HttpServer::handle(http::HttpExchange& ex) {
+  const http::HttpRequest& req = ex.request();
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes)
+    if (r.path == req.path) route = &r;
+  if (route == nullptr) return send_http_error(ex, 404, fmt::format("no route {} {}", req.method, req.path));
+  if (req.method != route->method && !(req.method == "HEAD" && route->method == "GET")) {
+    const std::string allow = route->method == "GET" ? "GET, HEAD" : std::string(route->method);
+    const http::Header allowed[] = {{"Allow", allow}};
+    return send_http_error(ex, 405, fmt::format("{} takes {}, not {}", req.path, allow, req.method), allowed);
+  }
+  if (route->needs_key && !config_.api_key.empty()) {
+    const std::string* auth = req.header("authorization");
+    if (auth == nullptr || !same_secret(*auth, "Bearer " + config_.api_key)) {
+      const http::Header challenge[] = {{"WWW-Authenticate", "Bearer"}};
+      return send_http_error(ex, 401, "invalid or missing API key", challenge);
+    }
+  }
+  if (req.path == "/health") return ex.respond(200, kJson, R"({"status": "ok"})");
+  if (req.path == "/metrics") return ex.respond(200, "text/plain; version=0.0.4", metrics_text(loop_.stats()));
+  if (req.path == "/v1/models") return ex.respond(200, kJson, models_body(config_.model_name));
+  handle_completion(ex, {req.path == "/v1/chat/completions", loop_, tokenizer_, config_.model_name, config_.context});
 }
 
 }  // namespace dsinfer::server

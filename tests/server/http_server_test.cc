@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "io/json.h"
+#include "server/http/raw_client.h"
 #include "tiny_model_fixture.h"
 
 namespace dsinfer::server {
@@ -41,7 +42,7 @@ class HttpServerTest : public ::testing::Test {
     engine_ = std::make_unique<Engine>(*tiny_.model, *tiny_.tok, SchedulerConfig{64, 16}, *cache);
     loop_ = std::make_unique<EngineLoop>(*engine_, 64);
     ServerConfig config;
-    config.port = 0, config.api_key = "secret", config.max_body_bytes = 1 << 16;
+    config.transport.port = 0, config.api_key = "secret", config.transport.limits.max_body_bytes = 1 << 16;
     config.context = kContext;
     server_ = std::make_unique<HttpServer>(config, *loop_, *tiny_.tok);
     auto port = server_->bind();
@@ -122,6 +123,69 @@ TEST_F(HttpServerTest, RoutesKeysAndErrors) {
   r = c.Get("/metrics");
   ASSERT_TRUE(r);
   EXPECT_NE(r->body.find("dsinfer_requests_total"), std::string::npos);
+}
+
+// /health is open; /metrics and the /v1/ routes need the key. Wrong methods get 405 with Allow,
+// and the errors the transport answers itself carry OpenAI's error shape with the status as code.
+TEST_F(HttpServerTest, KeyPolicyMethodsAndTransportErrorsInOpenAiShape) {
+  auto anonymous = client(false);
+  auto r = anonymous.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  for (const char* path : {"/metrics", "/v1/models"}) {
+    r = anonymous.Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << path;
+  }
+  auto c = client();
+  r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = c.Get("/v1/chat/completions");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  EXPECT_EQ(Json::parse(r->body)["error"]["code"], 405);
+  r = c.Post("/health", "", "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD");
+  // A NUL byte would hide what follows it from the JSON parser: the body is refused.
+  r = c.Post("/v1/chat/completions", std::string(kChat) + std::string(1, '\0') + "{garbage", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("NUL byte"), std::string::npos) << r->body;
+  // curl -d labels a JSON body as a form: it is read as JSON whatever its length.
+  r = c.Post("/v1/chat/completions", std::string(kChat) + std::string(10000, ' '), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = c.Post("/v1/chat/completions", std::string(1 << 17, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(Json::parse(r->body)["error"]["code"], 413);
+
+  const auto raw = [this](const std::string& bytes) {
+    http::testing::RawClient rc(port_);
+    rc.send(bytes);
+    return rc.read_all(5);
+  };
+  const auto status_and_code = [](const std::string& response) {
+    const size_t body = response.find("\r\n\r\n");
+    if (body == std::string::npos) return std::pair<std::string, int>(response, -1);
+    return std::pair<std::string, int>(response.substr(9, 3), Json::parse(response.substr(body + 4))["error"]["code"]);
+  };
+  std::string flood = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 200; ++i) flood += fmt::format("X-{}: y\r\n", i);
+  EXPECT_EQ(status_and_code(raw(flood + "\r\n")), (std::pair<std::string, int>("431", 431)));
+  EXPECT_EQ(status_and_code(raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nContent-Length: "
+                                "2\r\n\r\n{}")),
+            (std::pair<std::string, int>("400", 400)));
+  EXPECT_EQ(status_and_code(raw("GET / HTTP/1.1\r\nHost: x\r\nX: " + std::string(100000, 'a') + "\r\n\r\n")),
+            (std::pair<std::string, int>("431", 431)));
+  std::string chunked =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 3; ++i) chunked += fmt::format("{:x}\r\n{}\r\n", 1 << 15, std::string(1 << 15, ' '));
+  EXPECT_EQ(status_and_code(raw(chunked)), (std::pair<std::string, int>("413", 413)));
 }
 
 TEST_F(HttpServerTest, LogprobsAndAForcedToolCall) {
