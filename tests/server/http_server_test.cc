@@ -406,5 +406,52 @@ TEST_F(HttpServerTest, LongRequestBlocksNothingAndAHangUpCancelsIt) {
       metrics_s, short_s, cancel_s, static_cast<long long>(long_tokens));
 }
 
+// The probe's soak in small: 64 streaming clients at once, half of them hanging up after one to
+// three reads. Those that stay get the text they get alone; those that hang up are cancelled
+// within a few tokens of 120; afterwards nothing runs and every cache block is back.
+TEST_F(HttpServerTest, SixtyFourStreamsHalfHangingUp) {
+  Json request = Json::parse(kChat);
+  request["max_tokens"] = 24;
+  auto alone = client().Post("/v1/chat/completions", request.dump(), "application/json");
+  ASSERT_TRUE(alone);
+  const std::string expected = Json::parse(alone->body)["choices"][0]["message"]["content"];
+  const int64_t tokens_before = loop_->stats().completion_tokens;
+  request["stream"] = true;
+  const std::string stays = request.dump();
+  request["max_tokens"] = 120;
+  const std::string leaves = request.dump();
+  std::atomic<int> stayed_ok{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 64; ++i)
+    clients.emplace_back([&, i] {
+      const bool hang_up = i % 2 == 0;
+      int reads = 0;
+      std::string sse;
+      auto r = post_streaming(hang_up ? leaves : stays, [&](const char* d, size_t n) {
+        sse.append(d, n);
+        return !hang_up || ++reads < 1 + i % 3;
+      });
+      if (hang_up) return;
+      std::string content;
+      for (size_t at = sse.find("data: {"); at != std::string::npos; at = sse.find("data: {", at + 1)) {
+        const Json e = Json::parse(sse.substr(at + 6, sse.find("\n\n", at) - at - 6));
+        if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+          content += e["choices"][0]["delta"]["content"].get<std::string>();
+      }
+      if (r && r->status == 200 && content == expected && sse.ends_with("data: [DONE]\n\n")) ++stayed_ok;
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(stayed_ok.load(), 32);
+  for (int i = 0; i < 400 && loop_->stats().active > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const EngineLoopStats after = loop_->stats();
+  EXPECT_EQ(after.active, 0);
+  EXPECT_EQ(after.engine.running, 0);
+  EXPECT_EQ(after.engine.cache_blocks_free, after.engine.cache_blocks);
+  const int64_t left_tokens = after.completion_tokens - tokens_before - 32 * 24;
+  EXPECT_LT(left_tokens, 32 * 30) << "tokens generated for the 32 that hung up (of 32 x 120)";
+  std::printf("64 streams: the 32 that hung up after 1-3 reads were charged %lld tokens (%.1f each, of 120)\n",
+              static_cast<long long>(left_tokens), left_tokens / 32.0);
+}
+
 }  // namespace
 }  // namespace dsinfer::server
