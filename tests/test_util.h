@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +22,12 @@ inline std::filesystem::path data_dir() {
 }
 
 /// bf16 values ~ N(0, sigma), with a sprinkle of exact zeros and large outliers.
+/// The whole content of a file ("" when it cannot be read).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 inline std::vector<uint16_t> random_bf16(size_t n, uint64_t seed, float sigma = 1.0f) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, sigma);

@@ -15,6 +15,7 @@ namespace {
 struct LogitsOptions {
   std::string model, prompts, out, force_tokens, replay, dump_debug;
   int steps = 0;
+  int64_t prefill_chunk = 0;
   BackendFlags backend;
 };
 
@@ -48,6 +49,7 @@ int run_logits(const LogitsOptions& o) {
   GoldenRunOptions ro;
   ro.steps = o.steps;
   ro.dump_debug = !o.dump_debug.empty();
+  ro.prefill_chunk = o.prefill_chunk;
   if (!o.force_tokens.empty()) {
     auto f = SafetensorsFile::open(o.force_tokens);
     if (!f.ok()) return report_error(f.status());
@@ -83,6 +85,8 @@ void register_logits(CLI::App& app, CommandResult& result) {
   cmd->add_option("--out", o->out, "Output .safetensors (logits f32 [batch, steps+1, vocab], tokens i32)")->required();
   cmd->add_option("--force-tokens", o->force_tokens, "golden.safetensors: forward k+1 takes its tokens[:, k]");
   cmd->add_option("--replay", o->replay, "golden_debug.safetensors: use its expert / top-k / candidate choices");
+  cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prefill in pieces of N tokens (a server's token budget)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--dump-debug", o->dump_debug, "Write internals under golden_debug's names to this file");
   add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_logits(*o); });

@@ -248,6 +248,10 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
     st.layers[l].index_key_rows = std::max(st.layers[l].index_key_rows, j0 + groups);
     st.index_key_owner = l;
   }
+  // A piece of a prompt computes what the one-shot prefill computes, where every owner publishes
+  // the keys of all the groups so far and so reads its own: even a piece that completes no group.
+  // Only a decode step keeps the reference's stale slot (spec §15 10a).
+  if (c.is_kv_source(l) && !ch.decode && T > 0) st.index_key_owner = l;
   const int64_t cols = b.columns(T, c.index_topk), k = std::min<int64_t>(c.index_topk, cols);
   b.topk_k[ci] = k;
   b.topk[ci] = b.scratch<int32_t>(s * k);

@@ -89,12 +89,28 @@ Result<GoldenRunResult> run_golden_experiment(Model& model, const std::vector<st
   }
   const int64_t forced_width = o.force_tokens ? static_cast<int64_t>(forced.size()) / res.batch : 0;
 
+  if (o.prefill_chunk < 0) return error(ErrorKind::kInvalidArgument, "the prefill chunk must be positive");
+  if (o.prefill_chunk > 0 && (o.replay || o.dump_debug))
+    return error(ErrorKind::kInvalidArgument,
+                 "a chunked prefill cannot replay or dump the one-shot prefill's selections and tensors");
+
   std::vector<SequenceState> states;
   for (int64_t i = 0; i < res.batch; ++i) states.push_back(model.new_sequence());
   std::vector<float> logits(res.batch * res.vocab);
+  // All but the last piece of a chunked prefill; the last is step 0's forward below.
+  const int64_t piece = o.prefill_chunk > 0 ? o.prefill_chunk : min_len;
+  int64_t prefilled = 0;
+  for (; min_len - prefilled > piece; prefilled += piece) {
+    std::vector<ForwardChunk> chunks(res.batch);
+    for (int64_t i = 0; i < res.batch; ++i) {
+      chunks[i] = {&states[i], prefilled, {}, false, min_len};
+      chunks[i].tokens.assign(prompts[i].begin() + prefilled, prompts[i].begin() + prefilled + piece);
+    }
+    DSINFER_RETURN_IF_ERROR(model.forward(chunks, logits));
+  }
   for (int step = 0; step < res.forwards; ++step) {
     const bool decode = step > 0;
-    const int64_t s = decode ? 1 : min_len, start = decode ? min_len + step - 1 : 0;
+    const int64_t s = decode ? 1 : min_len - prefilled, start = decode ? min_len + step - 1 : prefilled;
     ChunkTaps taps(res.batch);
     std::vector<ForwardChunk> chunks(res.batch);
     for (int64_t i = 0; i < res.batch; ++i) {
@@ -104,7 +120,7 @@ Result<GoldenRunResult> run_golden_experiment(Model& model, const std::vector<st
       ch.decode = decode;
       ch.prompt_len = min_len;
       if (!decode) {
-        ch.tokens.assign(prompts[i].begin(), prompts[i].begin() + min_len);
+        ch.tokens.assign(prompts[i].begin() + prefilled, prompts[i].begin() + min_len);
       } else if (start < static_cast<int64_t>(prompts[i].size())) {
         ch.tokens = {prompts[i][start]};  // still inside this row's prompt
       } else {

@@ -20,6 +20,10 @@ struct GoldenRunOptions {
   const SafetensorsFile* force_tokens = nullptr;  // golden.safetensors: forward k+1 takes tokens[:, k]
   const SafetensorsFile* replay = nullptr;        // golden_debug.safetensors: selections to replay
   bool dump_debug = false;
+  // > 0: the prefill in forwards of this many tokens (the last may be shorter), as a server with a
+  // token budget runs it; its logits are the last piece's. Not with replay or dump_debug, whose
+  // layouts are the one-shot prefill's.
+  int64_t prefill_chunk = 0;
 };
 
 struct GoldenRunResult {

@@ -134,6 +134,18 @@ TEST(Cli, LogitsWritesTheGoldenLayout) {
             " --steps 1 --out " + out);
   EXPECT_EQ(bad.code, 2);
   EXPECT_HAS(bad.out, "token id 9999 outside the vocab of 512");
+
+  // --prefill-chunk: the same file from pieces of 3 tokens; not with --dump-debug.
+  const std::string chunked = (dir.path() / "chunked.safetensors").string();
+  const std::string plain = (dir.path() / "plain.safetensors").string();
+  const std::string args = "logits --model " + (fx / "checkpoint").string() + " --prompts " +
+                           (dir.path() / "prompts.json").string() + " --steps 3 --out ";
+  ASSERT_EQ(run(args + plain).code, 0);
+  ASSERT_EQ(run(args + chunked + " --prefill-chunk 3").code, 0);
+  EXPECT_EQ(testing::read_file(plain), testing::read_file(chunked));
+  bad = run(args + chunked + " --prefill-chunk 3 --dump-debug " + dbg);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_HAS(bad.out, "a chunked prefill cannot replay or dump");
 }
 
 TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {

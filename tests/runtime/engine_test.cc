@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "runtime/generate.h"
 #include "tiny_model_fixture.h"
 
@@ -76,6 +78,39 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
     EXPECT_EQ(st.cache_blocks_free, st.cache_blocks);       // every block back in the pool
     EXPECT_EQ(model.cache_store().pool().num_in_use(), 0);  // and every block of the cache storage
   }
+}
+
+// The token budget cuts prompts into pieces at different places (1: one token a step; 7 and 8:
+// odd and even pieces); none changes a temperature-0 output. The prompts are long enough that the
+// indexer selects among more compressed positions than it keeps.
+TEST(Engine, TheTokenBudgetChangesNoOutput) {
+  testing::TinyModel tiny(4);
+  ASSERT_TRUE(tiny.ok());
+  const Tokenizer& tok = *tiny.tok;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* p : {"Tell me a story about a cat who sails to the moon and back, with every detail you can",
+                        "Numbers: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25",
+                        "The quick brown fox jumps over the lazy dog while the rivers run to the sea and"})
+    prompts.push_back(tok.encode(p));
+  std::map<int64_t, std::vector<std::string>> texts;
+  for (const int64_t budget : {512, 1, 7, 8}) {
+    Engine engine(*tiny.model, tok, {budget, 16});
+    std::vector<std::string>& out = texts[budget];
+    out.resize(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EngineRequest r;
+      r.prompt = prompts[i];
+      r.sampling.temperature = 0;
+      r.max_tokens = 8;
+      r.on_output = [&out, i](const RequestOutput& o) { out[i] += o.text; };
+      ASSERT_TRUE(engine.submit(std::move(r)).ok());
+    }
+    for (int steps = 0; engine.step();) ASSERT_LT(++steps, 2000);
+  }
+  for (const int64_t budget : {1, 7, 8})
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(texts[budget][i], texts[512][i]) << "budget " << budget << ", prompt " << i << " ("
+                                                 << prompts[i].size() << " tokens)";
 }
 
 // Runs one request to its end; the outputs in order.
