@@ -12,8 +12,8 @@ namespace {
 // defaults), or from the HF release config: defaults the release itself relies on.
 const std::set<std::string, std::less<>>& always_optional() {
   static const std::set<std::string, std::less<>> s = {
-      "max_batch_size", "max_seq_len",    "temperature",         "gate_temp",
-      "norm_topk_prob", "expert_dtype",   "vision_max_wh_ratio",
+      "max_batch_size", "max_seq_len",  "temperature",         "gate_temp",
+      "norm_topk_prob", "expert_dtype", "vision_max_wh_ratio",
   };
   return s;
 }

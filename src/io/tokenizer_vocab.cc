@@ -155,11 +155,11 @@ Result<TokenizerVocab> TokenizerVocab::from_json(const Json& j, std::string_view
       if (v.added_[id])
         return bad(fmt::format("added_tokens give id {} twice ('{}' and '{}')", id, v.pieces_[id], content));
       if (in_vocab[id] && v.pieces_[id] != content)
-        return bad(fmt::format("added token '{}' has id {}, which model.vocab gives to '{}'", content, id,
-                               v.pieces_[id]));
+        return bad(
+            fmt::format("added token '{}' has id {}, which model.vocab gives to '{}'", content, id, v.pieces_[id]));
       if (const auto other = v.ids_.find(content); other != v.ids_.end() && other->second != id)
-        return bad(fmt::format("added token '{}' has id {}, but '{}' already has id {}", content, id, content,
-                               other->second));
+        return bad(
+            fmt::format("added token '{}' has id {}, but '{}' already has id {}", content, id, content, other->second));
       v.pieces_[id] = content;
       v.added_[id] = true;
       v.special_[id] = t.value("special", false);

@@ -38,8 +38,7 @@ Status read_int(const OrderedJson& j, const char* field, int64_t* out, bool* pre
     return invalid(field, fmt::format("must be an integer in [{}, {}], got {}", lo, hi, v.dump()));
   };
   if (v.is_number_float()) return out_of_range();
-  if (!v.is_number_integer())
-    return invalid(field, fmt::format("expected an integer, got {}", json_type_name(v)));
+  if (!v.is_number_integer()) return invalid(field, fmt::format("expected an integer, got {}", json_type_name(v)));
   if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return out_of_range();
   const int64_t n = v.get<int64_t>();
@@ -183,8 +182,7 @@ Status read_response_format(const OrderedJson& j) {
 Status read_stream_options(const OrderedJson& j, bool stream, bool* include_usage) {
   if (!j.contains("stream_options") || j["stream_options"].is_null()) return {};
   const OrderedJson& o = j["stream_options"];
-  if (!o.is_object())
-    return invalid("stream_options", fmt::format("expected an object, got {}", json_type_name(o)));
+  if (!o.is_object()) return invalid("stream_options", fmt::format("expected an object, got {}", json_type_name(o)));
   if (!stream) return invalid("stream_options", "only allowed with stream: true");
   if (o.contains("include_usage") && !o["include_usage"].is_null() && !o["include_usage"].is_boolean())
     return invalid("stream_options.include_usage",

@@ -15,11 +15,11 @@ Status check_prompt_bytes(const CompletionRequest& r, const Tokenizer& tok, int6
   const int64_t bytes = prompt_text_bytes(r);
   const int64_t limit = context * tok.max_token_bytes();
   if (bytes <= limit) return {};
-  return error(ErrorKind::kInvalidArgument,
-               fmt::format("the {} is {} bytes, more than the {} bytes that {} tokens can hold (the context of {} "
-                           "tokens x at most {} bytes per token)",
-                           r.chat ? "messages' text" : "prompt", bytes, limit, context, context,
-                           tok.max_token_bytes()));
+  return error(
+      ErrorKind::kInvalidArgument,
+      fmt::format("the {} is {} bytes, more than the {} bytes that {} tokens can hold (the context of {} "
+                  "tokens x at most {} bytes per token)",
+                  r.chat ? "messages' text" : "prompt", bytes, limit, context, context, tok.max_token_bytes()));
 }
 
 }  // namespace dsinfer::server

@@ -168,10 +168,16 @@ TEST(Cli, GenerateFailsOnNonFiniteLogits) {
   testing::TempDir dir;
   copy_fixture(dir.path());
   testing::fill_bf16_tensor_with_nan(dir.path(), "embed.weight");
-  const CliRun r = run("generate --prompt hi --max-tokens 4 --temperature 0 --threads 1 --model " + dir.path().string());
+  const CliRun r =
+      run("generate --prompt hi --max-tokens 4 --temperature 0 --threads 1 --model " + dir.path().string());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_HAS(r.out, "dsinfer: error: the logits are not finite at step 1");
   EXPECT_EQ(r.out.find("<｜begin▁of▁sentence｜>"), std::string::npos) << r.out;
+  // The CLI's sampling flags go through the same bounds as the server's fields.
+  const CliRun penalty = run("generate --prompt hi --max-tokens 4 --repetition-penalty 1e-45 --model " +
+                             (testing::data_dir() / "v41-tiny-a/checkpoint").string());
+  EXPECT_EQ(penalty.code, 2) << penalty.out;
+  EXPECT_HAS(penalty.out, "'repetition_penalty' must be in [0.01, 100]");
 }
 
 // A shard path that is a folder: the error names the file type, not a stale errno.

@@ -92,9 +92,7 @@ TEST(Tokenizer, RejectsWhatItCannotRun) {
 // each is refused with a message naming the file and the problem.
 class BrokenTokenizerFile : public ::testing::Test {
  protected:
-  Json original() const {
-    return Json::parse(std::ifstream(testing::data_dir() / "tokenizer/tokenizer.json"));
-  }
+  Json original() const { return Json::parse(std::ifstream(testing::data_dir() / "tokenizer/tokenizer.json")); }
   // Writes `j` as <tmp>/tokenizer.json and returns the load's error message ("" when it loads).
   std::string load_error(const Json& j) const {
     const std::filesystem::path path = dir_.path() / "tokenizer.json";

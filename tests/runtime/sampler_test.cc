@@ -132,8 +132,8 @@ TEST(Sampler, NonFiniteLogitsGiveNoToken) {
   for (float temperature : {0.0f, 1.0f}) {
     SamplingParams p;
     p.temperature = temperature;
-    for (const std::vector<float>& logits :
-         {std::vector<float>{nan, nan, nan}, std::vector<float>{0.5f, nan, 1.0f}, std::vector<float>{0.5f, inf, 1.0f}}) {
+    for (const std::vector<float>& logits : {std::vector<float>{nan, nan, nan}, std::vector<float>{0.5f, nan, 1.0f},
+                                             std::vector<float>{0.5f, inf, 1.0f}}) {
       SamplerState s(p, 3, {});
       EXPECT_FALSE(s.sample(logits).has_value()) << temperature;
     }

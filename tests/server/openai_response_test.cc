@@ -64,9 +64,14 @@ TEST(OpenAiResponse, ErrorsInOpenAisShape) {
 // 500) and library errors from bad input sent as 500: the code is the status, the type follows it.
 TEST(OpenAiResponse, ErrorCodeIsTheStatusAndTypeFollowsIt) {
   const std::pair<ErrorKind, int> kinds[] = {
-      {ErrorKind::kInvalidArgument, 400}, {ErrorKind::kUnsupported, 400}, {ErrorKind::kCorruptFile, 400},
-      {ErrorKind::kInvalidConfig, 400},   {ErrorKind::kNotFound, 404},    {ErrorKind::kResourceExhausted, 503},
-      {ErrorKind::kIo, 500},              {ErrorKind::kInternal, 500},
+      {ErrorKind::kInvalidArgument, 400},
+      {ErrorKind::kUnsupported, 400},
+      {ErrorKind::kCorruptFile, 400},
+      {ErrorKind::kInvalidConfig, 400},
+      {ErrorKind::kNotFound, 404},
+      {ErrorKind::kResourceExhausted, 503},
+      {ErrorKind::kIo, 500},
+      {ErrorKind::kInternal, 500},
   };
   for (const auto& [kind, status] : kinds) {
     const Status s = error(kind, "why");

@@ -131,10 +131,10 @@ Status chat_with(const std::string& fields) {
   return chat(R"({"messages": [{"role": "user", "content": "hi"}], )" + fields + "}").status();
 }
 
-#define EXPECT_REFUSED(fields, want_kind, needle)                                              \
-  do {                                                                                            \
-    const Status st = chat_with(fields);                                                          \
-    EXPECT_EQ(st.kind(), want_kind) << (fields) << " -> " << st.message();                        \
+#define EXPECT_REFUSED(fields, want_kind, needle)                                                  \
+  do {                                                                                             \
+    const Status st = chat_with(fields);                                                           \
+    EXPECT_EQ(st.kind(), want_kind) << (fields) << " -> " << st.message();                         \
     EXPECT_NE(st.message().find(needle), std::string::npos) << (fields) << " -> " << st.message(); \
   } while (0)
 

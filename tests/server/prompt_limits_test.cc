@@ -42,8 +42,8 @@ TEST(PromptLimits, TextThatCannotFitIsRefusedBeforeTokenizing) {
   EXPECT_NE(too_long.message().find(fmt::format("the prompt is {} bytes, more than the {} bytes", limit + 1, limit)),
             std::string::npos)
       << too_long.message();
-  EXPECT_NE(too_long.message().find(fmt::format("the context of {} tokens x at most {} bytes per token", context,
-                                                tok.max_token_bytes())),
+  EXPECT_NE(too_long.message().find(
+                fmt::format("the context of {} tokens x at most {} bytes per token", context, tok.max_token_bytes())),
             std::string::npos)
       << too_long.message();
 
