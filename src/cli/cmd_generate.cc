@@ -39,7 +39,7 @@ int run_generate(GenerateOptions o) {
     if (!rendered.ok()) return report_error(rendered.status());
     text = std::move(*rendered);
   }
-  auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
+  auto tok = load_tokenizer(o.model);
   if (!tok.ok()) return report_error(tok.status());
   auto model = load_model(o.model, o.backend);
   if (!model.ok()) return report_error(model.status());

@@ -118,14 +118,11 @@ void print_cache(const ModelConfig& c) {
              human_bytes(ref.window_per_sequence));
 }
 
-// The Engram compressed vocab must be what the tokenizer yields (the reference asserts it).
-Status check_tokenizer(const std::filesystem::path& dir, const ModelConfig& c) {
-  const auto path = dir / "tokenizer.json";
-  if (!std::filesystem::exists(path)) {
-    fmt::print("tokenizer: none in the folder\n");
-    return {};
-  }
-  DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::load(path));
+// The tokenizer loaded exactly as generate loads it (a folder generate cannot run fails here too),
+// and the Engram compressed vocab it yields must be the config's (the reference asserts it).
+Status check_tokenizer(const std::string& dir, const ModelConfig& c) {
+  DSINFER_ASSIGN_OR_RETURN(Tokenizer tok, load_tokenizer(dir));
+  const TokenizerVocab& vocab = tok.vocab();
   std::string engram;
   if (!c.engram_layer_ids.empty()) {
     const EngramTokenMap map = build_engram_token_map(vocab);
@@ -133,10 +130,12 @@ Status check_tokenizer(const std::filesystem::path& dir, const ModelConfig& c) {
       return error(ErrorKind::kInvalidConfig,
                    fmt::format("{}: yields an Engram compressed vocab of {} but config.json says "
                                "engram_compressed_vocab_size = {}",
-                               path.string(), map.compressed_vocab_size, c.engram_compressed_vocab_size));
+                               (std::filesystem::path(dir) / "tokenizer.json").string(), map.compressed_vocab_size,
+                               c.engram_compressed_vocab_size));
     engram = fmt::format(", Engram compressed vocab {} (matches the config)", map.compressed_vocab_size);
   }
-  fmt::print("tokenizer: {} ids, {} merges{}\n", vocab.size(), vocab.merges().size(), engram);
+  fmt::print("tokenizer: {} ids, {} merges, longest token {} bytes{}\n", vocab.size(), vocab.merges().size(),
+             tok.max_token_bytes(), engram);
   return {};
 }
 

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "core/status.h"
+#include "io/tokenizer.h"
 #include "model/model.h"
 #include "ops/communicator.h"
 
@@ -49,5 +50,8 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
 };
 Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags);
+/// The model folder's tokenizer.json, loaded and validated (vocab, merges, regexes) as every
+/// command that runs the model needs it; `inspect` calls it too, so it passes no folder these refuse.
+Result<Tokenizer> load_tokenizer(const std::string& dir);
 
 }  // namespace dsinfer::cli

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
 #ifdef DSINFER_WITH_CUDA
@@ -67,6 +69,13 @@ Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags
   options.upload_progress = [&upload_bar](uint64_t done, uint64_t total) { upload_bar.update(done, total); };
   DSINFER_ASSIGN_OR_RETURN(m.model, Model::load(dir, *m.backend, *m.comm, options));
   return m;
+}
+
+Result<Tokenizer> load_tokenizer(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec))
+    return error(ErrorKind::kNotFound, fmt::format("{}: no such model folder or config file", dir));
+  return Tokenizer::load(std::filesystem::path(dir) / "tokenizer.json");
 }
 
 }  // namespace dsinfer::cli

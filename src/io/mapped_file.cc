@@ -13,6 +13,17 @@
 #include <fmt/format.h>
 
 namespace dsinfer {
+namespace {
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a pipe";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "a special file";
+}
+
+}  // namespace
 
 Result<MappedFile> MappedFile::open(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -21,10 +32,15 @@ Result<MappedFile> MappedFile::open(const std::filesystem::path& path) {
     return error(kind, fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return error(ErrorKind::kIo, fmt::format("{}: not a regular file ({})", path.string(), std::strerror(err)));
+    return error(ErrorKind::kIo, fmt::format("{}: cannot stat: {}", path.string(), std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {  // fstat succeeded: errno says nothing here, the file type does
+    ::close(fd);
+    return error(ErrorKind::kCorruptFile,
+                 fmt::format("{}: is {}, not a regular file", path.string(), file_type_name(st.st_mode)));
   }
   MappedFile f;
   f.path_ = path;

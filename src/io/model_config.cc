@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "io/engram_layout.h"
+#include "io/model_config_required.h"
 
 namespace dsinfer {
 namespace {
@@ -256,6 +257,19 @@ Result<Json> translate_hf(const Json& root, std::string_view what) {
   return out;
 }
 
+// Our field -> how an HF-style config spells it, for the missing-field message.
+std::map<std::string, std::string, std::less<>> hf_spellings() {
+  std::map<std::string, std::string, std::less<>> m;
+  for (const auto& [hf, ours] : hf_text_names()) m[ours] = fmt::format("HF '{}'", hf);
+  for (const auto& [hf, ours] : hf_vision_names()) m[ours] = fmt::format("HF 'vision_config.{}'", hf);
+  m["rope_factor"] = "HF 'rope_scaling.factor'";
+  m["beta_fast"] = "HF 'rope_scaling.beta_fast'";
+  m["beta_slow"] = "HF 'rope_scaling.beta_slow'";
+  m["original_seq_len"] = "HF 'rope_scaling.original_max_position_embeddings'";
+  m["dtype"] = "HF 'quantization_config'";
+  return m;
+}
+
 bool is_hf_style(const Json& j) {
   return j.contains("text_config") || j.contains("model_type") || j.contains("hidden_size");
 }
@@ -337,11 +351,15 @@ Json ModelConfig::to_json() const {
 Result<ModelConfig> parse_model_config(const Json& j, std::string_view what) {
   if (!j.is_object()) return error(ErrorKind::kInvalidConfig, fmt::format("{}: config is not a JSON object", what));
   ModelConfig c;
+  std::vector<std::string> fields;
+  visit_fields(c, [&](std::string_view key, auto&) { fields.emplace_back(key); });
   if (is_hf_style(j)) {
     DSINFER_ASSIGN_OR_RETURN(Json translated, translate_hf(j, what));
     DSINFER_RETURN_IF_ERROR(apply_inference_json(translated, what, /*strict=*/false, &c));
+    DSINFER_RETURN_IF_ERROR(check_required_fields(translated, c, fields, what, hf_spellings()));
   } else {
     DSINFER_RETURN_IF_ERROR(apply_inference_json(j, what, /*strict=*/true, &c));
+    DSINFER_RETURN_IF_ERROR(check_required_fields(j, c, fields, what, {}));
   }
   const Status s = c.validate();
   if (!s.ok()) return error(s.kind(), fmt::format("{}: {}", what, s.message()));

@@ -143,7 +143,8 @@ struct ModelConfig {
 };
 
 /// Parses either config style; inference-style unknown keys are errors (the reference's
-/// ModelArgs(**config) rejects them too), HF-style unrelated keys are ignored.
+/// ModelArgs(**config) rejects them too), HF-style unrelated keys are ignored. A missing required
+/// field is an error naming it (io/model_config_required.h says which are optional).
 Result<ModelConfig> parse_model_config(const Json& j, std::string_view what);
 /// Reads `path` (a config.json, or a folder holding one) and validates it.
 Result<ModelConfig> load_model_config(const std::filesystem::path& path);

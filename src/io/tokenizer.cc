@@ -143,6 +143,8 @@ Result<Tokenizer> Tokenizer::from_json(const Json& j, std::string_view what) {
   for (size_t i = 0; i < t.added_.size(); ++i)
     if (!t.added_[i].first.empty())
       t.added_by_first_byte_[static_cast<uint8_t>(t.added_[i].first[0])].push_back(static_cast<int32_t>(i));
+  for (int id = 0; id < t.vocab_.size(); ++id)
+    t.max_token_bytes_ = std::max<int64_t>(t.max_token_bytes_, static_cast<int64_t>(t.vocab_.decode_bytes(id).size()));
   return t;
 }
 

@@ -35,6 +35,9 @@ class Tokenizer {
   /// The raw bytes of `ids` (no U+FFFD replacement): what a streaming detokenizer accumulates.
   std::string decode_bytes(std::span<const int32_t> ids) const;
   const TokenizerVocab& vocab() const { return vocab_; }
+  /// The most bytes any single token id decodes to (added tokens included), found at load: a text
+  /// of n bytes needs at least n / max_token_bytes() tokens, whatever the merges do.
+  int64_t max_token_bytes() const { return max_token_bytes_; }
 
  private:
   Tokenizer() = default;
@@ -54,6 +57,7 @@ class Tokenizer {
   std::vector<int32_t> byte_ids_;                          // [256] id of each byte's byte-level symbol
   std::vector<std::pair<std::string, int32_t>> added_;     // added token text -> id, longest first
   std::vector<std::vector<int32_t>> added_by_first_byte_;  // [256] indices into added_, longest first
+  int64_t max_token_bytes_ = 1;
 };
 
 }  // namespace dsinfer

@@ -125,42 +125,60 @@ Result<TokenizerVocab> TokenizerVocab::from_json(const Json& j, std::string_view
   if (model.value("type", "") != "BPE") return bad("model.type must be \"BPE\"");
   if (!model.contains("vocab") || !model["vocab"].is_object()) return bad("missing object 'model.vocab'");
   TokenizerVocab v;
-  const auto put = [&](const std::string& piece, const Json& id_json, bool added, bool special) -> Status {
+  std::vector<bool> in_vocab;  // ids model.vocab gives, to tell a duplicate from an added token's own id
+  const auto read_id = [&](const std::string& piece, const Json& id_json) -> Result<int> {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > (1 << 24))
       return bad(fmt::format("token '{}' has an invalid id", piece));
     const int id = id_json.get<int>();
-    if (id >= v.size()) {
-      v.pieces_.resize(id + 1), v.added_.resize(id + 1), v.special_.resize(id + 1);
-    }
-    v.pieces_[id] = piece;
-    v.added_[id] = v.added_[id] || added;
-    v.special_[id] = v.special_[id] || special;
-    v.ids_[piece] = id;
-    return {};
+    if (id >= v.size()) v.pieces_.resize(id + 1), v.added_.resize(id + 1), v.special_.resize(id + 1);
+    if (id >= static_cast<int>(in_vocab.size())) in_vocab.resize(id + 1);
+    return id;
   };
-  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it)
-    DSINFER_RETURN_IF_ERROR(put(it.key(), *it, false, false));
+  // Two pieces under one id would make decoding depend on which was read last; the file is broken.
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
+    DSINFER_ASSIGN_OR_RETURN(const int id, read_id(it.key(), *it));
+    if (in_vocab[id])
+      return bad(fmt::format("model.vocab gives id {} to both '{}' and '{}'", id, v.pieces_[id], it.key()));
+    in_vocab[id] = true;
+    v.pieces_[id] = it.key();
+    v.ids_[it.key()] = id;
+  }
+  // An added token may repeat a vocab entry (same id, same content), as HF files do, but never
+  // contradict one, nor another added token.
   if (j.contains("added_tokens")) {
     if (!j["added_tokens"].is_array()) return bad("'added_tokens' must be a list");
     for (const Json& t : j["added_tokens"]) {
       if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
         return bad("an added token lacks 'id' or 'content'");
-      DSINFER_RETURN_IF_ERROR(put(t["content"].get<std::string>(), t["id"], true, t.value("special", false)));
+      const std::string content = t["content"].get<std::string>();
+      DSINFER_ASSIGN_OR_RETURN(const int id, read_id(content, t["id"]));
+      if (v.added_[id])
+        return bad(fmt::format("added_tokens give id {} twice ('{}' and '{}')", id, v.pieces_[id], content));
+      if (in_vocab[id] && v.pieces_[id] != content)
+        return bad(
+            fmt::format("added token '{}' has id {}, which model.vocab gives to '{}'", content, id, v.pieces_[id]));
+      if (const auto other = v.ids_.find(content); other != v.ids_.end() && other->second != id)
+        return bad(
+            fmt::format("added token '{}' has id {}, but '{}' already has id {}", content, id, content, other->second));
+      v.pieces_[id] = content;
+      v.added_[id] = true;
+      v.special_[id] = t.value("special", false);
+      v.ids_[content] = id;
     }
   }
-  if (model.contains("merges")) {
-    if (!model["merges"].is_array()) return bad("'model.merges' must be a list");
-    for (const Json& m : model["merges"]) {
-      if (m.is_string()) {  // "a b"
-        const std::string s = m.get<std::string>();
-        const size_t sp = s.find(' ');
-        if (sp == std::string::npos) return bad(fmt::format("merge '{}' has no space", s));
-        v.merges_.emplace_back(s.substr(0, sp), s.substr(sp + 1));
-      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]
-        v.merges_.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-      } else {
-        return bad("a merge is neither \"a b\" nor [\"a\", \"b\"]");
-      }
+  // Without merges byte-level BPE degrades to one token per byte: every prompt silently wrong.
+  if (!model.contains("merges")) return bad("missing list 'model.merges'");
+  if (!model["merges"].is_array()) return bad("'model.merges' must be a list");
+  for (const Json& m : model["merges"]) {
+    if (m.is_string()) {  // "a b"
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos) return bad(fmt::format("merge '{}' has no space", s));
+      v.merges_.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]
+      v.merges_.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      return bad("a merge is neither \"a b\" nor [\"a\", \"b\"]");
     }
   }
   return v;

@@ -31,8 +31,9 @@ struct Engine::Live {
     else
       force_armed = !req.forced.tokens.empty();
   }
-  /// The next token: a forced one while any is pending, else sampled.
-  int32_t next_token(std::span<const float> logits) {
+  /// The next token: a forced one while any is pending, else sampled; none when the sampler finds
+  /// the (penalised) logits not finite.
+  std::optional<int32_t> next_token(std::span<const float> logits) {
     if (forced.empty()) return sampler.sample(logits);
     const int32_t t = forced.front();
     forced.pop_front();
@@ -157,7 +158,17 @@ bool Engine::step() {
     // Mid-prompt, or recomputing known output after a preemption: nothing to sample yet.
     if (plan[i].start + plan[i].count < static_cast<int64_t>(r.tokens.size())) continue;
     const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
-    const int32_t next = r.next_token(row);
+    // A NaN or an infinity (a broken checkpoint, an overflow) ends the request: sampling from it
+    // would emit arbitrary tokens (greedy picked id 0, BOS, every step).
+    const std::optional<int32_t> sampled = all_finite(row) ? r.next_token(row) : std::nullopt;
+    if (!sampled) {
+      finish(plan[i].id, FinishReason::kError,
+             fmt::format("the logits are not finite at step {} (NaN or infinity; step 1 picks the first output "
+                         "token)",
+                         r.generated + 1));
+      continue;
+    }
+    const int32_t next = *sampled;
     if (std::find(r.req.stop_ids.begin(), r.req.stop_ids.end(), next) != r.req.stop_ids.end()) {
       finish(plan[i].id, FinishReason::kStopToken);
       continue;

@@ -19,7 +19,10 @@ Status SamplingParams::validate() const {
   if (top_k < 0) return bad("top_k", "must be >= 0");
   if (!(top_p > 0.0f && top_p <= 1.0f)) return bad("top_p", "must be in (0, 1]");
   if (!(min_p >= 0.0f && min_p <= 1.0f)) return bad("min_p", "must be in [0, 1]");
-  if (!(repetition_penalty > 0.0f)) return bad("repetition_penalty", "must be > 0");
+  // Logits are divided or multiplied by it: outside [0.01, 100] a finite logit can overflow to
+  // inf (1e-45 did), and the draw degenerates.
+  if (!(repetition_penalty >= kMinRepetitionPenalty && repetition_penalty <= kMaxRepetitionPenalty))
+    return bad("repetition_penalty", "must be in [0.01, 100]");
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) return bad("frequency_penalty", "must be in [-2, 2]");
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) return bad("presence_penalty", "must be in [-2, 2]");
   return {};
@@ -50,7 +53,11 @@ double SamplerState::uniform() {
   return splitmix64_uniform(rng_);
 }
 
-int32_t SamplerState::sample(std::span<const float> logits) {
+bool all_finite(std::span<const float> logits) {
+  return std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); });
+}
+
+std::optional<int32_t> SamplerState::sample(std::span<const float> logits) {
   const int32_t vocab = static_cast<int32_t>(logits.size());
   work_.assign(logits.begin(), logits.end());
   const SamplingParams& p = params_;
@@ -60,6 +67,7 @@ int32_t SamplerState::sample(std::span<const float> logits) {
         work_[t] = work_[t] > 0 ? work_[t] / p.repetition_penalty : work_[t] * p.repetition_penalty;
   for (const auto& [t, n] : output_counts_)
     if (t >= 0 && t < vocab) work_[t] -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
+  if (!all_finite(work_)) return std::nullopt;
 
   int32_t chosen = 0;
   if (p.temperature == 0.0f) {

@@ -13,6 +13,10 @@
 
 namespace dsinfer {
 
+/// The accepted ranges (validate): temperature [0, 100], top_k >= 0, top_p (0, 1], min_p [0, 1],
+/// repetition_penalty [0.01, 100], frequency and presence penalties [-2, 2].
+inline constexpr float kMinRepetitionPenalty = 0.01f, kMaxRepetitionPenalty = 100.0f;
+
 struct SamplingParams {
   float temperature = 1.0f;         // 0: greedy
   int top_k = 0;                    // 0: off
@@ -37,13 +41,17 @@ struct SampledLogprobs {
   TokenLogprob chosen;
   std::vector<TokenLogprob> top;  // most likely first; ties by the lower id
 };
+/// No NaN and no infinity among `logits`.
+bool all_finite(std::span<const float> logits);
+
 SampledLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top_n);
 
 class SamplerState {
  public:
   SamplerState(const SamplingParams& params, uint64_t fallback_seed, std::span<const int32_t> prompt);
-  /// Picks the next token and records it as output.
-  int32_t sample(std::span<const float> logits);
+  /// Picks the next token and records it as output; none when the logits, after the penalties,
+  /// are not all finite (a NaN or an infinity would otherwise decide the pick: greedy took id 0).
+  std::optional<int32_t> sample(std::span<const float> logits);
   /// Records a token chosen elsewhere (a forced continuation) as output, for the penalties.
   void accept(int32_t token);
   const SamplingParams& params() const { return params_; }

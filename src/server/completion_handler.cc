@@ -7,6 +7,7 @@
 #include "server/engine_request.h"
 #include "server/openai_response.h"
 #include "server/openai_schema.h"
+#include "server/prompt_limits.h"
 
 namespace dsinfer::server {
 namespace {
@@ -156,6 +157,7 @@ void send_error(http::HttpExchange& ex, const Status& s) {
 void handle_completion(http::HttpExchange& ex, const CompletionRoute& route) {
   auto parsed = parse_completion_request(ex.request().body, route.chat, route.model_name);
   if (!parsed.ok()) return send_error(ex, parsed.status());
+  if (Status s = check_prompt_bytes(*parsed, route.tokenizer, route.context); !s.ok()) return send_error(ex, s);
   auto request = engine_request(*parsed, route.tokenizer, route.context);
   if (!request.ok()) return send_error(ex, request.status());
   auto outputs = route.loop.submit(std::move(*request));

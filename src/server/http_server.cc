@@ -8,24 +8,16 @@
 
 #include "io/json.h"
 #include "server/completion_handler.h"
+#include "server/openai_response.h"
 
 namespace dsinfer::server {
 namespace {
 
 constexpr std::string_view kJson = "application/json";
 
-// {"error": {...}} for a status the server answers itself (transport limits, routing, the key):
-// `code` is the status sent.
+// The errors the server answers itself (transport limits, routing, the key), in OpenAI's shape.
 std::pair<std::string, std::string> http_error_body(int status, std::string_view message) {
-  OrderedJson e;
-  e["message"] = message;
-  e["type"] = status == 401   ? "authentication_error"
-              : status == 404 ? "not_found_error"
-              : status < 500  ? "invalid_request_error"
-                              : "server_error";
-  e["param"] = OrderedJson();
-  e["code"] = status;
-  return {OrderedJson{{"error", std::move(e)}}.dump(), std::string(kJson)};
+  return {error_body(status, message), std::string(kJson)};
 }
 
 void send_http_error(http::HttpExchange& ex, int status, std::string_view message,

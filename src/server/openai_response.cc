@@ -162,29 +162,43 @@ std::string usage_event(const ResponseHeader& h, bool chat, const Usage& usage) 
   return event(j);
 }
 
+// Once the model is loaded, every error a request meets comes from what the request holds (a
+// field, a tool schema, a JSON text inside it), so the file-and-config kinds are a 400 here too;
+// only capacity (503), the OS and bugs (500) are the server's.
 int http_status(const Status& s) {
   switch (s.kind()) {
     case ErrorKind::kInvalidArgument:
+    case ErrorKind::kUnsupported:
+    case ErrorKind::kCorruptFile:
+    case ErrorKind::kInvalidConfig:
       return 400;
     case ErrorKind::kNotFound:
       return 404;
     case ErrorKind::kResourceExhausted:
       return 503;
-    case ErrorKind::kUnsupported:
-      return 400;
-    default:
+    case ErrorKind::kIo:
+    case ErrorKind::kInternal:
       return 500;
   }
+  return 500;
 }
 
-std::string error_body(const Status& s) {
-  const int status = http_status(s);
+std::string_view error_type(int status) {
+  if (status == 401) return "authentication_error";  // what the API-key check has always sent
+  return status >= 500 ? "server_error" : "invalid_request_error";
+}
+
+std::string error_body(int status, std::string_view message) {
   OrderedJson e;
-  e["message"] = s.message();
-  e["type"] = status == 400 ? "invalid_request_error" : status == 404 ? "not_found_error" : "server_error";
+  e["message"] = message;
+  e["type"] = error_type(status);
   e["param"] = OrderedJson();
   e["code"] = status;
   return body(OrderedJson{{"error", std::move(e)}});
+}
+
+std::string error_body(const Status& s) {
+  return error_body(http_status(s), s.message());
 }
 
 }  // namespace dsinfer::server

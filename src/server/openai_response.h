@@ -62,8 +62,16 @@ std::string completion_chunk_event(const ResponseHeader& h, std::string_view tex
 std::string usage_event(const ResponseHeader& h, bool chat, const Usage& usage);
 inline constexpr std::string_view kDoneEvent = "data: [DONE]\n\n";
 
-/// {"error": {"message", "type", "param", "code"}} and the HTTP status for the error's kind.
-std::string error_body(const Status& s);
+/// The HTTP status of an error's kind: 400 for what a request holds (kInvalidArgument,
+/// kUnsupported, kCorruptFile, kInvalidConfig), 404 kNotFound, 503 kResourceExhausted, 500 kIo
+/// and kInternal.
 int http_status(const Status& s);
+/// "invalid_request_error" for a 4xx status ("authentication_error" for 401), "server_error" for a 5xx.
+std::string_view error_type(int status);
+/// {"error": {"message", "type", "param", "code"}} with `code` equal to the status sent and the
+/// type of that status: the one body every error response (the transport's too) should carry.
+std::string error_body(int status, std::string_view message);
+/// error_body(http_status(s), s.message()).
+std::string error_body(const Status& s);
 
 }  // namespace dsinfer::server

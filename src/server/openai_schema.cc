@@ -1,6 +1,7 @@
 #include "server/openai_schema.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -18,15 +19,31 @@ Status invalid(std::string_view field, std::string_view why) {
 Status read_number(const OrderedJson& j, const char* field, float* out) {
   if (!j.contains(field) || j[field].is_null()) return {};
   if (!j[field].is_number()) return invalid(field, fmt::format("expected a number, got {}", json_type_name(j[field])));
-  *out = j[field].get<float>();
+  // Beyond float's range the value becomes an infinity (not UB), which every range check refuses.
+  const double v = j[field].get<double>();
+  constexpr double kFloatMax = std::numeric_limits<float>::max();
+  *out = v > kFloatMax    ? std::numeric_limits<float>::infinity()
+         : v < -kFloatMax ? -std::numeric_limits<float>::infinity()
+                          : static_cast<float>(v);
   return {};
 }
 
-Status read_int(const OrderedJson& j, const char* field, int64_t* out, bool* present = nullptr) {
+// An integer within [lo, hi], checked on the JSON's own value before any narrowing: a value
+// past int64 (nlohmann keeps it unsigned) or past the field's range is refused, never wrapped.
+Status read_int(const OrderedJson& j, const char* field, int64_t* out, bool* present = nullptr,
+                int64_t lo = std::numeric_limits<int64_t>::min(), int64_t hi = std::numeric_limits<int64_t>::max()) {
   if (!j.contains(field) || j[field].is_null()) return {};
-  if (!j[field].is_number_integer())
-    return invalid(field, fmt::format("expected an integer, got {}", json_type_name(j[field])));
-  *out = j[field].get<int64_t>();
+  const OrderedJson& v = j[field];
+  const auto out_of_range = [&] {
+    return invalid(field, fmt::format("must be an integer in [{}, {}], got {}", lo, hi, v.dump()));
+  };
+  if (v.is_number_float()) return out_of_range();
+  if (!v.is_number_integer()) return invalid(field, fmt::format("expected an integer, got {}", json_type_name(v)));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return out_of_range();
+  const int64_t n = v.get<int64_t>();
+  if (n < lo || n > hi) return out_of_range();
+  *out = n;
   if (present) *present = true;
   return {};
 }
@@ -122,17 +139,55 @@ Status read_logprobs(const OrderedJson& j, bool chat, int* out) {
     bool on = false;
     int64_t top = 0;
     DSINFER_RETURN_IF_ERROR(read_bool(j, "logprobs", &on));
-    DSINFER_RETURN_IF_ERROR(read_int(j, "top_logprobs", &top));
-    if (top < 0 || top > 20) return invalid("top_logprobs", "must be in [0, 20]");
+    DSINFER_RETURN_IF_ERROR(read_int(j, "top_logprobs", &top, nullptr, 0, 20));
     if (top > 0 && !on) return invalid("top_logprobs", "needs logprobs: true");
     *out = on ? static_cast<int>(top) : -1;
     return {};
   }
   int64_t n = -1;
-  DSINFER_RETURN_IF_ERROR(read_int(j, "logprobs", &n));
-  if (n < -1 || n > 20) return invalid("logprobs", "must be in [0, 20]");
+  DSINFER_RETURN_IF_ERROR(read_int(j, "logprobs", &n, nullptr, 0, 20));
   *out = static_cast<int>(n);
   return {};
+}
+
+// `n` and `best_of`: one choice per request is all the engine makes; more would be silently
+// dropped, so they are refused (kUnsupported) rather than ignored.
+Status read_choice_count(const OrderedJson& j, const char* field) {
+  int64_t n = 1;
+  DSINFER_RETURN_IF_ERROR(read_int(j, field, &n, nullptr, 1, std::numeric_limits<int64_t>::max()));
+  if (n != 1)
+    return error(ErrorKind::kUnsupported,
+                 fmt::format("'{}': this server returns one choice per request; {} is not supported", field, n));
+  return {};
+}
+
+// `response_format`: there is no constrained decoding, so anything but plain text is refused
+// rather than answered with text that does not follow the format.
+Status read_response_format(const OrderedJson& j) {
+  if (!j.contains("response_format") || j["response_format"].is_null()) return {};
+  const OrderedJson& f = j["response_format"];
+  if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+    return invalid("response_format", "expected {\"type\": \"text\"}");
+  const std::string type = f["type"].get<std::string>();
+  if (type != "text")
+    return error(ErrorKind::kUnsupported,
+                 fmt::format("'response_format': type '{}' is not supported (no constrained decoding); only "
+                             "\"text\" is",
+                             type));
+  return {};
+}
+
+// `stream_options`: null or an object; only meaningful (and only allowed, as in OpenAI's API)
+// with stream: true.
+Status read_stream_options(const OrderedJson& j, bool stream, bool* include_usage) {
+  if (!j.contains("stream_options") || j["stream_options"].is_null()) return {};
+  const OrderedJson& o = j["stream_options"];
+  if (!o.is_object()) return invalid("stream_options", fmt::format("expected an object, got {}", json_type_name(o)));
+  if (!stream) return invalid("stream_options", "only allowed with stream: true");
+  if (o.contains("include_usage") && !o["include_usage"].is_null() && !o["include_usage"].is_boolean())
+    return invalid("stream_options.include_usage",
+                   fmt::format("expected a boolean, got {}", json_type_name(o["include_usage"])));
+  return read_bool(o, "include_usage", include_usage);
 }
 
 }  // namespace
@@ -167,8 +222,9 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
   DSINFER_RETURN_IF_ERROR(read_number(j, "frequency_penalty", &s.frequency_penalty));
   DSINFER_RETURN_IF_ERROR(read_number(j, "repetition_penalty", &s.repetition_penalty));
   int64_t top_k = s.top_k;
-  DSINFER_RETURN_IF_ERROR(read_int(j, "top_k", &top_k));
+  DSINFER_RETURN_IF_ERROR(read_int(j, "top_k", &top_k, nullptr, -1, std::numeric_limits<int>::max()));
   s.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);  // -1 (vLLM's "off") is 0 here
+  // Any int64 seed, as OpenAI and vLLM take it; negative ones keep their bits, so seeds stay distinct.
   int64_t seed = 0;
   bool has_seed = false;
   DSINFER_RETURN_IF_ERROR(read_int(j, "seed", &seed, &has_seed));
@@ -177,15 +233,16 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
   for (const char* field : {"max_tokens", "max_completion_tokens"}) {
     int64_t v = 0;
     bool present = false;
-    DSINFER_RETURN_IF_ERROR(read_int(j, field, &v, &present));
-    if (!present) continue;
-    if (v < 1) return invalid(field, "must be >= 1");
-    r.max_tokens = static_cast<int>(std::min<int64_t>(v, 1 << 30));
+    DSINFER_RETURN_IF_ERROR(read_int(j, field, &v, &present, 1));
+    // More than the context is clamped to what is left of it (engine_request); 2^30 is past any context.
+    if (present) r.max_tokens = static_cast<int>(std::min<int64_t>(v, 1 << 30));
   }
+  DSINFER_RETURN_IF_ERROR(read_choice_count(j, "n"));
+  DSINFER_RETURN_IF_ERROR(read_choice_count(j, "best_of"));
+  DSINFER_RETURN_IF_ERROR(read_response_format(j));
   DSINFER_RETURN_IF_ERROR(read_stop(j, &r.stop));
   DSINFER_RETURN_IF_ERROR(read_bool(j, "stream", &r.stream));
-  if (j.contains("stream_options") && j["stream_options"].is_object())
-    DSINFER_RETURN_IF_ERROR(read_bool(j["stream_options"], "include_usage", &r.include_usage));
+  DSINFER_RETURN_IF_ERROR(read_stream_options(j, r.stream, &r.include_usage));
   DSINFER_RETURN_IF_ERROR(read_logprobs(j, chat, &r.logprobs));
   return r;
 }

@@ -1,6 +1,8 @@
 // OpenAI request bodies -> the engine's request (validation at the boundary): /v1/chat/completions
-// and /v1/completions. Errors are kInvalidArgument with a message naming the field (400) or
-// kNotFound for a model this server does not serve (404). Only server/ knows JSON and HTTP.
+// and /v1/completions. Errors are kInvalidArgument with a message naming the field (400),
+// kUnsupported for a valid field this server does not implement (n > 1, response_format other
+// than text: 400) or kNotFound for a model this server does not serve (404). Only server/ knows
+// JSON and HTTP. The accepted fields and ranges are listed in docs/api.md.
 #pragma once
 
 #include <optional>

@@ -10,7 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "io/json.h"
 #include "io/safetensors.h"
+#include "poisoned_checkpoint.h"
 #include "test_util.h"
 
 namespace dsinfer {
@@ -97,10 +99,98 @@ TEST(Cli, BadInputGivesOneLineErrorsAndExitCodes) {
   std::filesystem::resize_file(shard, 0);
   std::filesystem::copy_file(testing::data_dir() / "v41-tiny-a/checkpoint/model-00001-of-00001.safetensors", shard,
                              std::filesystem::copy_options::overwrite_existing);
+  auto config = read_json_file(testing::data_dir() / "v41-tiny-a/checkpoint/config.json");
+  ASSERT_TRUE(config.ok());
+  Json short_schedule = *config;
+  short_schedule["n_layers"] = 2;
+  std::ofstream(dir.path() / "config.json") << short_schedule.dump();
+  r = run("inspect --model " + dir.path().string());
+  EXPECT_EQ(r.code, 4);
+  EXPECT_HAS(r.out, "field 'compress_ratios' has 7 entries; expected n_layers + n_mtp_layers = 2");
+  // A config that leaves out required fields names them (it used to be filled with defaults and
+  // reported as hundreds of mis-shaped tensors).
   std::ofstream(dir.path() / "config.json") << R"({"dim": 192, "n_layers": 2})";
   r = run("inspect --model " + dir.path().string());
   EXPECT_EQ(r.code, 4);
-  EXPECT_HAS(r.out, "field 'compress_ratios' has 6 entries");
+  EXPECT_HAS(r.out, "config.json: 39 required fields are missing: 'dtype', 'vocab_size', 'moe_inter_dim', ");
+  Json no_dim = *config;
+  no_dim.erase("dim");
+  std::ofstream(dir.path() / "config.json") << no_dim.dump();
+  for (const char* command : {"inspect --model ", "generate --prompt hi --max-tokens 2 --model "}) {
+    r = run(command + dir.path().string());
+    EXPECT_EQ(r.code, 4) << command;
+    EXPECT_HAS(r.out, "config.json: field 'dim' is missing");
+  }
+}
+
+// Copies the tiny-a fixture into `dir`.
+void copy_fixture(const std::filesystem::path& dir) {
+  for (const auto& f : std::filesystem::directory_iterator(testing::data_dir() / "v41-tiny-a/checkpoint"))
+    std::filesystem::copy_file(f.path(), dir / f.path().filename());
+}
+
+// inspect passed folders that generate cannot load (probe C52, C56, C61): now both fail, with
+// the same exit code and the same message.
+TEST(Cli, InspectRefusesEveryTokenizerGenerateRefuses) {
+  const auto tokenizer = read_json_file(testing::data_dir() / "v41-tiny-a/checkpoint/tokenizer.json");
+  ASSERT_TRUE(tokenizer.ok());
+  Json bad_regex = *tokenizer, unknown_merge = *tokenizer, no_merges = *tokenizer;
+  bad_regex["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "((";
+  unknown_merge["model"]["merges"].push_back("zzzq qqqz");
+  no_merges["model"].erase("merges");
+  const std::pair<const Json*, const char*> cases[] = {
+      {nullptr, "tokenizer.json: cannot open"},
+      {&bad_regex, "tokenizer.json: pre-tokenizer regex at 2: missing closing parenthesis"},
+      {&unknown_merge, "tokenizer.json: merge 'zzzq qqqz' names a token not in the vocab"},
+      {&no_merges, "tokenizer.json: missing list 'model.merges'"},
+  };
+  for (const auto& [json, needle] : cases) {
+    testing::TempDir dir;
+    copy_fixture(dir.path());
+    if (json)
+      std::ofstream(dir.path() / "tokenizer.json") << json->dump();
+    else
+      std::filesystem::remove(dir.path() / "tokenizer.json");
+    const CliRun inspect = run("inspect --model " + dir.path().string());
+    const CliRun generate = run("generate --prompt hi --max-tokens 2 --model " + dir.path().string());
+    EXPECT_NE(inspect.code, 0) << needle;
+    EXPECT_EQ(inspect.code, generate.code) << needle;
+    EXPECT_HAS(inspect.out, needle);
+    EXPECT_HAS(generate.out, needle);
+    const auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+    EXPECT_EQ(first_line(inspect.out), first_line(generate.out));
+  }
+}
+
+// A checkpoint whose embedding is NaN loads; generate reports the non-finite logits as an error
+// (nonzero exit) instead of printing a run of BOS tokens.
+TEST(Cli, GenerateFailsOnNonFiniteLogits) {
+  testing::TempDir dir;
+  copy_fixture(dir.path());
+  testing::fill_bf16_tensor_with_nan(dir.path(), "embed.weight");
+  const CliRun r =
+      run("generate --prompt hi --max-tokens 4 --temperature 0 --threads 1 --model " + dir.path().string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_HAS(r.out, "dsinfer: error: the logits are not finite at step 1");
+  EXPECT_EQ(r.out.find("<｜begin▁of▁sentence｜>"), std::string::npos) << r.out;
+  // The CLI's sampling flags go through the same bounds as the server's fields.
+  const CliRun penalty = run("generate --prompt hi --max-tokens 4 --repetition-penalty 1e-45 --model " +
+                             (testing::data_dir() / "v41-tiny-a/checkpoint").string());
+  EXPECT_EQ(penalty.code, 2) << penalty.out;
+  EXPECT_HAS(penalty.out, "'repetition_penalty' must be in [0.01, 100]");
+}
+
+// A shard path that is a folder: the error names the file type, not a stale errno.
+TEST(Cli, ShardThatIsAFolder) {
+  testing::TempDir dir;
+  copy_fixture(dir.path());
+  const auto shard = dir.path() / "model-00001-of-00001.safetensors";
+  std::filesystem::remove(shard);
+  std::filesystem::create_directory(shard);
+  const CliRun r = run("inspect --model " + dir.path().string());
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_HAS(r.out, "model-00001-of-00001.safetensors: is a directory, not a regular file");
+  EXPECT_EQ(r.out.find("Success"), std::string::npos) << r.out;
 }
 
 TEST(Cli, LogitsWritesTheGoldenLayout) {

@@ -127,6 +127,54 @@ TEST(ModelConfig, ValidationNamesTheField) {
   EXPECT_MENTIONS(error_with("kv_source_layers", Json::array({2, "4"})), "'kv_source_layers[1]' must be an integer");
 }
 
+// The probe's config without dim, and {}, were filled in with the test model's defaults and then
+// reported as 672 (842) mis-shaped tensors: a missing required field is named instead.
+TEST(ModelConfig, MissingRequiredFieldsAreNamed) {
+  EXPECT_EQ(error_with("-dim", nullptr), "cfg.json: field 'dim' is missing");
+  EXPECT_EQ(error_with("-n_layers", nullptr), "cfg.json: field 'n_layers' is missing");
+  EXPECT_EQ(error_with("-compress_ratios", nullptr), "cfg.json: field 'compress_ratios' is missing");
+  EXPECT_EQ(error_with("-swiglu_limit", nullptr), "cfg.json: field 'swiglu_limit' is missing");
+  const auto empty = parse_model_config(Json::object(), "cfg.json");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().kind(), ErrorKind::kInvalidConfig);
+  EXPECT_MENTIONS(empty.status().message(), "cfg.json: ");
+  EXPECT_MENTIONS(empty.status().message(), " required fields are missing: 'dtype', 'vocab_size', 'dim', ");
+  EXPECT_EQ(empty.status().message().find("'max_seq_len'"), std::string::npos) << empty.status().message();
+
+  // HF style names the field as the file spells it.
+  auto j = read_json_file(testing::data_dir() / "configs/v41_flash_hf.json");
+  ASSERT_TRUE(j.ok());
+  Json hf = *j;
+  hf["text_config"].erase("hidden_size");
+  EXPECT_EQ(parse_model_config(hf, "hf").status().message(), "hf: field 'dim' (HF 'hidden_size') is missing");
+  hf = *j;
+  hf["vision_config"].erase("patch_size");
+  EXPECT_EQ(parse_model_config(hf, "hf").status().message(),
+            "hf: field 'vision_patch_size' (HF 'vision_config.patch_size') is missing");
+}
+
+// What the release relies on defaults for stays optional: the runtime fields, gate_temp and
+// norm_topk_prob (absent from the Flash config), and a feature's parameters while it is off.
+TEST(ModelConfig, FieldsWithGenuineDefaultsStayOptional) {
+  auto base = read_json_file(testing::data_dir() / "configs/v41_flash_inference.json");
+  ASSERT_TRUE(base.ok());
+  for (const char* field : {"max_batch_size", "max_seq_len", "temperature", "gate_temp", "norm_topk_prob",
+                            "expert_dtype", "vision_max_wh_ratio"}) {
+    Json j = *base;
+    j.erase(field);
+    EXPECT_TRUE(parse_model_config(j, "cfg.json").ok()) << field;
+  }
+  Json j = *base;
+  j.erase("vision_dim");
+  EXPECT_EQ(parse_model_config(j, "cfg.json").status().message(), "cfg.json: field 'vision_dim' is missing");
+  j["vision_n_layers"] = 0;  // vision off: its parameters are not needed
+  for (const char* field : {"vision_n_heads", "vision_inter_dim", "vision_patch_size", "image_token_id"})
+    j.erase(field);
+  EXPECT_TRUE(parse_model_config(j, "cfg.json").ok()) << parse_model_config(j, "cfg.json").status().message();
+  // The fixtures (written by the reference, vision and DSpark off) leave those parameters out.
+  EXPECT_TRUE(load_model_config(testing::data_dir() / "v41-tiny-a/checkpoint").ok());
+}
+
 TEST(ModelConfig, HuggingFaceChecks) {
   auto r = load_model_config(testing::data_dir() / "configs/v41_flash_hf.json");
   ASSERT_TRUE(r.ok());

@@ -126,6 +126,19 @@ TEST(Safetensors, MissingFileIsNotFound) {
   EXPECT_NE(r.status().message().find("/nonexistent/x.safetensors"), std::string::npos);
 }
 
+// A folder where a shard should be: fstat succeeds, so errno must not be quoted (it said "Success").
+TEST(Safetensors, DirectoryIsNotARegularFile) {
+  testing::TempDir dir;
+  std::filesystem::create_directory(dir.path() / "model-00001-of-00002.safetensors");
+  const auto r = SafetensorsFile::open(dir.path() / "model-00001-of-00002.safetensors");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kCorruptFile);
+  EXPECT_NE(r.status().message().find("model-00001-of-00002.safetensors: is a directory, not a regular file"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(r.status().message().find("Success"), std::string::npos) << r.status().message();
+}
+
 SafetensorsWriter three_tensors() {
   SafetensorsWriter w;
   for (const char* name : {"a", "b", "c"}) w.add(name, DType::kU8, {16}, std::vector<uint8_t>(16, 7));

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "test_util.h"
 
 namespace dsinfer {
@@ -84,6 +86,75 @@ TEST(Tokenizer, RejectsWhatItCannotRun) {
   const auto r = Tokenizer::from_json(j, "t.json");
   EXPECT_EQ(r.status().kind(), ErrorKind::kCorruptFile);
   EXPECT_NE(r.status().message().find("regex"), std::string::npos);
+}
+
+// The probe's broken tokenizer.json files (C54-C61), written as files and loaded as generate does:
+// each is refused with a message naming the file and the problem.
+class BrokenTokenizerFile : public ::testing::Test {
+ protected:
+  Json original() const { return Json::parse(std::ifstream(testing::data_dir() / "tokenizer/tokenizer.json")); }
+  // Writes `j` as <tmp>/tokenizer.json and returns the load's error message ("" when it loads).
+  std::string load_error(const Json& j) const {
+    const std::filesystem::path path = dir_.path() / "tokenizer.json";
+    std::ofstream(path) << j.dump();
+    const auto t = Tokenizer::load(path);
+    if (t.ok()) return "";
+    EXPECT_EQ(t.status().kind(), ErrorKind::kCorruptFile) << t.status().message();
+    EXPECT_EQ(t.status().message().rfind(path.string() + ": ", 0), 0u) << t.status().message();
+    return t.status().message();
+  }
+  testing::TempDir dir_;
+};
+
+#define EXPECT_MENTIONS(msg, needle) EXPECT_NE((msg).find(needle), std::string::npos) << (msg)
+
+TEST_F(BrokenTokenizerFile, TheUnbrokenCopyLoads) {
+  EXPECT_EQ(load_error(original()), "");
+}
+
+TEST_F(BrokenTokenizerFile, MergesMissingOrNotAList) {
+  Json j = original();
+  j["model"].erase("merges");  // loaded before as byte-by-byte BPE: 57 ids instead of 28
+  EXPECT_MENTIONS(load_error(j), "missing list 'model.merges'");
+  j["model"]["merges"] = {{"a", 1}};
+  EXPECT_MENTIONS(load_error(j), "'model.merges' must be a list");
+  j["model"]["merges"] = Json::array({"zzzq qqqz"});
+  EXPECT_MENTIONS(load_error(j), "merge 'zzzq qqqz' names a token not in the vocab");
+}
+
+TEST_F(BrokenTokenizerFile, DuplicateVocabIds) {
+  Json j = original();
+  const int id = j["model"]["vocab"]["hello"].get<int>();
+  j["model"]["vocab"]["zzzq"] = id;  // loaded before with two pieces for one id
+  const std::string msg = load_error(j);
+  EXPECT_MENTIONS(msg, fmt::format("model.vocab gives id {} to both", id));
+  EXPECT_MENTIONS(msg, "'zzzq'");
+  EXPECT_MENTIONS(msg, "'hello'");
+}
+
+TEST_F(BrokenTokenizerFile, AddedTokensThatContradictThemselvesOrTheVocab) {
+  Json j = original();
+  Json& added = j["added_tokens"];
+  added.push_back({{"id", added[3]["id"]}, {"content", "<｜another｜>"}, {"special", true}});
+  EXPECT_MENTIONS(load_error(j), fmt::format("added_tokens give id {} twice", added[3]["id"].get<int>()));
+
+  j = original();
+  j["added_tokens"].push_back({{"id", j["model"]["vocab"]["hello"]}, {"content", "<｜mine｜>"}, {"special", true}});
+  EXPECT_MENTIONS(load_error(j), "which model.vocab gives to 'hello'");
+
+  j = original();
+  j["added_tokens"].push_back({{"id", 129279}, {"content", "hello"}, {"special", false}});
+  EXPECT_MENTIONS(load_error(j), "added token 'hello' has id 129279, but 'hello' already has id");
+
+  j = original();
+  j["added_tokens"].push_back({{"id", 129279}, {"content", j["added_tokens"][0]["content"]}, {"special", true}});
+  EXPECT_MENTIONS(load_error(j), "already has id 0");
+}
+
+TEST_F(BrokenTokenizerFile, PreTokenizerRegexThatDoesNotCompile) {
+  Json j = original();
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "((";
+  EXPECT_MENTIONS(load_error(j), "pre-tokenizer regex at 2: missing closing parenthesis");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "poisoned_checkpoint.h"
 #include "tiny_model_fixture.h"
 
 namespace dsinfer {
@@ -51,6 +52,32 @@ TEST(Generate, RefusedRequestsAreErrors) {
   auto too_long = generate(*tiny.model, *tiny.tok, req, [](std::string_view) {});
   EXPECT_EQ(too_long.status().kind(), ErrorKind::kInvalidArgument);
   EXPECT_NE(too_long.status().message().find("context"), std::string::npos) << too_long.status().message();
+}
+
+// A checkpoint whose embedding is NaN loads (the file is well-formed) but every logit is NaN: the
+// request ends with an error at its first step, not with a run of BOS tokens.
+TEST(Generate, NonFiniteLogitsEndTheRequestWithAnError) {
+  testing::TempDir dir;
+  ASSERT_TRUE(write_tiny_checkpoint(dir.path(), 3).ok());
+  testing::fill_bf16_tensor_with_nan(dir.path(), "embed.weight");
+  CpuBackend backend{2};
+  LocalCommunicator comm;
+  auto model = Model::load(dir.path(), backend, comm);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto tok = Tokenizer::load(dir.path() / "tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  for (float temperature : {0.0f, 1.0f}) {
+    EngineRequest req;
+    req.prompt = tok->encode("Once upon a time");
+    req.sampling.temperature = temperature;
+    req.max_tokens = 8;
+    std::string text;
+    auto stats = generate(**model, *tok, req, [&](std::string_view p) { text += p; });
+    ASSERT_FALSE(stats.ok());
+    EXPECT_NE(stats.status().message().find("the logits are not finite at step 1"), std::string::npos)
+        << stats.status().message();
+    EXPECT_EQ(text, "");  // no token was emitted
+  }
 }
 
 }  // namespace

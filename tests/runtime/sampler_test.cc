@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace dsinfer {
@@ -13,7 +14,7 @@ std::map<int32_t, double> frequencies(const SamplingParams& p, const std::vector
   std::map<int32_t, double> f;
   for (int i = 0; i < draws; ++i) {
     SamplerState fresh(p, 1000 + i, {});  // one draw per seed: nothing accumulates between draws
-    f[fresh.sample(logits)] += 1.0 / draws;
+    f[*fresh.sample(logits)] += 1.0 / draws;
   }
   return f;
 }
@@ -106,6 +107,48 @@ TEST(Sampler, ValidationNamesTheField) {
   p.temperature = -1;
   EXPECT_EQ(p.validate().kind(), ErrorKind::kInvalidArgument);
   EXPECT_TRUE(SamplingParams{}.validate().ok());
+}
+
+// The probe's repetition_penalty 1e-45 turned every penalised logit into inf and the draw into a
+// run of BOS; 1e308 reaches the sampler as an infinity.
+TEST(Sampler, RepetitionPenaltyIsBounded) {
+  SamplingParams p;
+  for (float bad : {1e-45f, 0.0099f, 100.5f, std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    p.repetition_penalty = bad;
+    const Status s = p.validate();
+    EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("'repetition_penalty' must be in [0.01, 100]"), std::string::npos) << s.message();
+  }
+  for (float good : {0.01f, 1.0f, 100.0f}) {
+    p.repetition_penalty = good;
+    EXPECT_TRUE(p.validate().ok()) << good;
+  }
+}
+
+// NaN or infinite logits give no token (the engine ends the request with an error), never the
+// first id that a comparison with NaN leaves standing.
+TEST(Sampler, NonFiniteLogitsGiveNoToken) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  for (float temperature : {0.0f, 1.0f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    for (const std::vector<float>& logits : {std::vector<float>{nan, nan, nan}, std::vector<float>{0.5f, nan, 1.0f},
+                                             std::vector<float>{0.5f, inf, 1.0f}}) {
+      SamplerState s(p, 3, {});
+      EXPECT_FALSE(s.sample(logits).has_value()) << temperature;
+    }
+    SamplerState ok(p, 3, {});
+    EXPECT_TRUE(ok.sample(kLogits).has_value());
+  }
+  // Finite logits that the penalty pushes past float's range count too.
+  SamplingParams p;
+  p.temperature = 0;
+  p.repetition_penalty = 0.01f;
+  const std::vector<int32_t> prompt = {0};
+  SamplerState s(p, 3, prompt);
+  EXPECT_FALSE(s.sample(std::vector<float>{3e38f, 1.0f}).has_value());
+  EXPECT_FALSE(all_finite(std::vector<float>{1.0f, -inf}));
+  EXPECT_TRUE(all_finite(kLogits));
 }
 
 }  // namespace

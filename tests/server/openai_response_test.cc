@@ -60,5 +60,37 @@ TEST(OpenAiResponse, ErrorsInOpenAisShape) {
   EXPECT_EQ(http_status(error(ErrorKind::kResourceExhausted, "busy")), 503);
 }
 
+// The probe saw bodies whose code disagreed with the status (413 with code 400, 400 with code
+// 500) and library errors from bad input sent as 500: the code is the status, the type follows it.
+TEST(OpenAiResponse, ErrorCodeIsTheStatusAndTypeFollowsIt) {
+  const std::pair<ErrorKind, int> kinds[] = {
+      {ErrorKind::kInvalidArgument, 400},
+      {ErrorKind::kUnsupported, 400},
+      {ErrorKind::kCorruptFile, 400},
+      {ErrorKind::kInvalidConfig, 400},
+      {ErrorKind::kNotFound, 404},
+      {ErrorKind::kResourceExhausted, 503},
+      {ErrorKind::kIo, 500},
+      {ErrorKind::kInternal, 500},
+  };
+  for (const auto& [kind, status] : kinds) {
+    const Status s = error(kind, "why");
+    EXPECT_EQ(http_status(s), status) << error_kind_name(kind);
+    const Json j = Json::parse(error_body(s));
+    EXPECT_EQ(j["error"]["code"], status) << error_kind_name(kind);
+    EXPECT_EQ(j["error"]["type"], status < 500 ? "invalid_request_error" : "server_error") << error_kind_name(kind);
+    EXPECT_EQ(j["error"]["message"], "why");
+    EXPECT_TRUE(j["error"]["param"].is_null());
+  }
+  for (const int status : {400, 401, 404, 405, 413, 414, 431, 500, 503}) {
+    const Json j = Json::parse(error_body(status, "m"));
+    EXPECT_EQ(j["error"]["code"], status);
+    EXPECT_EQ(j["error"]["type"], status == 401  ? "authentication_error"
+                                  : status < 500 ? "invalid_request_error"
+                                                 : "server_error")
+        << status;
+  }
+}
+
 }  // namespace
 }  // namespace dsinfer::server

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
 namespace dsinfer::server {
 namespace {
 
@@ -120,6 +123,107 @@ TEST(OpenAiSchema, MalformedRequestsNameTheField) {
   const auto unknown = chat(R"({"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]})");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().kind(), ErrorKind::kNotFound);
+}
+
+// The probe's fields that were ignored or wrapped (n, response_format, stream_options, integers
+// past their type): each is refused naming the field, the range where there is one.
+Status chat_with(const std::string& fields) {
+  return chat(R"({"messages": [{"role": "user", "content": "hi"}], )" + fields + "}").status();
+}
+
+#define EXPECT_REFUSED(fields, want_kind, needle)                                                  \
+  do {                                                                                             \
+    const Status st = chat_with(fields);                                                           \
+    EXPECT_EQ(st.kind(), want_kind) << (fields) << " -> " << st.message();                         \
+    EXPECT_NE(st.message().find(needle), std::string::npos) << (fields) << " -> " << st.message(); \
+  } while (0)
+
+TEST(OpenAiSchema, ChoiceCountOtherThanOneIsRefused) {
+  EXPECT_TRUE(chat_with(R"("n": 1)").ok());
+  EXPECT_TRUE(chat_with(R"("n": null)").ok());
+  EXPECT_REFUSED(R"("n": 3)", ErrorKind::kUnsupported, "'n': this server returns one choice per request; 3");
+  EXPECT_REFUSED(R"("n": 2)", ErrorKind::kUnsupported, "'n'");
+  EXPECT_REFUSED(R"("n": "x")", ErrorKind::kInvalidArgument, "'n': expected an integer, got string");
+  EXPECT_REFUSED(R"("n": 0)", ErrorKind::kInvalidArgument, "'n': must be an integer in [1, ");
+  EXPECT_REFUSED(R"("n": 1.5)", ErrorKind::kInvalidArgument, "'n'");
+  EXPECT_REFUSED(R"("best_of": 2)", ErrorKind::kUnsupported, "'best_of'");
+  const auto completion = parse_completion_request(R"({"prompt": "a", "n": 2})", false, "dsinfer");
+  EXPECT_EQ(completion.status().kind(), ErrorKind::kUnsupported);
+}
+
+TEST(OpenAiSchema, ResponseFormatOtherThanTextIsRefused) {
+  EXPECT_TRUE(chat_with(R"("response_format": {"type": "text"})").ok());
+  EXPECT_TRUE(chat_with(R"("response_format": null)").ok());
+  EXPECT_REFUSED(R"("response_format": {"type": "json_object"})", ErrorKind::kUnsupported,
+                 "'response_format': type 'json_object' is not supported (no constrained decoding)");
+  EXPECT_REFUSED(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}})",
+                 ErrorKind::kUnsupported, "'json_schema' is not supported");
+  EXPECT_REFUSED(R"("response_format": 5)", ErrorKind::kInvalidArgument, "'response_format'");
+  EXPECT_REFUSED(R"("response_format": {})", ErrorKind::kInvalidArgument, "'response_format'");
+}
+
+TEST(OpenAiSchema, StreamOptionsMustBeAnObjectWithABooleanIncludeUsage) {
+  auto r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "stream": true, "stream_options": null})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->include_usage);
+  r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "stream": true, "stream_options": {}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->include_usage);
+  EXPECT_REFUSED(R"("stream": true, "stream_options": "x")", ErrorKind::kInvalidArgument,
+                 "'stream_options': expected an object, got string");
+  EXPECT_REFUSED(R"("stream": true, "stream_options": [true])", ErrorKind::kInvalidArgument, "'stream_options'");
+  EXPECT_REFUSED(R"("stream": true, "stream_options": {"include_usage": "yes"})", ErrorKind::kInvalidArgument,
+                 "'stream_options.include_usage': expected a boolean, got string");
+  EXPECT_REFUSED(R"("stream_options": {"include_usage": true})", ErrorKind::kInvalidArgument,
+                 "'stream_options': only allowed with stream: true");
+}
+
+TEST(OpenAiSchema, IntegersAreRangeCheckedBeforeNarrowing) {
+  // top_k 2^32 + 1 used to wrap to 1 (greedy); 2^64 - 1 and 2^63 as max_tokens wrapped negative.
+  EXPECT_REFUSED(R"("top_k": 4294967297)", ErrorKind::kInvalidArgument,
+                 "'top_k': must be an integer in [-1, 2147483647], got 4294967297");
+  EXPECT_REFUSED(R"("top_k": 2147483648)", ErrorKind::kInvalidArgument, "'top_k': must be an integer in [-1, ");
+  EXPECT_REFUSED(R"("top_k": -2)", ErrorKind::kInvalidArgument, "'top_k'");
+  EXPECT_REFUSED(R"("top_k": 1.5)", ErrorKind::kInvalidArgument, "'top_k': must be an integer in");
+  EXPECT_REFUSED(R"("max_tokens": 18446744073709551615)", ErrorKind::kInvalidArgument,
+                 "'max_tokens': must be an integer in [1, 9223372036854775807], got 18446744073709551615");
+  EXPECT_REFUSED(R"("max_tokens": 9223372036854775808)", ErrorKind::kInvalidArgument, "'max_tokens'");
+  EXPECT_REFUSED(R"("max_tokens": -5)", ErrorKind::kInvalidArgument, "'max_tokens': must be an integer in [1, ");
+  EXPECT_REFUSED(R"("max_tokens": 1e30)", ErrorKind::kInvalidArgument, "'max_tokens'");
+  EXPECT_REFUSED(R"("max_completion_tokens": 0)", ErrorKind::kInvalidArgument, "'max_completion_tokens'");
+  EXPECT_REFUSED(R"("seed": 18446744073709551615)", ErrorKind::kInvalidArgument,
+                 "'seed': must be an integer in [-9223372036854775808, 9223372036854775807]");
+  EXPECT_REFUSED(R"("seed": 1.5)", ErrorKind::kInvalidArgument, "'seed'");
+  EXPECT_REFUSED(R"("logprobs": true, "top_logprobs": 18446744073709551615)", ErrorKind::kInvalidArgument,
+                 "'top_logprobs': must be an integer in [0, 20]");
+  EXPECT_REFUSED(R"("logprobs": true, "top_logprobs": -1)", ErrorKind::kInvalidArgument, "'top_logprobs'");
+  // Completions' logprobs: 2^64 - 1 read as int64 was -1, "no logprobs", and passed.
+  const auto lp = parse_completion_request(R"({"prompt": "a", "logprobs": 18446744073709551615})", false, "dsinfer");
+  EXPECT_EQ(lp.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(lp.status().message().find("'logprobs': must be an integer in [0, 20]"), std::string::npos)
+      << lp.status().message();
+
+  // The edges themselves are accepted; a budget past the context is clamped later, not refused.
+  auto r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "top_k": 2147483647, "seed": -1,
+      "max_tokens": 9223372036854775807})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->sampling.top_k, 2147483647);
+  EXPECT_EQ(r->sampling.seed, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(r->max_tokens, 1 << 30);
+  r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "seed": 9223372036854775807})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->sampling.seed, 9223372036854775807u);  // distinct from seed -1
+}
+
+TEST(OpenAiSchema, SamplingValuesThatBreakTheLogitsAreRefused) {
+  EXPECT_REFUSED(R"("repetition_penalty": 1e-45)", ErrorKind::kInvalidArgument,
+                 "'repetition_penalty' must be in [0.01, 100]");
+  EXPECT_REFUSED(R"("repetition_penalty": 1e308)", ErrorKind::kInvalidArgument, "'repetition_penalty'");
+  EXPECT_REFUSED(R"("repetition_penalty": 0)", ErrorKind::kInvalidArgument, "'repetition_penalty'");
+  EXPECT_REFUSED(R"("temperature": 1e308)", ErrorKind::kInvalidArgument, "'temperature' must be in [0, 100]");
+  EXPECT_REFUSED(R"("min_p": 1e39)", ErrorKind::kInvalidArgument, "'min_p'");
+  EXPECT_REFUSED(R"("presence_penalty": -1e39)", ErrorKind::kInvalidArgument, "'presence_penalty'");
+  EXPECT_TRUE(chat_with(R"("repetition_penalty": 0.01, "temperature": 100, "top_p": 1e-45)").ok());
 }
 
 }  // namespace
