@@ -6,7 +6,7 @@
 namespace dsinfer {
 namespace {
 
-constexpr std::string_view kCallsOpen = "<｜DSML｜ calls>";
+constexpr std::string_view kCallsStart = "\n\n<｜DSML｜ calls>";
 
 // Length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
@@ -33,30 +33,35 @@ ChatStreamParser::Delta ChatStreamParser::push(std::string_view piece) {
     in_reasoning_ = false;
     done_ = content_start_ = end + chat_tokens::kThinkEnd.size();
   }
-  // Content: stop before a calls block (or a possible start of one), and before trailing newlines
-  // (the parser drops the newlines that precede a calls block).
+  // Content: stop before a calls block (or a possible start of one).
   const std::string_view rest = std::string_view(text_).substr(done_);
-  size_t safe = rest.find(kCallsOpen);
-  if (safe == std::string_view::npos) safe = rest.size() - partial_tag_suffix(rest, kCallsOpen);
-  while (safe > 0 && rest[safe - 1] == '\n') --safe;
+  size_t safe = rest.find(kCallsStart);
+  if (safe == std::string_view::npos) safe = rest.size() - partial_tag_suffix(rest, kCallsStart);
   out.content = std::string(rest.substr(0, safe));
   done_ += safe;
   return out;
 }
 
 ChatStreamParser::Delta ChatStreamParser::finish(std::vector<ToolCall>* tool_calls) {
-  // The whole text decides (a calls block counts only if it is well formed and last); what was
-  // emitted is a prefix of its answer, so the rest is the difference.
-  const ParsedCompletion p = parse_completion(text_, thinking_);
+  if (tool_calls) tool_calls->clear();
+  std::string_view rest = std::string_view(text_).substr(done_);
+  if (rest.ends_with(chat_tokens::kEos)) rest.remove_suffix(chat_tokens::kEos.size());
   Delta out;
-  if (in_reasoning_) {  // never closed: all reasoning
-    out.reasoning = p.reasoning_content.substr(std::min(done_, p.reasoning_content.size()));
-    if (tool_calls) tool_calls->clear();
+  if (in_reasoning_) {  // never closed: refused by the official parser; it streamed as reasoning
+    out.reasoning = std::string(rest);
     return out;
   }
+  std::string whole = text_;
+  if (!whole.ends_with(chat_tokens::kEos)) whole += chat_tokens::kEos;
+  auto parsed = parse_completion_strict(whole, thinking_);
+  if (!parsed.ok()) {
+    out.content = std::string(rest);
+    return out;
+  }
+  // What was emitted is a prefix of the accepted content, so the rest is the difference.
   const size_t emitted = done_ - content_start_;
-  out.content = p.content.size() > emitted ? p.content.substr(emitted) : "";
-  if (tool_calls) *tool_calls = p.tool_calls;
+  out.content = parsed->content.size() > emitted ? parsed->content.substr(emitted) : "";
+  if (tool_calls) *tool_calls = std::move(parsed->tool_calls);
   return out;
 }
 

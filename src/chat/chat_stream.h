@@ -1,8 +1,11 @@
 // ChatStreamParser: the completion parser (chat_format.h) for text that arrives in pieces. It
 // emits reasoning and content as soon as they cannot turn into something else, holding back only a
-// possible start of `</think>`, trailing newlines, and everything from a `<｜DSML｜ calls>` block on,
-// so DSML never reaches the content stream. What the deltas add up to equals parse_completion of
-// the whole text.
+// possible start of `</think>` and everything from a possible "\n\n<｜DSML｜ calls>" on, so DSML
+// never reaches the content stream before the whole text decides. When the official parser
+// accepts the whole text (EOS appended), the deltas add up to its reasoning and content; when it
+// refuses, what was held back follows as content and there are no tool calls (deltas already sent
+// stay sent: a reasoning that is never closed streams as reasoning, where a whole response gives
+// it as content).
 #pragma once
 
 #include <string>

@@ -45,7 +45,7 @@ EngineRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, co
 void add_chat_flags(CLI::App* cmd, ChatFlags& f) {
   cmd->add_option("--system", f.system, "System prompt");
   cmd->add_flag("--no-thinking", f.no_thinking, "Chat mode: answer without reasoning first");
-  cmd->add_option("--reasoning-effort", f.reasoning_effort, "low, high, xhigh, max or 1-100 (thinking mode)")
+  cmd->add_option("--reasoning-effort", f.reasoning_effort, "low (50), high (75), max (100) or 1-100 (thinking mode)")
       ->capture_default_str();
   cmd->add_option("--tools", f.tools_file, "JSON file of OpenAI-style tool definitions");
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "chat/chat_tokenize.h"
 #include "cli/chat_flags.h"
 #include "cli/commands.h"
 
@@ -54,14 +55,14 @@ int run_chat(const ChatCommandOptions& o) {
     if (line.empty()) continue;
     if (!interactive) std::printf("> %s\n", line.c_str());  // a transcript when the turns are piped in
     messages.push_back(make_message(ChatRole::kUser, line));
-    auto prompt = render_chat_prompt(messages, *options);
+    auto prompt = encode_chat(messages, *options);
     if (!prompt.ok()) {
       report_error(prompt.status());
       messages.pop_back();
       continue;
     }
     ReasoningPrinter printer(options->thinking);
-    auto stats = generate(*model->model, *tok, make_request(*tok, tok->encode(*prompt), o.sampling),
+    auto stats = generate(*model->model, *tok, make_request(*tok, tokenize_prompt(*tok, *prompt), o.sampling),
                           [&](std::string_view piece) { printer.push(piece); });
     if (!stats.ok()) {  // e.g. the conversation outgrew the context: this turn is dropped
       printer.finish();

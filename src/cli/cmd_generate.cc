@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/chat_tokenize.h"
 #include "cli/chat_flags.h"
 #include "cli/commands.h"
 
@@ -30,21 +31,23 @@ int run_generate(GenerateOptions o) {
   }
   auto chat = chat_options(o.chat_flags);
   if (!chat.ok()) return report_error(chat.status());
-  std::string text = o.prompt;
+  ChatPrompt prompt;
   if (o.chat) {
     std::vector<ChatMessage> messages;
     if (!o.chat_flags.system.empty()) messages.push_back(make_message(ChatRole::kSystem, o.chat_flags.system));
     messages.push_back(make_message(ChatRole::kUser, o.prompt));
-    auto rendered = render_chat_prompt(messages, *chat);
+    auto rendered = encode_chat(messages, *chat);
     if (!rendered.ok()) return report_error(rendered.status());
-    text = std::move(*rendered);
+    prompt = std::move(*rendered);
   }
   auto tok = load_tokenizer(o.model);
   if (!tok.ok()) return report_error(tok.status());
+  // Without --chat the prompt is the user's whole text, special tokens included.
+  std::vector<int32_t> ids = o.chat ? tokenize_prompt(*tok, prompt) : tok->encode(o.prompt);
   auto model = load_model(o.model, o.backend);
   if (!model.ok()) return report_error(model.status());
   ReasoningPrinter printer(o.chat && chat->thinking);
-  auto stats = generate(*model->model, *tok, make_request(*tok, tok->encode(text), o.sampling),
+  auto stats = generate(*model->model, *tok, make_request(*tok, std::move(ids), o.sampling),
                         [&](std::string_view piece) { printer.push(piece); });
   if (!stats.ok()) return report_error(stats.status());
   printer.finish();  // the text ends before the timing line on a shared terminal

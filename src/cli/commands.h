@@ -25,6 +25,7 @@ void register_make_tiny(CLI::App& app, CommandResult& result);
 void register_logits(CLI::App& app, CommandResult& result);
 void register_generate(CLI::App& app, CommandResult& result);
 void register_chat(CLI::App& app, CommandResult& result);
+void register_chat_encoding(CLI::App& app, CommandResult& result);  // render-chat and parse-completion
 void register_serve(CLI::App& app, CommandResult& result);
 void register_bench_serve(CLI::App& app, CommandResult& result);
 void register_bench(CLI::App& app, CommandResult& result);

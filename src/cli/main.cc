@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   dsinfer::cli::register_make_tiny(app, result);
   dsinfer::cli::register_generate(app, result);
   dsinfer::cli::register_chat(app, result);
+  dsinfer::cli::register_chat_encoding(app, result);
   dsinfer::cli::register_serve(app, result);
   dsinfer::cli::register_bench_serve(app, result);
   dsinfer::cli::register_bench(app, result);

@@ -204,32 +204,48 @@ void Tokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& out) 
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  const Segment whole{text, true};
+  return encode_segments({&whole, 1});
+}
+
+std::vector<int32_t> Tokenizer::encode_plain(std::string_view text) const {
+  const Segment whole{text, false};
+  return encode_segments({&whole, 1});
+}
+
+std::vector<int32_t> Tokenizer::encode_segments(std::span<const Segment> segments) const {
   std::vector<int32_t> ids;
-  size_t pos = 0;
-  const auto encode_plain = [&](std::string_view plain) {
-    std::vector<std::string_view> pieces = {plain};
+  std::string plain;  // the run of plain text since the last matched added token
+  const auto flush_plain = [&] {
     if (plain.empty()) return;
+    std::vector<std::string_view> pieces = {plain};
     for (pcre2_code* re : regexes_->codes) split_isolated(re, pieces);
     for (std::string_view p : pieces) encode_piece(p, ids);
+    plain.clear();
   };
-  size_t plain_start = 0;
-  while (pos < text.size()) {
-    const std::pair<std::string, int32_t>* hit = nullptr;
-    for (int32_t i : added_by_first_byte_[static_cast<uint8_t>(text[pos])])  // longest first
-      if (text.compare(pos, added_[i].first.size(), added_[i].first) == 0) {
-        hit = &added_[i];
-        break;
+  for (const Segment& seg : segments) {
+    const std::string_view text = seg.text;
+    size_t pos = 0, plain_start = 0;
+    while (seg.match_added && pos < text.size()) {
+      const std::pair<std::string, int32_t>* hit = nullptr;
+      for (int32_t i : added_by_first_byte_[static_cast<uint8_t>(text[pos])])  // longest first
+        if (text.compare(pos, added_[i].first.size(), added_[i].first) == 0) {
+          hit = &added_[i];
+          break;
+        }
+      if (!hit) {
+        ++pos;
+        continue;
       }
-    if (!hit) {
-      ++pos;
-      continue;
+      plain.append(text.substr(plain_start, pos - plain_start));
+      flush_plain();
+      ids.push_back(hit->second);
+      pos += hit->first.size();
+      plain_start = pos;
     }
-    encode_plain(text.substr(plain_start, pos - plain_start));
-    ids.push_back(hit->second);
-    pos += hit->first.size();
-    plain_start = pos;
+    plain.append(text.substr(plain_start));
   }
-  encode_plain(text.substr(plain_start));
+  flush_plain();
   return ids;
 }
 

@@ -29,6 +29,18 @@ class Tokenizer {
   ~Tokenizer();
 
   std::vector<int32_t> encode(std::string_view text) const;
+  /// `text` as if the tokenizer had no added tokens (the pre-tokenizer and BPE only): text from a
+  /// client, where a typed `<｜User｜>` must stay plain text and never become a control id.
+  std::vector<int32_t> encode_plain(std::string_view text) const;
+  /// A text made of segments, added tokens matched only inside the segments that allow them
+  /// (a template's own control text). The plain text between two matched added tokens is
+  /// pre-tokenized and merged as one run across segment boundaries, so a text whose plain segments
+  /// hold no added token gets exactly encode() of the joined text.
+  struct Segment {
+    std::string_view text;
+    bool match_added = false;
+  };
+  std::vector<int32_t> encode_segments(std::span<const Segment> segments) const;
   /// The text of `ids` (added tokens as their content); invalid UTF-8 from partial characters
   /// becomes U+FFFD as in HF.
   std::string decode(std::span<const int32_t> ids) const;

@@ -6,19 +6,24 @@
 
 #include <fmt/format.h>
 
+#include "chat/chat_tokenize.h"
+
 namespace dsinfer::server {
 
 // The engine request of a validated API request: the prompt's tokens (rendered through the chat
 // encoding for chat), the end token, the budget (all the context that is left by default), and a
 // forced calls-block opening for a required tool call: right after the prompt in chat mode, after
 // `</think>` in thinking mode.
+// A chat prompt is tokenized piece by piece (chat_tokenize.h): text from the request never becomes
+// a control id. A /v1/completions prompt is the client's whole prompt, special tokens included.
 Result<EngineRequest> engine_request(const CompletionRequest& r, const Tokenizer& tok, int64_t context) {
-  std::string text = r.prompt;
-  if (r.chat) {
-    DSINFER_ASSIGN_OR_RETURN(text, render_chat_prompt(r.messages, r.chat_options));
-  }
   EngineRequest e;
-  e.prompt = tok.encode(text);
+  if (r.chat) {
+    DSINFER_ASSIGN_OR_RETURN(ChatPrompt prompt, encode_chat(r.messages, r.chat_options));
+    e.prompt = tokenize_prompt(tok, prompt);
+  } else {
+    e.prompt = tok.encode(r.prompt);
+  }
   const int64_t room = context - static_cast<int64_t>(e.prompt.size());
   if (room < 1)
     return error(ErrorKind::kInvalidArgument,
@@ -29,7 +34,7 @@ Result<EngineRequest> engine_request(const CompletionRequest& r, const Tokenizer
   e.logprobs = r.logprobs;
   if (auto eos = tok.vocab().id_of(chat_tokens::kEos)) e.stop_ids.push_back(*eos);
   if (r.tool_required) {
-    e.forced.tokens = tok.encode(forced_tool_call_opening(r.forced_tool));
+    e.forced.tokens = tokenize_prompt(tok, forced_tool_call_opening(r.forced_tool));
     if (r.chat_options.thinking) {
       const auto think_end = tok.vocab().id_of(chat_tokens::kThinkEnd);
       if (!think_end)

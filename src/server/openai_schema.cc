@@ -75,6 +75,18 @@ Status read_stop(const OrderedJson& j, std::vector<std::string>* out) {
   return {};
 }
 
+// `reasoning_effort` as an OpenAI client sends it, onto the official effort (docs/chat-format.md):
+// the official names low / high / max and integers 1-100 as they are; OpenAI's "medium" (its
+// default) as the official default, high (75).
+Result<int> openai_reasoning_effort(const OrderedJson& v) {
+  if (v.is_string() && v.get<std::string>() == "medium") return 75;
+  if (v.is_string() || v.is_number_integer()) {
+    auto effort = reasoning_effort_from_json(v);
+    if (effort.ok()) return effort;
+  }
+  return invalid("reasoning_effort", "expected low, medium, high, max or an integer 1-100");
+}
+
 // Thinking on or off: DeepSeek's `thinking: {"type": "enabled" | "disabled"}` or vLLM's
 // `chat_template_kwargs: {"thinking": bool}`; the effort as `reasoning_effort`.
 Status read_reasoning(const OrderedJson& j, ChatOptions* o) {
@@ -89,10 +101,7 @@ Status read_reasoning(const OrderedJson& j, ChatOptions* o) {
   if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object())
     DSINFER_RETURN_IF_ERROR(read_bool(j["chat_template_kwargs"], "thinking", &o->thinking));
   if (j.contains("reasoning_effort") && !j["reasoning_effort"].is_null()) {
-    if (!j["reasoning_effort"].is_string()) return invalid("reasoning_effort", "expected a string");
-    auto effort = parse_reasoning_effort(j["reasoning_effort"].get<std::string>());
-    if (!effort.ok()) return invalid("reasoning_effort", effort.status().message());
-    o->reasoning_effort = *effort;
+    DSINFER_ASSIGN_OR_RETURN(o->reasoning_effort, openai_reasoning_effort(j["reasoning_effort"]));
   }
   return {};
 }
@@ -208,6 +217,7 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
   if (chat) {
     if (!j.contains("messages")) return invalid("messages", "required");
     DSINFER_ASSIGN_OR_RETURN(r.messages, chat_messages_from_json(j["messages"]));
+    if (r.messages.empty()) return invalid("messages", "expected at least one message");
     DSINFER_RETURN_IF_ERROR(read_reasoning(j, &r.chat_options));
     DSINFER_RETURN_IF_ERROR(read_tools(j, &r));
   } else {

@@ -7,7 +7,9 @@ namespace dsinfer::server {
 int64_t prompt_text_bytes(const CompletionRequest& r) {
   if (!r.chat) return static_cast<int64_t>(r.prompt.size());
   int64_t bytes = 0;
-  for (const ChatMessage& m : r.messages) bytes += static_cast<int64_t>(m.content.size());
+  for (const ChatMessage& m : r.messages)
+    for (const ContentPart& part : m.content)
+      if (!part.is_image) bytes += static_cast<int64_t>(part.text.size());
   return bytes;
 }
 

@@ -1,5 +1,4 @@
-// The chat types from OpenAI JSON (messages, tools), and the JSON text of tool schemas and call
-// arguments the encoding writes into prompts and reads back.
+// The chat types' JSON side: message parts, tool objects kept as given, call arguments.
 #include "chat/chat_json.h"
 
 #include <gtest/gtest.h>
@@ -7,82 +6,66 @@
 namespace dsinfer {
 namespace {
 
-TEST(ChatJson, MessagesAndToolsFromOpenAiShapes) {
-  const OrderedJson j = OrderedJson::parse(R"([
-    {"role": "system", "content": "s"},
-    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
-    {"role": "assistant", "content": null, "tool_calls": [
-      {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"z\": 1, \"a\": 2}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "r"}])");
-  auto m = chat_messages_from_json(j);
+OrderedJson parse(std::string_view text) {
+  auto j = parse_ordered_json(text, "test");
+  EXPECT_TRUE(j.ok()) << j.status().message();
+  return j.ok() ? *j : OrderedJson();
+}
+
+TEST(ChatJson, MessagesWithPartsImagesAndEncoderFields) {
+  const auto m = chat_messages_from_json(parse(R"([
+      {"role": "system", "content": null, "response_format": {"type": "json_object"}},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x.png"}}],
+       "task": "query"},
+      {"role": "assistant", "content": "b", "wo_eos": true,
+       "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"z": 1, "a": 2}}}]}])"));
   ASSERT_TRUE(m.ok()) << m.status().message();
-  ASSERT_EQ(m->size(), 4u);
-  EXPECT_EQ((*m)[1].content, "ab");
+  EXPECT_EQ(*(*m)[0].response_format, R"({"type": "json_object"})");
+  EXPECT_EQ(content_text((*m)[1]), "a\n\n<｜deepseek_image｜>");
+  EXPECT_EQ((*m)[1].task, "query");
+  EXPECT_TRUE((*m)[2].wo_eos);
   EXPECT_EQ((*m)[2].tool_calls[0].arguments, R"({"z": 1, "a": 2})");
-  EXPECT_EQ((*m)[3].tool_call_id, "c1");
   for (const char* bad :
-       {R"([])", R"([{"content": "x"}])", R"([{"role": "robot", "content": "x"}])",
-        R"([{"role": "user", "content": 5}])", R"([{"role": "assistant", "tool_calls": [{"function": {}}]}])"}) {
-    const auto r = chat_messages_from_json(OrderedJson::parse(bad));
-    EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) {
-      EXPECT_NE(r.status().message().find("messages"), std::string::npos) << r.status().message();
-    }
-  }
-  auto t = tool_specs_from_json(
-      OrderedJson::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": 2}}}])"));
+       {R"([{"role": "robot"}])", R"([{"role": "user", "content": [{"type": "image_url"}]}])",
+        R"([{"role": "user", "content": [{"type": "audio"}]}])", R"([{"role": "user", "content": 3}])"})
+    EXPECT_FALSE(chat_messages_from_json(parse(bad)).ok()) << bad;
+}
+
+TEST(ChatJson, ToolObjectsAreDumpedAsGiven) {
+  const auto t = tool_specs_from_json(parse(R"([{"type": "function", "function": {"strict": true, "name": "f",
+      "parameters": {"b": 1, "a": "é"}}}])"));
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ((*t)[0].parameters, R"({"b": 1, "a": 2})");
-  EXPECT_FALSE(tool_specs_from_json(OrderedJson::parse(R"([{"type": "function"}])")).ok());
+  EXPECT_EQ((*t)[0].name, "f");
+  EXPECT_EQ((*t)[0].function_json, R"({"strict": true, "name": "f", "parameters": {"b": 1, "a": "é"}})");
+  EXPECT_FALSE(tool_specs_from_json(parse(R"([{"type": "function"}])")).ok());
 }
 
-TEST(ChatJson, ToolSchemaLineKeepsTheWrittenKeyOrder) {
-  const ToolSpec t{"f", "does f", R"({"type":"object","properties":{"z":{"type":"number"},"a":{}}})"};
-  const auto line = tool_schema_line(t);
-  ASSERT_TRUE(line.ok()) << line.status().message();
-  EXPECT_EQ(*line, R"({"name": "f", "description": "does f", "parameters": {"type": "object", )"
-                   R"("properties": {"z": {"type": "number"}, "a": {}}}})");
-  EXPECT_FALSE(tool_schema_line(ToolSpec{"f", "", "[1,"}).ok());
+TEST(ChatJson, ReasoningEffortAndOptions) {
+  EXPECT_EQ(*reasoning_effort_from_json(OrderedJson()), 75);
+  EXPECT_EQ(*reasoning_effort_from_json(OrderedJson("low")), 50);
+  EXPECT_EQ(*reasoning_effort_from_json(OrderedJson(100)), 100);
+  for (const OrderedJson& bad : {OrderedJson("medium"), OrderedJson("50"), OrderedJson(0), OrderedJson(50.0)})
+    EXPECT_FALSE(reasoning_effort_from_json(bad).ok()) << bad.dump();
+  const auto o = chat_options_from_json(parse(R"({"thinking_mode": "chat", "drop_thinking": false,
+      "add_default_bos_token": false, "context": [{"role": "user", "content": "x"}]})"));
+  ASSERT_TRUE(o.ok());
+  EXPECT_FALSE(o->thinking || o->drop_thinking || o->add_bos);
+  EXPECT_EQ(o->context.size(), 1u);
+  EXPECT_FALSE(chat_options_from_json(parse(R"({"thinking_mode": "non-thinking"})")).ok());
 }
 
-// The schema travels as text between tool_specs_from_json and the prompt: its line must be what
-// dumping the request's JSON directly gives, whatever the numbers and strings.
-TEST(ChatJson, SchemaTextSpellsTheRequestsJson) {
-  const OrderedJson request = OrderedJson::parse(R"([{"type": "function", "function": {"name": "f",
-    "description": "é \"q\" \u0001", "parameters": {"n": [0.1, -0.0, 1e300, 12345678901234567890, -7, 2.5e-8],
-    "s": "tab\t ünï \ud83d\ude00 <｜DSML｜>", "o": {"z": null, "a": [true, false, {}]}}}}])");
-  const auto specs = tool_specs_from_json(request);
-  ASSERT_TRUE(specs.ok()) << specs.status().message();
-  OrderedJson direct;
-  direct["name"] = "f";
-  direct["description"] = request[0]["function"]["description"];
-  direct["parameters"] = request[0]["function"]["parameters"];
-  const auto line = tool_schema_line((*specs)[0]);
-  ASSERT_TRUE(line.ok()) << line.status().message();
-  EXPECT_EQ(*line, python_json_dumps(direct));
-}
-
-TEST(ChatJson, ToolArgumentsBothWays) {
+TEST(ChatJson, CallArguments) {
   const auto args = tool_arguments_from_json(R"({"city": "Oslo", "days": 2, "opts": {"b": [1, true], "a": null}})");
-  ASSERT_TRUE(args.ok()) << args.status().message();
+  ASSERT_TRUE(args.ok());
   ASSERT_EQ(args->size(), 3u);
-  EXPECT_EQ((*args)[0].name, "city");
   EXPECT_TRUE((*args)[0].is_string);
   EXPECT_EQ((*args)[0].value, "Oslo");
-  EXPECT_FALSE((*args)[1].is_string);
-  EXPECT_EQ((*args)[1].value, "2");
   EXPECT_EQ((*args)[2].value, R"({"b": [1, true], "a": null})");
-  const auto back = tool_arguments_to_json(*args);
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(*back, R"({"city": "Oslo", "days": 2, "opts": {"b": [1, true], "a": null}})");
-
-  EXPECT_TRUE(tool_arguments_from_json("")->empty());  // no arguments: {}
+  const auto twice = tool_arguments_from_json(R"("{\"x\": 1.0}")");
+  ASSERT_TRUE(twice.ok());
+  EXPECT_EQ((*twice)[0].value, "1.0");
+  EXPECT_TRUE(tool_arguments_from_json("")->empty());
   for (const char* bad : {"[1, 2]", "\"text\"", "{"}) EXPECT_FALSE(tool_arguments_from_json(bad).ok()) << bad;
-  EXPECT_EQ(*tool_arguments_to_json({}), "{}");
-  const std::vector<ToolArgument> repeated = {{"x", false, "1"}, {"y", true, "s"}, {"x", false, "2"}};
-  EXPECT_EQ(*tool_arguments_to_json(repeated), R"({"x": 2, "y": "s"})");
-  const std::vector<ToolArgument> not_json = {{"x", false, "not json"}};
-  EXPECT_FALSE(tool_arguments_to_json(not_json).ok());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// ChatStreamParser: for every way of cutting a completion into pieces, the deltas add up to
-// parse_completion of the whole, and a well-formed DSML block never shows in the content stream.
+// ChatStreamParser: for every way of cutting a completion into pieces, the deltas add up to the
+// official parse of the whole when it accepts it (the text split at </think> when it refuses), and
+// a well-formed DSML block never shows in the content stream.
 #include "chat/chat_stream.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,10 @@ TEST(ChatStream, AnyChunkingGivesTheWholeTextsParse) {
   const std::vector<std::pair<std::string, bool>> cases = {
       {"let me think\nabout it</think>The answer\n\nis 4.", true},
       {"plan: call f</think>Calling.\n\n" + kCall, true},
+      {"dup</think>\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ parameter name=\"x\" "
+       "string=\"true\">1</｜DSML｜ parameter>\n<｜DSML｜ parameter name=\"x\" string=\"true\">2</｜DSML｜ "
+       "parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ calls>",
+       true},
       {"no tools here</think>text with < and <｜DSML｜ but no block", true},
       {"never closed </thi", true},
       {"</think>", true},
@@ -27,7 +32,14 @@ TEST(ChatStream, AnyChunkingGivesTheWholeTextsParse) {
   };
   std::mt19937 rng(7);
   for (const auto& [text, thinking] : cases) {
-    const ParsedCompletion want = parse_completion(text, thinking);
+    ParsedCompletion want;
+    if (auto strict = parse_completion_strict(text + std::string(chat_tokens::kEos), thinking); strict.ok()) {
+      want = *strict;
+    } else {  // refused: streamed as it came, reasoning up to </think>, the rest as content
+      const size_t end = thinking ? text.find(chat_tokens::kThinkEnd) : std::string::npos;
+      want.reasoning_content = thinking ? text.substr(0, end) : "";
+      want.content = end == std::string::npos ? (thinking ? "" : text) : text.substr(end + 8);
+    }
     const bool valid_block = !want.tool_calls.empty();
     for (int trial = 0; trial < 200; ++trial) {
       ChatStreamParser parser(thinking);

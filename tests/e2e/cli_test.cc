@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <tuple>
 #include <string>
 
 #include "io/json.h"
@@ -317,6 +319,38 @@ TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
   const CliRun bad = run("detokenize --tokenizer " + tok + " --input " + (dir.path() / "bad.jsonl").string());
   EXPECT_EQ(bad.code, 2);
   EXPECT_HAS(bad.out, "bad.jsonl:1: -5 is not a token id");
+}
+
+
+// render-chat and parse-completion: every public golden case of the official encoder and parser,
+// one output line per case in order.
+std::vector<Json> lines_of(const std::string& text) {
+  std::vector<Json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(*parse_json(line, "output line"));
+  return out;
+}
+
+TEST(Cli, RenderChatAndParseCompletionGiveEveryPublicCase) {
+  const auto dir = testing::data_dir() / "chat-encoding";
+  for (const auto& [command, file, key] : {std::tuple{"render-chat", "public.jsonl", "prompt"},
+                                           std::tuple{"parse-completion", "parse-public.jsonl", "parsed"}}) {
+    const CliRun r = run(std::string(command) + " --input " + (dir / file).string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::vector<Json> got = lines_of(r.out);
+    std::ifstream in(dir / file);
+    size_t n = 0;
+    for (std::string line; std::getline(in, line); ++n) {
+      const Json want = *parse_json(line, file);
+      ASSERT_LT(n, got.size()) << command;
+      if (want[key].is_null()) {
+        EXPECT_TRUE(got[n].contains("error")) << want["id"] << ": " << got[n].dump();
+      } else {
+        EXPECT_EQ(got[n][key], want[key]) << want["id"];
+      }
+    }
+    EXPECT_EQ(got.size(), n) << command;
+  }
 }
 
 }  // namespace

@@ -30,10 +30,10 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(tiny_.ok());
-    // A context of 640 positions and a cache budget of one such sequence in two-position blocks:
+    // A context of 1024 positions and a cache budget of one such sequence in two-position blocks:
     // about six short requests fit, not the sixteen that may run at once, so the 32 clients below
     // get preempted and recompute.
-    constexpr int64_t kContext = 640;
+    constexpr int64_t kContext = 1024;  // room for the official tools block (about 700 tiny-tokenizer tokens)
     const CacheSizes sizes = reference_cache_sizes(tiny_.model->config());
     const CacheLayout probe = *cache_layout(sizes, 1 << 30, 2, kContext);
     auto cache = cache_layout(sizes, (probe.fixed_blocks + kContext / 2) * probe.block_bytes, 2, kContext);
