@@ -1,6 +1,7 @@
 // `dsinfer serve`: the OpenAI-compatible server on the CPU backend (SIGINT / SIGTERM stop it).
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <thread>
@@ -73,13 +74,18 @@ int run_serve(const ServeOptions& o) {
       human_bytes(static_cast<double>(cache->block_bytes)).c_str(), static_cast<long long>(cache->fixed_blocks));
   std::fprintf(stderr, "dsinfer: serving %s as '%s' on http://%s:%d (Ctrl-C stops)\n", o.model.c_str(), o.name.c_str(),
                o.host.c_str(), *port);
-  std::thread serving([&] { http.serve(); });
+  Status served;
+  std::thread serving([&] {
+    served = http.serve();
+    if (!served.ok()) ::kill(::getpid(), SIGTERM);  // the signal wait below ends
+  });
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::fputs("dsinfer: stopping\n", stderr);
   http.stop();        // no new connections; the serving thread then joins the handlers
-  loop.cancel_all();  // at the next step: handlers waiting on their requests return
+  loop.shut_down();  // at the next step: handlers waiting on their requests return; later ones are refused
   serving.join();
+  if (!served.ok()) return report_error(served);
   return 0;
 }
 

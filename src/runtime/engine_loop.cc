@@ -49,7 +49,8 @@ Result<std::shared_ptr<OutputStream>> EngineLoop::submit(EngineRequest request) 
   DSINFER_RETURN_IF_ERROR(engine_.validate(request));  // reads no running state: no lock
   auto stream = std::make_shared<OutputStream>();
   std::lock_guard<std::mutex> lock(mu_);
-  if (stop_ || pending_ >= max_pending_)
+  if (stop_ || shut_down_) return error(ErrorKind::kResourceExhausted, "the server is stopping");
+  if (pending_ >= max_pending_)
     return error(ErrorKind::kResourceExhausted, "the server is at capacity; try again shortly");
   const uint64_t id = next_id_++;
   stream->id_ = id;
@@ -90,6 +91,15 @@ void EngineLoop::cancel(uint64_t id) {
 void EngineLoop::cancel_all() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    cancel_below_ = next_id_;
+  }
+  work_.notify_one();
+}
+
+void EngineLoop::shut_down() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_down_ = true;
     cancel_below_ = next_id_;
   }
   work_.notify_one();

@@ -65,6 +65,9 @@ class EngineLoop {
   /// Ends every request submitted so far (their streams end with kCancelled), e.g. before the
   /// server stops. Does not wait.
   void cancel_all();
+  /// The server's shutdown: refuses every later submission (kResourceExhausted, "the server is
+  /// stopping") and ends every request submitted so far, as cancel_all. Does not wait.
+  void shut_down();
   /// The counters and the engine's state as of the last step; does not wait for a step.
   EngineLoopStats stats();
 
@@ -84,6 +87,7 @@ class EngineLoop {
   std::vector<Incoming> incoming_;  // submitted, not yet given to the engine
   std::vector<uint64_t> cancels_;
   uint64_t cancel_below_ = 0;  // cancel_all: every request with a smaller id
+  bool shut_down_ = false;     // shut_down: no more submissions
   uint64_t next_id_ = 1;
   int64_t pending_ = 0;   // submitted and not finished
   int64_t requests_ = 0;  // accepted

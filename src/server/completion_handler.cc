@@ -23,6 +23,12 @@ std::string random_hex(int digits) {
   return s;
 }
 
+// A request that the engine loop ended before its client went: the server is stopping (a client
+// that hangs up is not answered at all).
+Status cancelled() {
+  return error(ErrorKind::kResourceExhausted, "the request was cancelled: the server is stopping");
+}
+
 std::string finish_name(FinishReason f, bool tool_calls) {
   return finish_reason(tool_calls, f == FinishReason::kLength);
 }
@@ -74,6 +80,7 @@ void send_whole_response(OutputStream& outputs, const CompletionRequest& request
   }
   if (!ended) return;  // the client has gone: nobody to answer
   if (last.finish == FinishReason::kError) return send_error(ex, error(ErrorKind::kInternal, last.error));
+  if (last.finish == FinishReason::kCancelled) return send_error(ex, cancelled());
   const Usage usage{last.prompt_tokens, last.completion_tokens};
   int64_t offset = 0;
   const std::vector<LogprobEntry> entries = logprob_entries(sampled, route.tokenizer, &offset);
@@ -126,9 +133,10 @@ void stream_response(OutputStream& outputs, const CompletionRequest& request, co
       continue;
     }
     bool ok;
-    if (out.finish == FinishReason::kError) {
+    if (out.finish == FinishReason::kError || out.finish == FinishReason::kCancelled) {
       // The status line went out with the first event: the error is an event of its own.
-      if (write("data: " + error_body(error(ErrorKind::kInternal, out.error)) + "\n\n")) write(std::string(kDoneEvent));
+      const Status s = out.finish == FinishReason::kError ? error(ErrorKind::kInternal, out.error) : cancelled();
+      if (write("data: " + error_body(s) + "\n\n")) write(std::string(kDoneEvent));
       break;
     }
     if (request.chat) {

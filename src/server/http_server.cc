@@ -2,6 +2,8 @@
 // API key, and the small GET routes.
 #include "server/http_server.h"
 
+#include <strings.h>
+
 #include <array>
 
 #include <fmt/format.h>
@@ -85,11 +87,18 @@ constexpr std::array kRoutes = {
     Route{"/v1/completions", "POST", true},
 };
 
+const Route* find_route(std::string_view path) {
+  for (const Route& r : kRoutes)
+    if (r.path == path) return &r;
+  return nullptr;
+}
+
 }  // namespace
 
 HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& tokenizer)
     : config_(std::move(config)), loop_(loop), tokenizer_(tokenizer) {
   config_.transport.error_body = http_error_body;
+  config_.transport.head_check = [this](const http::HttpRequest& r) { return refusal(r); };
   transport_ = std::make_unique<http::HttpTransport>(config_.transport, [this](http::HttpExchange& ex) { handle(ex); });
 }
 
@@ -99,32 +108,34 @@ Result<int> HttpServer::bind() {
   return transport_->bind();
 }
 
-void HttpServer::serve() {
-  transport_->serve();
+Status HttpServer::serve() {
+  return transport_->serve();
 }
 
 void HttpServer::stop() {
   transport_->stop();
 }
 
-void HttpServer::handle(http::HttpExchange& ex) {
-  const http::HttpRequest& req = ex.request();
-  const Route* route = nullptr;
-  for (const Route& r : kRoutes)
-    if (r.path == req.path) route = &r;
-  if (route == nullptr) return send_http_error(ex, 404, fmt::format("no route {} {}", req.method, req.path));
+std::optional<http::Refusal> HttpServer::refusal(const http::HttpRequest& req) const {
+  const Route* route = find_route(req.path);
+  if (route == nullptr) return http::Refusal{404, fmt::format("no route {} {}", req.method, req.path), {}};
   if (req.method != route->method && !(req.method == "HEAD" && route->method == "GET")) {
     const std::string allow = route->method == "GET" ? "GET, HEAD" : std::string(route->method);
-    const http::Header allowed[] = {{"Allow", allow}};
-    return send_http_error(ex, 405, fmt::format("{} takes {}, not {}", req.path, allow, req.method), allowed);
+    return http::Refusal{405, fmt::format("{} takes {}, not {}", req.path, allow, req.method), {{"Allow", allow}}};
   }
   if (route->needs_key && !config_.api_key.empty()) {
     const std::string* auth = req.header("authorization");
-    if (auth == nullptr || !same_secret(*auth, "Bearer " + config_.api_key)) {
-      const http::Header challenge[] = {{"WWW-Authenticate", "Bearer"}};
-      return send_http_error(ex, 401, "invalid or missing API key", challenge);
-    }
+    // The scheme is case-insensitive (RFC 9110 §11.1), the key is not.
+    const bool bearer = auth != nullptr && auth->size() > 7 && strncasecmp(auth->c_str(), "bearer ", 7) == 0;
+    if (!bearer || !same_secret(std::string_view(*auth).substr(7), config_.api_key))
+      return http::Refusal{401, "invalid or missing API key", {{"WWW-Authenticate", "Bearer"}}};
   }
+  return std::nullopt;
+}
+
+void HttpServer::handle(http::HttpExchange& ex) {
+  const http::HttpRequest& req = ex.request();
+  if (std::optional<http::Refusal> r = refusal(req)) return send_http_error(ex, r->status, r->message, r->headers);
   if (req.path == "/health") return ex.respond(200, kJson, R"({"status": "ok"})");
   if (req.path == "/metrics") return ex.respond(200, "text/plain; version=0.0.4", metrics_text(loop_.stats()));
   if (req.path == "/v1/models") return ex.respond(200, kJson, models_body(config_.model_name));

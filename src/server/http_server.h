@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "io/tokenizer.h"
@@ -25,11 +26,15 @@ class HttpServer {
   ~HttpServer();
   /// Binds the socket; returns the port, or kIo naming the address.
   Result<int> bind();
-  /// Serves until stop(); call after bind(). Returns once every handler has returned.
-  void serve();
+  /// Serves until stop(); call after bind(). Returns once every handler has returned; kIo when
+  /// the sockets cannot be waited on.
+  Status serve();
   void stop();
 
  private:
+  /// What a request gets instead of its handler, decided on its head before its body is read: 404
+  /// for no route, 405 for a wrong method, 401 without the key.
+  std::optional<http::Refusal> refusal(const http::HttpRequest& req) const;
   void handle(http::HttpExchange& ex);
   ServerConfig config_;
   EngineLoop& loop_;

@@ -186,6 +186,34 @@ Status read_response_format(const OrderedJson& j) {
   return {};
 }
 
+// OpenAI fields that would change the answer and that this server does not implement: refused
+// when they ask for something (their neutral values pass), never silently ignored.
+Status refuse_unimplemented(const OrderedJson& j) {
+  struct Field {
+    const char* name;
+    bool (*neutral)(const OrderedJson&);
+    const char* instead;
+  };
+  static const Field kFields[] = {
+      {"echo", [](const OrderedJson& v) { return v.is_boolean() && !v.get<bool>(); }, "the prompt is not echoed"},
+      {"suffix", [](const OrderedJson& v) { return v.is_string() && v.get<std::string>().empty(); },
+       "no insertion (fill-in-the-middle) mode"},
+      {"logit_bias", [](const OrderedJson& v) { return v.is_object() && v.empty(); }, "no logit biases"},
+      {"functions", [](const OrderedJson& v) { return v.is_array() && v.empty(); }, "send 'tools' instead"},
+      {"function_call", [](const OrderedJson& v) { return v.is_string() && v.get<std::string>() == "none"; },
+       "send 'tool_choice' instead"},
+      {"parallel_tool_calls", [](const OrderedJson& v) { return v.is_boolean() && v.get<bool>(); },
+       "the model may always call several tools"},
+      {"prediction", [](const OrderedJson&) { return false; }, "no predicted outputs"},
+      {"audio", [](const OrderedJson&) { return false; }, "text only"},
+  };
+  for (const Field& f : kFields) {
+    if (!j.contains(f.name) || j[f.name].is_null() || f.neutral(j[f.name])) continue;
+    return error(ErrorKind::kUnsupported, fmt::format("'{}' is not supported ({})", f.name, f.instead));
+  }
+  return {};
+}
+
 // `stream_options`: null or an object; only meaningful (and only allowed, as in OpenAI's API)
 // with stream: true.
 Status read_stream_options(const OrderedJson& j, bool stream, bool* include_usage) {
@@ -250,6 +278,7 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
   DSINFER_RETURN_IF_ERROR(read_choice_count(j, "n"));
   DSINFER_RETURN_IF_ERROR(read_choice_count(j, "best_of"));
   DSINFER_RETURN_IF_ERROR(read_response_format(j));
+  DSINFER_RETURN_IF_ERROR(refuse_unimplemented(j));
   DSINFER_RETURN_IF_ERROR(read_stop(j, &r.stop));
   DSINFER_RETURN_IF_ERROR(read_bool(j, "stream", &r.stream));
   DSINFER_RETURN_IF_ERROR(read_stream_options(j, r.stream, &r.include_usage));

@@ -132,6 +132,17 @@ TEST_F(EngineLoopTest, CancelStopsWithinAFewSteps) {
   loop_->cancel_all();
   EXPECT_LT(drain(**a).completion_tokens, kLong / 2);
   EXPECT_EQ(drain(**b).finish, FinishReason::kCancelled);
+  // shut_down ends what runs and refuses what comes after it (a handler that submits while the
+  // server stops must not run to its end).
+  auto c = loop_->submit(request(kLong));
+  ASSERT_TRUE(c.ok());
+  read_tokens(**c, 2);
+  loop_->shut_down();
+  EXPECT_EQ(drain(**c).finish, FinishReason::kCancelled);
+  auto late = loop_->submit(request(kLong));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().kind(), ErrorKind::kResourceExhausted);
+  EXPECT_NE(late.status().message().find("stopping"), std::string::npos);
 }
 
 TEST_F(EngineLoopTest, StatsAnswerAtOnceWhileALongRequestRuns) {

@@ -48,7 +48,7 @@ class HttpServerTest : public ::testing::Test {
     auto port = server_->bind();
     ASSERT_TRUE(port.ok());
     port_ = *port;
-    serving_ = std::thread([this] { server_->serve(); });
+    serving_ = std::thread([this] { EXPECT_TRUE(server_->serve().ok()); });
   }
   void TearDown() override {
     if (server_) server_->stop();
@@ -363,7 +363,7 @@ TEST_F(HttpServerTest, LongRequestBlocksNothingAndAHangUpCancelsIt) {
   const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 500, "temperature": 1, "seed": 2})";
   const std::string http = fmt::format(
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"
-      "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+      "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{}X",  // X: a byte of a next request, unread
       body.size(), body);
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);

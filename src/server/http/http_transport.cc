@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -26,8 +27,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int kListenBacklog = 1024;
 constexpr int kTickMs = 200;             // how often deadlines are looked at
 constexpr double kDrainSeconds = 1.0;    // reading on after an error, so the client sees the answer
-constexpr size_t kReadChunk = 64 << 10;  // one recv
-constexpr size_t kReadPerWake = 1 << 20;  // one connection's bytes per pass, so one cannot starve the rest
+constexpr size_t kReadChunk = 64 << 10;     // one recv
+constexpr size_t kReadPerWake = 256 << 10;  // one connection's bytes per pass, so one cannot starve the rest
+constexpr int kAcceptsPerWake = 64;         // likewise for a flood of connections
+constexpr size_t kKeptBufferBytes = 256 << 10;  // a buffer's capacity kept between requests
 
 Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -39,14 +42,16 @@ std::string numeric_host(const sockaddr* a, socklen_t len) {
   return host;
 }
 
-// Writes what the socket takes now and drops the rest (the transport's own small answers).
-void send_now(int fd, std::string_view bytes) {
+// Writes what the socket takes now and drops the rest (the transport's own small answers);
+// whether all of it went.
+bool send_now(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n <= 0) return false;
     bytes.remove_prefix(static_cast<size_t>(n));
   }
+  return true;
 }
 
 }  // namespace
@@ -58,7 +63,10 @@ struct HttpTransport::Connection {
   RequestParser parser;
   Clock::time_point deadline;
   bool continue_sent = false;
+  bool head_checked = false;  // the head_check has passed this request
   bool draining = false;  // an error was answered: read and drop until the client closes or the deadline
+  bool peer_closed = false;  // the client has closed its end: what it sent is answered, then closed
+  size_t counted = 0;        // the bytes counted into the transport's buffered_
   Connection(int f, std::string p, const HttpLimits& limits) : fd(f), peer(std::move(p)), parser(limits) {}
 };
 
@@ -66,9 +74,9 @@ struct HttpTransport::Connection {
 
 bool HttpExchange::client_gone() const {
   if (broken_) return true;
-  char c;
-  const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  // POLLRDHUP: the client's FIN, even behind bytes of a next request not read yet.
+  pollfd p{fd_, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 bool HttpExchange::send(std::string_view bytes) {
@@ -121,7 +129,7 @@ bool HttpExchange::start_stream(int status, std::string_view content_type, std::
 
 bool HttpExchange::write(std::string_view piece) {
   if (state_ != State::kStreaming) return false;
-  if (piece.empty()) return !broken_;  // an empty chunk would end a chunked body
+  if (piece.empty() || request_.method == "HEAD") return !broken_;  // an empty chunk would end a chunked body
   if (close_delimited_) return send(piece);
   return send(fmt::format("{:x}\r\n{}\r\n", piece.size(), piece));
 }
@@ -129,7 +137,7 @@ bool HttpExchange::write(std::string_view piece) {
 void HttpExchange::end_stream() {
   if (state_ != State::kStreaming) return;
   state_ = State::kDone;
-  if (!close_delimited_) send("0\r\n\r\n");
+  if (!close_delimited_ && request_.method != "HEAD") send("0\r\n\r\n");
 }
 
 bool HttpExchange::reusable() const {
@@ -194,21 +202,32 @@ void HttpTransport::close_connection(Connection& c) {
   if (auto it = per_client_.find(c.peer); it != per_client_.end() && --it->second == 0) per_client_.erase(it);
 }
 
-void HttpTransport::reject(Connection& c, int status, std::string_view message) {
+void HttpTransport::reject(Connection& c, int status, std::string_view message, std::span<const Header> headers) {
   auto [body, type] = config_.error_body ? config_.error_body(status, message)
                                          : std::pair<std::string, std::string>(std::string(message), "text/plain");
-  send_now(c.fd, fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-                             status, reason_phrase(status), type, body.size(), body));
-  // Closing with unread bytes would reset the connection and could destroy the answer before the
-  // client reads it: stop sending, and read and drop what still comes for a moment.
+  std::string extra;
+  for (const auto& [name, value] : headers) extra += fmt::format("{}: {}\r\n", name, value);
+  send_now(c.fd, fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{}",
+                             status, reason_phrase(status), type, body.size(), extra, body));
+  linger(c);
+}
+
+void HttpTransport::linger(Connection& c) {
   ::shutdown(c.fd, SHUT_WR);
   c.draining = true;
   c.buffer.clear();
+  c.buffer.shrink_to_fit();
   c.deadline = after(kDrainSeconds);
 }
 
+void HttpTransport::count_buffered(Connection& c) {
+  const size_t now = c.draining ? 0 : c.buffer.size() + c.parser.body_bytes();
+  buffered_ = buffered_ - c.counted + now;
+  c.counted = now;
+}
+
 void HttpTransport::accept_all() {
-  for (;;) {
+  for (int accepted = 0; accepted < kAcceptsPerWake; ++accepted) {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -219,38 +238,50 @@ void HttpTransport::accept_all() {
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // stream events go out as they are made
-    auto c = std::make_unique<Connection>(fd, numeric_host(reinterpret_cast<sockaddr*>(&addr), len), config_.limits);
-    c->deadline = after(config_.keep_alive_timeout_s);
+    const std::string peer = numeric_host(reinterpret_cast<sockaddr*>(&addr), len);
     std::string refusal;
     {
       std::lock_guard lock(mu_);
-      ++connections_;
-      const int from_client = ++per_client_[c->peer];
-      if (connections_ > config_.max_connections)
+      const auto it = per_client_.find(peer);
+      const int from_client = it == per_client_.end() ? 0 : it->second;
+      if (connections_ >= config_.max_connections)
         refusal = fmt::format("the server has {} connections open, its limit", config_.max_connections);
-      else if (config_.max_connections_per_client > 0 && from_client > config_.max_connections_per_client)
+      else if (config_.max_connections_per_client > 0 && from_client >= config_.max_connections_per_client)
         refusal = fmt::format("{} connections are open from this address, the limit per client",
                               config_.max_connections_per_client);
+      if (refusal.empty()) ++connections_, ++per_client_[peer];
     }
-    if (!refusal.empty()) reject(*c, 503, refusal);
+    if (!refusal.empty()) {
+      // Answered and closed at once: a refused connection holds no descriptor past this call.
+      auto [body, type] = config_.error_body ? config_.error_body(503, refusal)
+                                             : std::pair<std::string, std::string>(refusal, "text/plain");
+      send_now(fd, fmt::format("HTTP/1.1 503 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: "
+                               "close\r\n\r\n{}",
+                               reason_phrase(503), type, body.size(), body));
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_unique<Connection>(fd, peer, config_.limits);
+    c->deadline = after(config_.keep_alive_timeout_s);
     reading_.push_back(std::move(c));
   }
 }
 
 bool HttpTransport::read_from(Connection& c) {
-  size_t total = 0;
-  while (total < kReadPerWake) {
-    const size_t old = c.buffer.size();
-    c.buffer.resize(old + kReadChunk);
-    const ssize_t n = ::recv(c.fd, c.buffer.data() + old, kReadChunk, 0);
-    c.buffer.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+  read_chunk_.resize(kReadChunk);
+  for (size_t total = 0; total < kReadPerWake;) {
+    const ssize_t n = ::recv(c.fd, read_chunk_.data(), read_chunk_.size(), 0);
     if (n > 0) {
       total += static_cast<size_t>(n);
-      if (c.draining) c.buffer.clear();
+      if (!c.draining) c.buffer.append(read_chunk_.data(), static_cast<size_t>(n));
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);  // 0: the client closed; else reset
+    if (n == 0) {
+      c.peer_closed = true;
+      return true;
+    }
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;  // else a reset
   }
   return true;
 }
@@ -264,56 +295,94 @@ bool HttpTransport::advance(std::unique_ptr<Connection>& c) {
     reject(*c, c->parser.error_status(), c->parser.error_message());
     return true;
   }
+  if (c->parser.head_complete() && !c->head_checked) {
+    c->head_checked = true;
+    if (config_.head_check) {
+      if (const std::optional<Refusal> r = config_.head_check(c->parser.head())) {
+        reject(*c, r->status, r->message, r->headers);
+        return true;
+      }
+    }
+  }
+  count_buffered(*c);
+  if (buffered_ > config_.max_buffered_bytes) {
+    reject(*c, 503, fmt::format("the server holds {} bytes of requests being received, its limit", buffered_));
+    count_buffered(*c);
+    return true;
+  }
   if (state == RequestParser::State::kNeedMore) {
     if (c->parser.head_complete() && c->parser.expects_continue() && !c->continue_sent) {
-      send_now(c->fd, "HTTP/1.1 100 Continue\r\n\r\n");
       c->continue_sent = true;
+      if (!send_now(c->fd, "HTTP/1.1 100 Continue\r\n\r\n")) linger(*c);  // half an interim answer: give up
     }
     return true;
   }
   HttpRequest request = c->parser.take();
-  c->continue_sent = false;
+  c->continue_sent = c->head_checked = false;
+  buffered_ -= c->counted, c->counted = 0;  // a handler's connection is not being read
+  if (c->buffer.empty() && c->buffer.capacity() > kKeptBufferBytes) c->buffer.shrink_to_fit();
   {
     std::lock_guard lock(mu_);
     ++handlers_;
   }
-  std::thread(&HttpTransport::run_handler, this, std::move(c), std::move(request)).detach();
+  // The connection stays this thread's until its handler's thread exists.
+  Connection* handed = c.get();
+  try {
+    std::thread([this, handed, r = std::move(request)]() mutable {
+      run_handler(std::unique_ptr<Connection>(handed), std::move(r));
+    }).detach();
+  } catch (const std::system_error&) {  // out of threads: this request is refused, the rest go on
+    {
+      std::lock_guard lock(mu_);
+      --handlers_;
+    }
+    reject(*c, 503, "the server cannot start a thread for the request now");
+    return true;
+  }
+  c.release();
   return false;
 }
 
 void HttpTransport::run_handler(std::unique_ptr<Connection> c, HttpRequest request) {
   HttpExchange exchange(c->fd, std::move(request), c->peer, config_.send_timeout_s);
+  auto fail = [&](std::string_view what) {  // a bug in one handler: the others keep being served
+    if (exchange.responded()) return exchange.abandon();  // a started stream must not look finished
+    auto [body, type] = config_.error_body ? config_.error_body(500, what)
+                                           : std::pair<std::string, std::string>(std::string(what), "text/plain");
+    exchange.respond(500, type, body);
+  };
   try {
     handler_(exchange);
-  } catch (const std::exception& e) {  // a bug in one handler: the others keep being served
-    auto [body, type] = config_.error_body ? config_.error_body(500, e.what())
-                                           : std::pair<std::string, std::string>(e.what(), "text/plain");
-    exchange.respond(500, type, body);
+  } catch (const std::exception& e) {
+    fail(e.what());
+  } catch (...) {
+    fail("the handler failed");
   }
-  if (!exchange.responded()) {
-    auto [body, type] = config_.error_body ? config_.error_body(500, "the handler sent no response")
-                                           : std::pair<std::string, std::string>("no response", "text/plain");
-    exchange.respond(500, type, body);
-  }
+  if (!exchange.responded()) fail("the handler sent no response");
   exchange.end_stream();
-  const bool reuse = exchange.reusable() && !stopping_;
-  if (!reuse) close_connection(*c);
-  std::lock_guard lock(mu_);
-  if (reuse) {
+  // Back to the event thread (or, once stopped, to serve()'s last close): to read the next
+  // request, or to linger before it is closed.
+  if (exchange.reusable() && !c->peer_closed && !stopping_)
     c->deadline = after(config_.keep_alive_timeout_s);
-    returned_.push_back(std::move(c));
-  }
+  else
+    linger(*c);
+  std::lock_guard lock(mu_);
+  returned_.push_back(std::move(c));
   if (--handlers_ == 0) handlers_done_.notify_all();
-  if (reuse) wake();
+  wake();
 }
 
-void HttpTransport::serve() {
+Status HttpTransport::serve() {
+  Status status;
   std::vector<pollfd> fds;
   while (!stopping_) {
     const bool accepting = Clock::now() >= accept_paused_until_;
     fds.assign({{wake_fd_, POLLIN, 0}, {accepting ? listen_fd_ : -1, POLLIN, 0}});
     for (const auto& c : reading_) fds.push_back({c->fd, POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), kTickMs) < 0 && errno != EINTR) break;
+    if (::poll(fds.data(), fds.size(), kTickMs) < 0 && errno != EINTR) {
+      status = error(ErrorKind::kIo, fmt::format("waiting on the server's sockets: {}", std::strerror(errno)));
+      break;
+    }
     if (stopping_) break;
     // Connections back from their handlers, whose buffers may already hold the next request.
     std::vector<std::unique_ptr<Connection>> back;
@@ -332,14 +401,17 @@ void HttpTransport::serve() {
       bool open = true;
       if (ev & (POLLIN | POLLHUP | POLLERR)) open = read_from(*c);
       if (open && !c->buffer.empty() && !advance(c)) continue;  // handed to a handler
+      if (open && c->peer_closed) open = false;  // gone with no whole request to answer
       if (open && now >= c->deadline) {
         if (c->parser.started() && !c->draining) {
           reject(*c, 408, fmt::format("the request was not received within {} s", config_.request_timeout_s));
+          count_buffered(*c);
         } else {
           open = false;  // idle, or done draining
         }
       }
       if (!open) {
+        buffered_ -= c->counted;
         close_connection(*c);
         continue;
       }
@@ -352,18 +424,19 @@ void HttpTransport::serve() {
     reading_.swap(kept);
     if (fds[1].revents & POLLIN) accept_all();
   }
+  stopping_ = true;  // also after a failure: handlers close their connections
   ::close(listen_fd_);
   listen_fd_ = -1;
   for (auto& c : reading_) close_connection(*c);
   reading_.clear();
+  buffered_ = 0;
   std::unique_lock lock(mu_);
   handlers_done_.wait(lock, [this] { return handlers_ == 0; });
-  for (auto& c : returned_) {
-    lock.unlock();
-    close_connection(*c);
-    lock.lock();
-  }
-  returned_.clear();
+  std::vector<std::unique_ptr<Connection>> left;
+  left.swap(returned_);
+  lock.unlock();
+  for (auto& c : left) close_connection(*c);
+  return status;
 }
 
 }  // namespace dsinfer::http

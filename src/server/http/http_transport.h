@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +30,14 @@ namespace dsinfer::http {
 
 using Header = std::pair<std::string, std::string>;
 
+/// An answer the server gives instead of reading a request's body (a route that does not exist,
+/// a wrong method, a missing key).
+struct Refusal {
+  int status = 400;
+  std::string message;
+  std::vector<Header> headers;
+};
+
 struct TransportConfig {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (bind() says which)
@@ -38,6 +47,10 @@ struct TransportConfig {
   double request_timeout_s = 30;        // from a request's first byte to its last
   double keep_alive_timeout_s = 5;      // a connection with no request under way
   double send_timeout_s = 30;           // one write of a response that the client does not read
+  size_t max_buffered_bytes = 256 << 20;  // request bytes held by all connections being read (more: 503)
+  // Looks at a request's line and headers before its body is read (and before `100 Continue`):
+  // a refusal is sent at once and the body never read. May be empty.
+  std::function<std::optional<Refusal>(const HttpRequest&)> head_check;
   // The body and content type of an error the transport answers itself (a malformed request, a
   // limit, a busy server): a status and a message naming the problem.
   std::function<std::pair<std::string, std::string>(int status, std::string_view message)> error_body;
@@ -61,6 +74,9 @@ class HttpExchange {
   bool write(std::string_view piece);
   void end_stream();
   bool responded() const { return state_ != State::kNone; }
+  /// Ends the response as broken: nothing more is written and the connection is closed (a
+  /// stream that cannot finish must not look finished).
+  void abandon() { broken_ = true; }
 
  private:
   friend class HttpTransport;
@@ -93,22 +109,28 @@ class HttpTransport {
 
   /// Listens on the configured address; returns the port, or kIo naming the address.
   Result<int> bind();
-  /// Serves until stop(); returns once every handler has returned. Call after bind().
-  void serve();
+  /// Serves until stop(); returns once every handler has returned. Call after bind(). kIo when
+  /// waiting on the sockets fails.
+  Status serve();
   /// From any thread: stops accepting and reading; running handlers finish their responses.
   void stop();
 
  private:
   struct Connection;
   void accept_all();
-  // Reads what the socket has; false when the connection is to be closed.
+  // Reads what the socket has; false when the connection failed. Sets c.peer_closed at its end.
   bool read_from(Connection& c);
   // Parses what has been read: answers errors, sends 100 Continue, hands a whole request to a
   // handler thread. False when the connection left the event loop (handed over or closed).
   bool advance(std::unique_ptr<Connection>& c);
   void run_handler(std::unique_ptr<Connection> c, HttpRequest request);
   // Writes an error of the transport's own and closes the connection after a short drain.
-  void reject(Connection& c, int status, std::string_view message);
+  void reject(Connection& c, int status, std::string_view message, std::span<const Header> headers = {});
+  // Stops writing and reads what the client still sends for a moment, then closes: closing with
+  // unread bytes would reset the connection and could destroy an answer before it is read.
+  void linger(Connection& c);
+  // The bytes a connection being read holds, counted into buffered_.
+  void count_buffered(Connection& c);
   void close_connection(Connection& c);
   void wake();
 
@@ -118,6 +140,8 @@ class HttpTransport {
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Connection>> reading_;  // the event thread's own
   std::chrono::steady_clock::time_point accept_paused_until_{};
+  std::vector<char> read_chunk_;  // the event thread's recv buffer
+  size_t buffered_ = 0;           // bytes held by the connections in reading_ (count_buffered)
 
   std::mutex mu_;  // guards what follows
   std::condition_variable handlers_done_;

@@ -10,6 +10,7 @@ namespace {
 
 constexpr size_t kMaxChunkSizeLine = 1024;  // the hex size and any chunk extensions
 constexpr size_t kMaxMethodBytes = 32;
+constexpr int kMaxBlankLines = 8;
 
 // RFC 9110 tchar: the characters of a method or a header name.
 bool is_token_char(char c) {
@@ -66,10 +67,14 @@ RequestParser::State RequestParser::fail(int status, std::string message) {
   return State::kError;
 }
 
-bool RequestParser::next_line(const std::string& buffer, size_t limit, int too_long_status, std::string_view* line) {
+bool RequestParser::next_line(const std::string& buffer, size_t limit, int too_long_status, std::string_view* line,
+                              bool crlf) {
   const size_t window = std::min(buffer.size() - pos_, limit + 1);
-  const size_t lf = std::string_view(buffer).substr(pos_, window).find('\n');
-  if (lf == std::string_view::npos) {
+  // Only the bytes not searched at an earlier feed: a line dripped a byte at a time costs linear work.
+  const size_t from = std::min(scanned_, window);
+  const size_t found = std::string_view(buffer).substr(pos_ + from, window - from).find('\n');
+  if (found == std::string_view::npos) {
+    scanned_ = window;
     if (buffer.size() - pos_ > limit) {
       fail(too_long_status, too_long_status == 414 ? fmt::format("the request line is over {} bytes", limit)
                             : too_long_status == 431
@@ -78,8 +83,15 @@ bool RequestParser::next_line(const std::string& buffer, size_t limit, int too_l
     }
     return false;
   }
+  scanned_ = 0;
+  const size_t lf = from + found;
   std::string_view l(buffer.data() + pos_, lf);
-  if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+  if (!l.empty() && l.back() == '\r') {
+    l.remove_suffix(1);
+  } else if (crlf) {
+    fail(400, "a line of the chunked body ends in a bare LF, not CRLF");
+    return false;
+  }
   *line = l;
   pos_ += lf + 1;
   return true;
@@ -118,19 +130,25 @@ RequestParser::State RequestParser::request_line(std::string_view line) {
   return State::kNeedMore;
 }
 
-RequestParser::State RequestParser::header_line(std::string_view line) {
-  if (line.empty()) return head_done();
-  if (line.front() == ' ' || line.front() == '\t') return fail(400, "a folded header line (obsolete line folding)");
+std::string RequestParser::field_problem(std::string_view line) const {
+  if (line.front() == ' ' || line.front() == '\t') return "a folded header line (obsolete line folding)";
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos || !is_token(line.substr(0, colon)))
-    return fail(400, "a header line is not 'name: value' (a name of token characters, no space before ':')");
+    return "a header line is not 'name: value' (a name of token characters, no space before ':')";
   const std::string_view value = trim(line.substr(colon + 1));
   if (std::any_of(value.begin(), value.end(),
                   [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f; }))
-    return fail(400, fmt::format("header '{}' has a control character", line.substr(0, colon)));
+    return fmt::format("header '{}' has a control character", line.substr(0, colon));
+  return {};
+}
+
+RequestParser::State RequestParser::header_line(std::string_view line) {
+  if (line.empty()) return head_done();
+  if (std::string problem = field_problem(line); !problem.empty()) return fail(400, std::move(problem));
   if (request_.headers.size() >= limits_.max_headers)
     return fail(431, fmt::format("the request has more than {} header fields", limits_.max_headers));
-  request_.headers.emplace_back(lower(line.substr(0, colon)), value);
+  const size_t colon = line.find(':');
+  request_.headers.emplace_back(lower(line.substr(0, colon)), trim(line.substr(colon + 1)));
   return State::kNeedMore;
 }
 
@@ -171,6 +189,10 @@ RequestParser::State RequestParser::head_done() {
 }
 
 RequestParser::State RequestParser::chunk_size_line(std::string_view line) {
+  framing_bytes_ += line.size() + 2;
+  if (framing_bytes_ > limits_.max_header_bytes + limits_.max_body_bytes / 8)
+    return fail(413, fmt::format("the chunked body's framing is over {} bytes",
+                                 limits_.max_header_bytes + limits_.max_body_bytes / 8));
   uint64_t size = 0;
   size_t i = 0;
   for (; i < line.size() && hex_digit(line[i]) >= 0; ++i) {
@@ -179,6 +201,10 @@ RequestParser::State RequestParser::chunk_size_line(std::string_view line) {
   }
   const std::string_view rest = trim(line.substr(i));
   if (i == 0 || (!rest.empty() && rest.front() != ';')) return fail(400, "a chunk size is not a hex number");
+  // Extensions are dropped, but they may not hide framing: printable ASCII and tabs only.
+  if (std::any_of(rest.begin(), rest.end(),
+                  [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c >= 0x7f; }))
+    return fail(400, "a chunk extension has a control character");
   if (size > limits_.max_body_bytes - request_.body.size())
     return fail(413, fmt::format("the request body is over the {}-byte limit", limits_.max_body_bytes));
   remaining_ = size;
@@ -189,28 +215,36 @@ RequestParser::State RequestParser::chunk_size_line(std::string_view line) {
 RequestParser::State RequestParser::feed(std::string& buffer) {
   pos_ = 0;
   State state = phase_ == Phase::kError ? State::kError : State::kNeedMore;
-  if (!buffer.empty()) started_ = true;
   while (state == State::kNeedMore) {
     std::string_view line;
     if (phase_ == Phase::kHead || phase_ == Phase::kTrailers) {
       const size_t budget = limits_.max_header_bytes - std::min(head_bytes_, limits_.max_header_bytes);
       const bool first = phase_ == Phase::kHead && !have_request_line_;
       const size_t before = pos_;
+      const bool trailer = phase_ == Phase::kTrailers;
       if (!next_line(buffer, first ? std::min(budget, limits_.max_request_line_bytes) : budget, first ? 414 : 431,
-                     &line)) {
+                     &line, trailer)) {
         if (phase_ == Phase::kError) state = State::kError;
+        // A request begins with its first byte that is not part of a blank line.
+        if (first && std::string_view(buffer).substr(pos_).find_first_not_of("\r\n") != std::string_view::npos)
+          started_ = true;
         break;
       }
       head_bytes_ += pos_ - before;
       if (first) {
-        if (!line.empty()) state = request_line(line);  // empty lines before a request are ignored
-      } else if (phase_ == Phase::kHead) {
+        if (!line.empty()) {
+          started_ = true;
+          state = request_line(line);
+        } else if (++blank_lines_ > kMaxBlankLines) {  // a few blank lines between requests are allowed
+          state = fail(400, "blank lines instead of a request line");
+        }
+      } else if (!trailer) {
         state = header_line(line);
       } else if (line.empty()) {
         phase_ = Phase::kComplete;  // trailer fields are read and dropped, never merged into the headers
         state = State::kComplete;
-      } else if (line.find(':') == std::string_view::npos) {
-        state = fail(400, "a trailer line is not 'name: value'");
+      } else if (std::string problem = field_problem(line); !problem.empty()) {
+        state = fail(400, "trailer: " + problem);
       }
     } else if (phase_ == Phase::kBody || phase_ == Phase::kChunkData) {
       const size_t n = std::min(remaining_, buffer.size() - pos_);
@@ -224,7 +258,7 @@ RequestParser::State RequestParser::feed(std::string& buffer) {
         state = State::kComplete;
       }
     } else if (phase_ == Phase::kChunkSize) {
-      if (!next_line(buffer, kMaxChunkSizeLine, 400, &line)) {
+      if (!next_line(buffer, kMaxChunkSizeLine, 400, &line, true)) {
         if (phase_ == Phase::kError) state = State::kError;
         break;
       }
@@ -234,8 +268,6 @@ RequestParser::State RequestParser::feed(std::string& buffer) {
       if (rest.empty() || (rest.front() == '\r' && rest.size() < 2)) break;
       if (rest.starts_with("\r\n")) {
         pos_ += 2;
-      } else if (rest.front() == '\n') {
-        pos_ += 1;
       } else {
         state = fail(400, "chunk data is not followed by CRLF");
         break;

@@ -30,8 +30,14 @@ class RequestParser {
   bool head_complete() const { return phase_ > Phase::kHead; }
   /// Whether the client waits for `100 Continue` before it sends the body.
   bool expects_continue() const { return expects_continue_; }
-  /// Whether any byte of a request has been read (an idle keep-alive connection has none).
+  /// Whether a request has begun: a byte of its request line has come (an idle keep-alive
+  /// connection, or one that only sent blank lines between requests, has not).
   bool started() const { return started_; }
+  /// The request line and headers, once head_complete(): what a server decides on before it lets
+  /// the body come (route, method, key).
+  const HttpRequest& head() const { return request_; }
+  /// The body bytes read so far.
+  size_t body_bytes() const { return request_.body.size(); }
   /// The request just completed; the parser is then ready for the next one.
   HttpRequest take();
   int error_status() const { return error_status_; }
@@ -41,10 +47,13 @@ class RequestParser {
   enum class Phase { kHead, kBody, kChunkSize, kChunkData, kChunkEnd, kTrailers, kComplete, kError };
   State fail(int status, std::string message);
   // One line ending in LF (a CR before it dropped) from buffer[pos_...]; false when it has not
-  // arrived yet. Refuses a line longer than `limit`.
-  bool next_line(const std::string& buffer, size_t limit, int too_long_status, std::string_view* line);
+  // arrived yet. Refuses a line longer than `limit`, and with `crlf` one that ends in a bare LF.
+  bool next_line(const std::string& buffer, size_t limit, int too_long_status, std::string_view* line,
+                 bool crlf = false);
   State request_line(std::string_view line);
   State header_line(std::string_view line);
+  // A header or trailer field's syntax; an error message, or empty.
+  std::string field_problem(std::string_view line) const;
   State head_done();
   State chunk_size_line(std::string_view line);
 
@@ -54,6 +63,9 @@ class RequestParser {
   size_t pos_ = 0;          // into the buffer of the current feed()
   size_t head_bytes_ = 0;   // request line, headers and trailers so far
   size_t remaining_ = 0;    // body bytes (Content-Length) or chunk bytes still to come
+  size_t framing_bytes_ = 0;  // chunk-size lines so far
+  size_t scanned_ = 0;      // bytes of the partial line at pos_ already searched for its LF
+  int blank_lines_ = 0;     // empty lines before the request line
   bool have_request_line_ = false;
   bool expects_continue_ = false;
   bool started_ = false;

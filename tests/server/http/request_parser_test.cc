@@ -167,5 +167,50 @@ TEST(RequestParser, SaysWhenTheClientWaitsForContinue) {
   EXPECT_FALSE(p.started());
 }
 
+TEST(RequestParser, ChunkedFramingIsStrict) {
+  const std::string chunked = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+  EXPECT_EQ(status_of(chunked + "5;\nhello\r\n0\r\n\r\n"), 400);       // a bare LF ends a size line
+  EXPECT_EQ(status_of(chunked + "5\r\nhello\n0\r\n\r\n"), 400);        // and the data
+  EXPECT_EQ(status_of(chunked + "5;a\rb\r\nhello\r\n0\r\n\r\n"), 400);  // a CR inside an extension
+  EXPECT_EQ(status_of(chunked + "5\r\nhello\r\n0\r\nT: a\r\n folded\r\n\r\n"), 400);
+  EXPECT_EQ(status_of(chunked + "5\r\nhello\r\n0\r\nT : a\r\n\r\n"), 400);
+  EXPECT_EQ(status_of(chunked + "5\r\nhello\r\n0\r\n\n"), 400);
+  const Outcome ok = parse(chunked + "5;name=\"v\"\r\nhello\r\n0\r\n\r\n");
+  ASSERT_EQ(ok.requests.size(), 1u) << ok.message;
+  EXPECT_EQ(ok.requests[0].body, "hello");
+  // Framing is bounded too: one-byte chunks with long extensions cannot bring gigabytes.
+  HttpLimits small;
+  small.max_body_bytes = 1 << 10, small.max_header_bytes = 1 << 10;
+  std::string many = chunked;
+  for (int i = 0; i < 1000; ++i) many += "1;" + std::string(100, 'e') + "\r\nx\r\n";
+  EXPECT_EQ(parse(many, 0, small).error, 413);
+}
+
+TEST(RequestParser, BlankLinesBetweenRequestsStartNothing) {
+  RequestParser p({});
+  std::string buffer = "\r\n\r\n";
+  EXPECT_EQ(p.feed(buffer), RequestParser::State::kNeedMore);
+  EXPECT_FALSE(p.started()) << "a CRLF after a body keeps the connection idle";
+  buffer = "G";
+  EXPECT_EQ(p.feed(buffer), RequestParser::State::kNeedMore);
+  EXPECT_TRUE(p.started());
+  std::string blanks(40, '\n');
+  EXPECT_EQ(status_of(blanks + "GET / HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+}
+
+TEST(RequestParser, ADrippedLineIsSearchedOnce) {
+  // 60 KB of one header line a byte at a time: linear work, and the request still completes.
+  RequestParser p({});
+  std::string buffer = "GET / HTTP/1.1\r\nHost: h\r\nX: ";
+  ASSERT_EQ(p.feed(buffer), RequestParser::State::kNeedMore);
+  for (int i = 0; i < 60000; ++i) {
+    buffer += 'a';
+    ASSERT_EQ(p.feed(buffer), RequestParser::State::kNeedMore);
+  }
+  buffer += "\r\n\r\n";
+  ASSERT_EQ(p.feed(buffer), RequestParser::State::kComplete);
+  EXPECT_EQ(p.take().header("x")->size(), 60000u);
+}
+
 }  // namespace
 }  // namespace dsinfer::http
