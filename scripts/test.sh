@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command: install dependencies, build, and run every test (ctest labels:
-# cpu, golden, gpu; gpu tests skip themselves without a GPU), then the openai npm client against
+# cpu, golden, gpu; gpu tests skip themselves without a GPU) but the `long` ones (past 128K
+# positions on the CPU, hours: `ctest -L long` runs them), then the openai npm client against
 # the server. With SANITIZE=1 it also builds a
 # second tree under AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there.
 set -euo pipefail
@@ -9,10 +10,10 @@ scripts/setup.sh
 cuda_flag=()
 [ -n "${CUDA:-}" ] && cuda_flag=(-DDSINFER_CUDA="$CUDA")  # CUDA=ON makes a missing nvcc an error
 scripts/build.sh -DDSINFER_WERROR=ON "${cuda_flag[@]}"
-(cd build && ctest --output-on-failure -j "$(nproc)")
+(cd build && ctest --output-on-failure -j "$(nproc)" -LE long)
 tests/e2e/openai_client.sh build/src/cli/dsinfer  # the official openai npm client against dsinfer serve
 if [ "${SANITIZE:-0}" = 1 ]; then
   BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DDSINFER_SANITIZE=address,undefined \
     -DDSINFER_CUDA=OFF -DDSINFER_BUILD_BENCH=OFF -DDSINFER_WERROR=ON
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$(nproc)")
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$(nproc)" -LE long)
 fi

@@ -12,6 +12,7 @@
 #include "core/float_formats.h"
 #include "model/forward_batch.h"
 #include "model/window_slots.h"
+#include "ops/candidate_pool.h"
 
 namespace dsinfer {
 namespace {
@@ -284,41 +285,70 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
   }
   const DeviceArray<int32_t>&dkey_rows = rows->second.key_rows, &dvisible = rows->second.visible;
   const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
-  DeviceArray<float> dscores = b.scratch<float>(s * cols);
-  b.be.indexer_scores({q.view(DType::kBF16, {s, hi, di}),
-                       key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di}),
-                       wts.view(DType::kBF16, {s, hi}), dvisible.view(DType::kI32, {s}),
-                       dscores.view(DType::kF32, {s, cols}), dkey_rows.view(DType::kI32, {cols}), wscale});
-  const TensorView scores = dscores.view(DType::kF32, {s, cols}), dvis = dvisible.view(DType::kI32, {s});
+  const TensorView keys = key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di});
 
-  TensorView mask;
-  if (c.is_candidate_source(l)) {
+  // The candidate pool: made by the candidate source (or replayed) for all the chunk's queries, as
+  // block numbers; the layers after it expand a query block's rows into a mask.
+  const int64_t bs = c.candidate_block_size;
+  const int64_t kb = std::min<int64_t>(c.candidate_topk_blocks, (cols + bs - 1) / bs);
+  const bool makes_candidates = c.is_candidate_source(l), reads_candidates = !makes_candidates && c.uses_candidates(l);
+  bool candidates_given = false;
+  if (makes_candidates) {
+    b.candidates_T[ci] = cols, b.candidates_kb[ci] = kb;
     if (replay && !replay->candidates.empty()) {
-      if (static_cast<int64_t>(replay->candidates.size()) != s * cols)
-        return error(ErrorKind::kInvalidArgument,
-                     fmt::format("layer {}: the replayed candidates hold {} values, not {}", l,
-                                 replay->candidates.size(), s * cols));
-      b.candidates[ci] = b.upload(replay->candidates);
+      auto given = candidate_block_ids(replay->candidates, s, cols, bs, kb);
+      if (!given.ok())
+        return error(ErrorKind::kInvalidArgument, fmt::format("layer {}: {}", l, given.status().message()));
+      b.candidates[ci] = b.upload(*given);
+      candidates_given = true;
     } else {
-      b.candidates[ci] = b.scratch<uint8_t>(s * cols);
-      b.be.candidate_blocks({scores, dvis, c.candidate_topk_blocks, c.candidate_block_size,
-                             b.candidates[ci].view(DType::kU8, {s, cols})});
+      b.candidates[ci] = b.scratch<int32_t>(s * kb);
     }
-    b.candidates_T[ci] = cols;
-    b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, cols}, b.candidates[ci], 0);
-  } else if (c.uses_candidates(l)) {
-    if (b.candidates_T[ci] != cols || static_cast<int64_t>(b.candidates[ci].size()) != s * cols)
-      return error(ErrorKind::kInternal, fmt::format("layer {}: candidate mask missing", l));
-    mask = b.candidates[ci].view(DType::kU8, {s, cols});
+  } else if (reads_candidates &&
+             (b.candidates_T[ci] != cols || static_cast<int64_t>(b.candidates[ci].size()) != s * b.candidates_kb[ci])) {
+    return error(ErrorKind::kInternal, fmt::format("layer {}: candidate mask missing", l));
   }
-
-  if (replay && !replay->topk.empty()) {
+  const bool topk_given = replay && !replay->topk.empty();
+  if (topk_given) {
     if (static_cast<int64_t>(replay->topk.size()) != s * k)
       return error(ErrorKind::kInvalidArgument,
                    fmt::format("layer {}: the replayed top-k holds {} values, not {}", l, replay->topk.size(), s * k));
     b.topk[ci].upload(replay->topk);
-  } else {
-    b.be.topk({scores, mask, dvis, b.topk[ci].view(DType::kI32, {s, k})});
+  }
+
+  // Score, select and drop a block of queries at a time: the scores and masks of a block are all
+  // that the selections hold at once, so a long prompt's prefill stays linear in its length.
+  if (!(topk_given && (!makes_candidates || candidates_given))) {
+    const int64_t block = std::min(s, indexer_query_block(cols));
+    DeviceArray<float> dscores = b.scratch<float>(block * cols);
+    DeviceArray<uint8_t> dmask = b.scratch<uint8_t>(reads_candidates ? block * cols : 0);
+    for (int64_t i0 = 0; i0 < s; i0 += block) {
+      const int64_t m = std::min(block, s - i0);
+      const TensorView scores = dscores.view(DType::kF32, {m, cols}), dvis = dvisible.view(DType::kI32, {m}, i0);
+      b.be.indexer_scores({q.view(DType::kBF16, {m, hi, di}, i0 * hi * di), keys,
+                           wts.view(DType::kBF16, {m, hi}, i0 * hi), dvis, scores, dkey_rows.view(DType::kI32, {cols}),
+                           wscale});
+      if (makes_candidates && !candidates_given)
+        b.be.candidate_blocks(
+            {scores, dvis, c.candidate_topk_blocks, bs, b.candidates[ci].view(DType::kI32, {m, kb}, i0 * kb)});
+      if (topk_given) continue;
+      TensorView mask;
+      if (reads_candidates) {
+        const int64_t rkb = b.candidates_kb[ci];
+        mask = dmask.view(DType::kU8, {m, cols});
+        b.be.candidate_mask({b.candidates[ci].view(DType::kI32, {m, rkb}, i0 * rkb), bs, mask});
+      }
+      b.be.topk({scores, mask, dvis, b.topk[ci].view(DType::kI32, {m, k}, i0 * k)});
+    }
+  }
+  if (makes_candidates && b.wants_tensors(ci)) {  // dumped as the reference's mask over the columns
+    const std::vector<int32_t> ids = b.candidates[ci].download();
+    std::vector<uint8_t> mask;
+    for (int64_t i = 0; i < s; ++i) {
+      const std::vector<uint8_t> row = candidate_mask(std::span(ids).subspan(i * kb, kb), bs, cols);
+      mask.insert(mask.end(), row.begin(), row.end());
+    }
+    b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, cols}, mask.data());
   }
   if (b.wants_tensors(
           ci)) {  // dumped as the reference passes them to sparse_attn: offset by its window rows (s or win)
@@ -329,6 +359,11 @@ Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const Te
     b.record(ci, fmt::format("layer{}.topk_idxs", l), DType::kI32, {s, k}, dumped.data());
   }
   return {};
+}
+
+int64_t Model::indexer_query_block(int64_t columns) const {
+  if (indexer_query_block_ > 0) return indexer_query_block_;
+  return std::max<int64_t>(1, kIndexerScoreBytes / (std::max<int64_t>(columns, 1) * int64_t{sizeof(float)}));
 }
 
 }  // namespace dsinfer

@@ -76,8 +76,8 @@ struct Model::Batch {
   // backend's memory (no step waits for the host to choose).
   std::vector<DeviceArray<int32_t>> topk;  // [s, k] compressed positions or -1
   std::vector<int64_t> topk_k;
-  std::vector<DeviceArray<uint8_t>> candidates;  // [s, T]
-  std::vector<int64_t> candidates_T;
+  std::vector<DeviceArray<int32_t>> candidates;      // [s, candidates_kb]: kept block numbers, then -1s
+  std::vector<int64_t> candidates_T, candidates_kb;  // the score columns they cover; numbers a row
   // The indexer's key rows [columns] and visible columns [s] by (chunk, key owner, ratio): the
   // index layers that score one owner's keys share them.
   struct IndexerRows {
@@ -124,6 +124,7 @@ struct Model::Batch {
     topk_k.assign(cs.size(), 0);
     candidates.clear(), candidates.resize(cs.size());
     candidates_T.assign(cs.size(), 0);
+    candidates_kb.assign(cs.size(), 0);
     block_tables_.clear(), block_tables_.resize(cs.size());
   }
 

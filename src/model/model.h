@@ -79,6 +79,14 @@ class Model {
   Status write_compressed_cache(SequenceState& seq, int layer, std::span<const uint16_t> compressed,
                                 std::span<const uint16_t> index_keys);
 
+  /// The indexer scores, selects and drops this many queries of a chunk at a time (each query's
+  /// selections are its own, so the block changes no result): by default as many as keep the
+  /// block's fp32 scores within kIndexerScoreBytes; `rows` > 0 fixes it (tests), 0 restores the default.
+  static constexpr int64_t kIndexerScoreBytes = int64_t{256} << 20;
+  void set_indexer_query_block(int64_t rows) { indexer_query_block_ = rows; }
+  /// The queries of a block over `columns` score columns.
+  int64_t indexer_query_block(int64_t columns) const;
+
   /// Runs the chunks and writes the fp32 logits of each chunk's last token: logits [chunks, V] f32
   /// in the backend's memory. The ops go where ctx says.
   Status forward(std::span<ForwardChunk> chunks, const TensorView& logits, const ForwardContext& ctx);
@@ -108,6 +116,7 @@ class Model {
   std::vector<const RopeTable*> rope_;  // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;
   std::unique_ptr<CacheStore> store_;
+  int64_t indexer_query_block_ = 0;  // 0: from kIndexerScoreBytes
 };
 
 }  // namespace dsinfer

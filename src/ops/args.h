@@ -118,13 +118,23 @@ struct IndexerScoresArgs {
 
 /// The indexer's candidate pool (spec §7.5) for n queries: blocks of `block_size` columns of a
 /// score row scored by their maximum, the block holding column visible - 1 pinned, the best
-/// `topk_blocks` kept (equal maxima: the lower block), blocks of only -inf dropped.
+/// `topk_blocks` kept (equal maxima: the lower block), blocks of only -inf dropped. Written as the
+/// kept blocks' numbers, not as a mask over the columns, so a prefill's pool grows linearly with
+/// its length (at most topk_blocks numbers a query).
 struct CandidateBlocksArgs {
   TensorView scores;   // [n, T] f32 (-inf: masked)
   TensorView visible;  // [n] int32
   int64_t topk_blocks = 0, block_size = 0;
-  TensorView mask;  // [n, T] u8 out: 1 inside a kept block
+  TensorView blocks;  // [n, min(topk_blocks, ceil(T / block_size))] int32 out: ascending, then -1s
   bool operator==(const CandidateBlocksArgs&) const = default;
+};
+
+/// The candidate pool of CandidateBlocksArgs as a mask over the columns: 1 inside a listed block.
+struct CandidateMaskArgs {
+  TensorView blocks;  // [n, kb] int32: block numbers, -1 for none
+  int64_t block_size = 0;
+  TensorView mask;  // [n, T] u8 out
+  bool operator==(const CandidateMaskArgs&) const = default;
 };
 
 /// The indexer's top-k (spec §7.4): per row the k largest scores (equal scores: the lower column;
@@ -256,6 +266,7 @@ struct ScatterAddArgs {
   X(sparse_attn, SparseAttnArgs)           \
   X(indexer_scores, IndexerScoresArgs)     \
   X(candidate_blocks, CandidateBlocksArgs) \
+  X(candidate_mask, CandidateMaskArgs)     \
   X(topk, TopkArgs)                        \
   X(paged_rows, PagedRowsArgs)             \
   X(swiglu, SwigluArgs)                    \

@@ -25,6 +25,7 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, 
 /// Writes config.json, tokenizer.json, tokenizer_config.json and the weights (sharded with an
 /// index, as the release) as the folder `dir`, replacing it whole if it exists
 /// (io/atomic_file.h: write_folder_atomic; stale temporary folders of interrupted runs removed).
-Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed);
+/// `max_seq_len` > 0 replaces the tiny config's context (4,096 positions), for long-context tests.
+Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, int64_t max_seq_len = 0);
 
 }  // namespace dsinfer

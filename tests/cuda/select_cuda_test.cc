@@ -1,4 +1,4 @@
-// The indexer's selections on the GPU (CudaBackend::topk, candidate_blocks, paged_rows) against
+// The indexer's selections on the GPU (CudaBackend::topk, candidate_blocks, candidate_mask, paged_rows) against
 // the CPU backend's, bit for bit, at V4.1-Flash sizes (top-512, candidate blocks of 8) and on rows
 // full of equal scores, -inf, and -0 beside +0 (skipped without a GPU).
 #include <cuda_runtime.h>
@@ -105,16 +105,26 @@ TEST_F(SelectCuda, CandidateBlocksAsTheCpu) {
                        {4, 203, 5, 16, 2}}) {
     Scores sc(c.n, c.T, c.levels, static_cast<uint32_t>(c.T + c.blocks));
     sc.visible[1 % c.n] = 0;  // nothing visible: nothing pinned
-    std::vector<uint8_t> want(c.n * c.T);
+    const int64_t kb = std::min(c.blocks, (c.T + c.block_size - 1) / c.block_size);
+    std::vector<int32_t> want(c.n * kb);
     cpu_.candidate_blocks({host_view(sc.v, DType::kF32, {c.n, c.T}), host_view(sc.visible, DType::kI32, {c.n}),
-                           c.blocks, c.block_size, host_view(want, DType::kU8, {c.n, c.T})});
+                           c.blocks, c.block_size, host_view(want, DType::kI32, {c.n, kb})});
     float* ds = to_device(sc.v);
     int32_t* dvis = to_device(sc.visible);
-    uint8_t* dmask = to_device(std::vector<uint8_t>(c.n * c.T, 9));
+    int32_t* dids = to_device(std::vector<int32_t>(c.n * kb, 9));
     gpu_->candidate_blocks({device_view(ds, DType::kF32, {c.n, c.T}), device_view(dvis, DType::kI32, {c.n}), c.blocks,
-                            c.block_size, device_view(dmask, DType::kU8, {c.n, c.T})});
-    EXPECT_EQ(from_device(dmask, want.size()), want) << "T " << c.T << " blocks " << c.blocks;
-    cudaFree(ds), cudaFree(dvis), cudaFree(dmask);
+                            c.block_size, device_view(dids, DType::kI32, {c.n, kb})});
+    const std::vector<int32_t> got = from_device(dids, want.size());
+    EXPECT_EQ(got, want) << "T " << c.T << " blocks " << c.blocks;
+    // The mask of those blocks, as the layers after the candidate source expand it.
+    std::vector<uint8_t> want_mask(c.n * c.T);
+    cpu_.candidate_mask(
+        {host_view(want, DType::kI32, {c.n, kb}), c.block_size, host_view(want_mask, DType::kU8, {c.n, c.T})});
+    uint8_t* dmask = to_device(std::vector<uint8_t>(c.n * c.T, 9));
+    gpu_->candidate_mask(
+        {device_view(dids, DType::kI32, {c.n, kb}), c.block_size, device_view(dmask, DType::kU8, {c.n, c.T})});
+    EXPECT_EQ(from_device(dmask, want_mask.size()), want_mask) << "T " << c.T << " blocks " << c.blocks;
+    cudaFree(ds), cudaFree(dvis), cudaFree(dids), cudaFree(dmask);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "backends/cpu/cpu_backend.h"
+#include "ops/candidate_pool.h"
 
 namespace dsinfer {
 std::vector<int32_t> topk_positions(std::span<const float> v, int64_t k) {
@@ -26,8 +27,8 @@ std::vector<int32_t> select_topk(std::span<const float> scores, int64_t k, int64
   return sel;
 }
 
-std::vector<uint8_t> select_candidate_blocks(std::span<const float> scores, int64_t visible, int64_t topk_blocks,
-                                             int64_t block_size) {
+std::vector<int32_t> select_candidate_block_ids(std::span<const float> scores, int64_t visible, int64_t topk_blocks,
+                                                int64_t block_size) {
   const int64_t width = static_cast<int64_t>(scores.size());
   const int64_t n_blocks = (width + block_size - 1) / block_size;
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -35,21 +36,41 @@ std::vector<uint8_t> select_candidate_blocks(std::span<const float> scores, int6
   for (int64_t i = 0; i < width; ++i) block[i / block_size] = std::max(block[i / block_size], scores[i]);
   const int64_t last = visible > 0 ? (visible - 1) / block_size : -1;  // floor division: 0 visible pins nothing
   if (last >= 0 && last < n_blocks) block[last] = std::numeric_limits<float>::infinity();
-  std::vector<uint8_t> mask(width, 0);
-  for (int32_t b : topk_positions(block, topk_blocks)) {
-    if (block[b] == neg_inf) continue;  // unreachable
-    for (int64_t i = b * block_size; i < std::min(width, (b + 1) * block_size); ++i) mask[i] = 1;
-  }
-  return mask;
+  std::vector<int32_t> kept = topk_positions(block, topk_blocks);
+  std::erase_if(kept, [&](int32_t b) { return block[b] == neg_inf; });  // unreachable
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+std::vector<uint8_t> select_candidate_blocks(std::span<const float> scores, int64_t visible, int64_t topk_blocks,
+                                             int64_t block_size) {
+  return candidate_mask(select_candidate_block_ids(scores, visible, topk_blocks, block_size), block_size,
+                        static_cast<int64_t>(scores.size()));
 }
 
 void CpuBackend::candidate_blocks(const CandidateBlocksArgs& a) {
-  const int64_t n = a.scores.size(0), T = a.scores.size(1);
+  const int64_t n = a.scores.size(0), T = a.scores.size(1), kb = a.blocks.size(1);
+  DSINFER_CHECK(kb == std::min(a.topk_blocks, (T + a.block_size - 1) / a.block_size),
+                "candidate_blocks: {} block numbers a row for {} of {} blocks", kb, a.topk_blocks,
+                (T + a.block_size - 1) / a.block_size);
   pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {  // each query writes its own row
     for (int64_t i = i0; i < i1; ++i) {
-      const std::vector<uint8_t> mask =
-          select_candidate_blocks(std::span(a.scores.as<const float>() + i * a.scores.stride[0], T),
-                                  a.visible.as<const int32_t>()[i], a.topk_blocks, a.block_size);
+      const std::vector<int32_t> kept =
+          select_candidate_block_ids(std::span(a.scores.as<const float>() + i * a.scores.stride[0], T),
+                                     a.visible.as<const int32_t>()[i], a.topk_blocks, a.block_size);
+      int32_t* out = a.blocks.as<int32_t>() + i * a.blocks.stride[0];
+      std::copy(kept.begin(), kept.end(), out);
+      std::fill(out + kept.size(), out + kb, -1);
+    }
+  });
+}
+
+void CpuBackend::candidate_mask(const CandidateMaskArgs& a) {
+  const int64_t n = a.mask.size(0), T = a.mask.size(1), kb = a.blocks.size(1);
+  pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const std::vector<uint8_t> mask = dsinfer::candidate_mask(
+          std::span(a.blocks.as<const int32_t>() + i * a.blocks.stride[0], kb), a.block_size, T);
       std::copy(mask.begin(), mask.end(), a.mask.as<uint8_t>() + i * a.mask.stride[0]);
     }
   });

@@ -2,6 +2,9 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
+
+#include <algorithm>
+
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
@@ -228,18 +231,35 @@ void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
 }
 
 void CudaBackend::candidate_blocks(const CandidateBlocksArgs& a) {
-  check_device({&a.scores, &a.visible, &a.mask}, "candidate_blocks");
+  check_device({&a.scores, &a.visible, &a.blocks}, "candidate_blocks");
+  const int64_t T = a.scores.size(1);
+  DSINFER_CHECK(a.blocks.size(1) == std::min(a.topk_blocks, (T + a.block_size - 1) / a.block_size),
+                "candidate_blocks: {} block numbers a row", a.blocks.size(1));
   launched(cuda::launch_candidate_blocks({.scores = a.scores.as<const float>(),
                                           .score_stride = a.scores.stride[0],
                                           .visible = a.visible.as<const int32_t>(),
-                                          .mask = a.mask.as<uint8_t>(),
-                                          .mask_stride = a.mask.stride[0],
+                                          .blocks = a.blocks.as<int32_t>(),
+                                          .blocks_stride = a.blocks.stride[0],
                                           .n = size_of(a.scores, 0),
                                           .T = size_of(a.scores, 1),
                                           .block_size = static_cast<int>(a.block_size),
                                           .topk_blocks = static_cast<int>(a.topk_blocks),
                                           .stream = stream_}),
            "candidate_blocks");
+}
+
+void CudaBackend::candidate_mask(const CandidateMaskArgs& a) {
+  check_device({&a.blocks, &a.mask}, "candidate_mask");
+  launched(cuda::launch_candidate_mask({.blocks = a.blocks.as<const int32_t>(),
+                                        .blocks_stride = a.blocks.stride[0],
+                                        .mask = a.mask.as<uint8_t>(),
+                                        .mask_stride = a.mask.stride[0],
+                                        .n = size_of(a.mask, 0),
+                                        .T = size_of(a.mask, 1),
+                                        .kb = size_of(a.blocks, 1),
+                                        .block_size = static_cast<int>(a.block_size),
+                                        .stream = stream_}),
+           "candidate_mask");
 }
 
 void CudaBackend::topk(const TopkArgs& a) {

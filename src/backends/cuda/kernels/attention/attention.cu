@@ -248,11 +248,24 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
 cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
   if (p.n < 0 || p.heads <= 0 || p.heads > attention_config::indexer_scores::kMaxHeads || p.d <= 0 || p.T < 0)
     return cudaErrorInvalidValue;
-  const int64_t warps = static_cast<int64_t>(p.n) * p.T;
-  if (warps == 0) return cudaSuccess;
-  sm90_bf16_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                             kWarpsPerBlock * kWarp, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  if (static_cast<int64_t>(p.n) * p.T == 0) return cudaSuccess;
+  // A launch covers whole token rows within kMaxBlocks blocks: n x T warps of a long prefill
+  // would pass grid.x's 2^31 - 1 (and the unsigned count would wrap).
+  using attention_config::indexer_scores::kMaxBlocks;
+  const int64_t tokens = std::max<int64_t>(1, kMaxBlocks * kWarpsPerBlock / p.T);
+  for (int64_t t0 = 0; t0 < p.n; t0 += tokens) {
+    IndexerScoresParams part = p;
+    part.n = static_cast<int>(std::min<int64_t>(tokens, p.n - t0));
+    part.q += t0 * p.q_stride;
+    part.weights += t0 * p.heads;
+    part.visible += t0;
+    part.out += t0 * p.out_stride;
+    const int64_t warps = static_cast<int64_t>(part.n) * p.T;
+    sm90_bf16_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                               kWarpsPerBlock * kWarp, 0, p.stream>>>(part);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace dsinfer::cuda

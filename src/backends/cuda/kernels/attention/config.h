@@ -2,6 +2,8 @@
 // rely on asserted. Plain C++ (no CUDA headers).
 #pragma once
 
+#include <cstdint>
+
 namespace dsinfer::cuda::attention_config {
 
 inline constexpr int kWarp = 32;
@@ -40,6 +42,9 @@ static_assert(kValuesStaticBytes < kSharedBytesDefault);
 namespace indexer_scores {
 inline constexpr int kWarpsPerBlock = 4;
 inline constexpr int kMaxHeads = kWarp;
+// Blocks a launch: a T of up to 2^30 keys still gets a token a launch, in far fewer than grid.x's
+// 2^31 - 1 blocks.
+inline constexpr int64_t kMaxBlocks = int64_t{1} << 28;
 static_assert(kWarpsPerBlock * kWarp <= kMaxThreadsPerBlock);
 }  // namespace indexer_scores
 

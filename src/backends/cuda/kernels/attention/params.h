@@ -56,14 +56,25 @@ struct TopkParams {
 };
 
 /// The candidate pool: blocks of block_size columns by their maximum, the block of column
-/// visible - 1 pinned, the best topk_blocks kept (ties: the lower block), -inf blocks dropped.
+/// visible - 1 pinned, the best topk_blocks kept (ties: the lower block), -inf blocks dropped;
+/// written as the kept blocks' numbers, ascending, then -1s.
 struct CandidateBlocksParams {
   const float* scores = nullptr;  // [n, T], row stride score_stride
   int64_t score_stride = 0;
   const int32_t* visible = nullptr;  // [n]
-  uint8_t* mask = nullptr;           // [n, T], row stride mask_stride
-  int64_t mask_stride = 0;
+  int32_t* blocks = nullptr;         // [n, kb], row stride blocks_stride; kb = min(topk_blocks, blocks of T)
+  int64_t blocks_stride = 0;
   int n = 0, T = 0, block_size = 0, topk_blocks = 0;
+  cudaStream_t stream = nullptr;
+};
+
+/// mask[i][c] = 1 where column c lies in one of the blocks numbered in row i of blocks (-1: none).
+struct CandidateMaskParams {
+  const int32_t* blocks = nullptr;  // [n, kb], row stride blocks_stride
+  int64_t blocks_stride = 0;
+  uint8_t* mask = nullptr;  // [n, T], row stride mask_stride
+  int64_t mask_stride = 0;
+  int n = 0, T = 0, kb = 0, block_size = 0;
   cudaStream_t stream = nullptr;
 };
 

@@ -1,9 +1,9 @@
-// sm90_f32_topk, sm90_f32_candidate_blocks, sm90_i32_paged_rows: the indexer's selections (spec §7.4–7.5)
-// without a trip to the host. A score becomes a 32-bit key whose unsigned order is the float
-// order (-0 taken as +0, so scores the CPU's comparison sees as equal stay equal); four 8-bit
-// histogram passes find the k-th largest key K and how many keys equal to K are among the k
-// largest; a last pass in column order takes every key above K and the first such equal ones (the
-// lowest columns: the CPU's tie rule), so the top-k comes out sorted by column without a sort.
+// sm90_f32_topk, sm90_f32_candidate_blocks, sm90_u8_candidate_mask, sm90_i32_paged_rows: the indexer's selections (spec
+// §7.4–7.5) without a trip to the host. A score becomes a 32-bit key whose unsigned order is the float order (-0 taken
+// as +0, so scores the CPU's comparison sees as equal stay equal); four 8-bit histogram passes find the k-th largest
+// key K and how many keys equal to K are among the k largest; a last pass in column order takes every key above K and
+// the first such equal ones (the lowest columns: the CPU's tie rule), so the top-k comes out sorted by column without a
+// sort.
 #include <cub/block/block_scan.cuh>
 
 #include <cmath>
@@ -75,9 +75,10 @@ __device__ Threshold kth_largest(const Keys& keys, int len, int k, Shared& sh) {
   return {prefix, remaining};
 }
 
-// Walks the keys in column order and calls emit(j, taken, rank among the taken, key) for each.
-template <class Keys, class Emit>
-__device__ void take_in_order(const Keys& keys, int len, Threshold th, Shared& sh, Emit emit) {
+// Walks the keys in column order and calls emit(j, taken, rank among the taken, key) for each,
+// where a key `keep` refuses counts as not taken; returns how many were taken.
+template <class Keys, class Keep, class Emit>
+__device__ int take_in_order(const Keys& keys, int len, Threshold th, Shared& sh, Keep keep, Emit emit) {
   int equal_before = 0, taken_before = 0;
   for (int base = 0; base < len; base += kThreads) {
     const int j = base + static_cast<int>(threadIdx.x);
@@ -86,12 +87,13 @@ __device__ void take_in_order(const Keys& keys, int len, Threshold th, Shared& s
     int equal_rank, equal_total, rank, total;
     Scan(sh.scan).ExclusiveSum(equal, equal_rank, equal_total);
     __syncthreads();  // the scan's storage is used again
-    const int take = j < len && (key > th.key || (equal && equal_before + equal_rank < th.equal_taken));
+    const int take = j < len && (key > th.key || (equal && equal_before + equal_rank < th.equal_taken)) && keep(key);
     Scan(sh.scan).ExclusiveSum(take, rank, total);
     __syncthreads();
     if (j < len) emit(j, take, taken_before + rank, key);
     equal_before += equal_total, taken_before += total;
   }
+  return taken_before;
 }
 
 __global__ void __launch_bounds__(kThreads) sm90_f32_topk(TopkParams p) {
@@ -101,9 +103,11 @@ __global__ void __launch_bounds__(kThreads) sm90_f32_topk(TopkParams p) {
   const Threshold th = p.k > 0 ? kth_largest(keys, p.T, p.k, sh) : Threshold{UINT32_MAX, 0};
   const int visible = p.visible[i];
   int32_t* out = p.out + i * p.out_stride;
-  take_in_order(keys, p.T, th, sh, [&](int j, int take, int rank, uint32_t) {
-    if (take) out[rank] = j >= visible ? -1 : j;
-  });
+  take_in_order(
+      keys, p.T, th, sh, [](uint32_t) { return true; },
+      [&](int j, int take, int rank, uint32_t) {
+        if (take) out[rank] = j >= visible ? -1 : j;
+      });
 }
 
 __global__ void __launch_bounds__(kThreads) sm90_f32_candidate_blocks(CandidateBlocksParams p) {
@@ -115,11 +119,27 @@ __global__ void __launch_bounds__(kThreads) sm90_f32_candidate_blocks(CandidateB
   const int k = min(p.topk_blocks, blocks);
   const Threshold th = k > 0 ? kth_largest(keys, blocks, k, sh) : Threshold{UINT32_MAX, 0};
   const uint32_t unreachable = order_key(-INFINITY);
+  int32_t* out = p.blocks + i * p.blocks_stride;
+  const int kept = take_in_order(
+      keys, blocks, th, sh, [&](uint32_t key) { return key != unreachable; },
+      [&](int b, int take, int rank, uint32_t) {
+        if (take) out[rank] = b;
+      });
+  for (int j = kept + static_cast<int>(threadIdx.x); j < k; j += blockDim.x) out[j] = -1;
+}
+
+// Block per query row: the row cleared, then each listed block's columns set.
+__global__ void __launch_bounds__(kThreads) sm90_u8_candidate_mask(CandidateMaskParams p) {
+  const int64_t i = blockIdx.x;
   uint8_t* mask = p.mask + i * p.mask_stride;
-  take_in_order(keys, blocks, th, sh, [&](int b, int take, int, uint32_t key) {
-    const uint8_t kept = take && key != unreachable;
-    for (int c = b * p.block_size; c < min(p.T, (b + 1) * p.block_size); ++c) mask[c] = kept;
-  });
+  const int32_t* ids = p.blocks + i * p.blocks_stride;
+  for (int c = threadIdx.x; c < p.T; c += blockDim.x) mask[c] = 0;
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < static_cast<int64_t>(p.kb) * p.block_size; e += blockDim.x) {
+    const int32_t b = ids[e / p.block_size];
+    const int64_t c = int64_t{b} * p.block_size + e % p.block_size;
+    if (b >= 0 && c < p.T) mask[c] = 1;
+  }
 }
 
 __global__ void sm90_i32_paged_rows(PagedRowsParams p) {
@@ -144,6 +164,13 @@ cudaError_t launch_candidate_blocks(const CandidateBlocksParams& p) {
   if (p.n < 0 || p.T < 0 || p.block_size <= 0 || p.topk_blocks < 0) return cudaErrorInvalidValue;
   if (p.n == 0 || p.T == 0) return cudaSuccess;
   sm90_f32_candidate_blocks<<<p.n, kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_candidate_mask(const CandidateMaskParams& p) {
+  if (p.n < 0 || p.T < 0 || p.kb < 0 || p.block_size <= 0) return cudaErrorInvalidValue;
+  if (p.n == 0 || p.T == 0) return cudaSuccess;
+  sm90_u8_candidate_mask<<<p.n, kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -275,7 +275,7 @@ cudaError_t launch_compress_pool(const CompressPoolParams& p) {
 cudaError_t launch_engram_gate(const EngramGateParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_engram_gate<<<static_cast<unsigned>(p.n * p.hc), kThreads, 0, p.stream>>>(p);
+  sm90_bf16_engram_gate<<<static_cast<unsigned>(static_cast<int64_t>(p.n) * p.hc), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -20,8 +20,8 @@ constexpr unsigned kFull = 0xFFFFFFFFu;
 // logits[t, e] = fp32(x[t] . W[e]) / gate_temp, the dot product in double (exact products).
 __global__ void __launch_bounds__(kThreads) sm90_bf16_router_logits(RouterParams p) {
   __shared__ double part[kWarps];
-  const int e = blockIdx.x;
-  const int64_t t = blockIdx.y;
+  const int64_t t = blockIdx.x;  // tokens on grid.x: a prefill's may pass grid.y's 65,535
+  const int e = blockIdx.y;
   const uint16_t* x = p.x + t * p.x_stride;
   double dot = 0;
   for (int j = threadIdx.x; j < p.dim; j += kThreads) {
@@ -139,7 +139,7 @@ cudaError_t launch_router(const RouterParams& p) {
   if (p.n < 0 || p.dim <= 0 || p.k < 1 || p.k > kMaxK || p.k > p.experts || p.experts > kMaxExperts || !p.logits)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_router_logits<<<dim3(static_cast<unsigned>(p.experts), static_cast<unsigned>(p.n)), kThreads, 0,
+  sm90_bf16_router_logits<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>(p.experts)), kThreads, 0,
                             p.stream>>>(p);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   sm90_f32_router_select<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
