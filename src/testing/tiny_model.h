@@ -26,5 +26,7 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, 
 /// index, as the release) as the folder `dir`, replacing it whole if it exists
 /// (io/atomic_file.h: write_folder_atomic; stale temporary folders of interrupted runs removed).
 Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed);
+/// The same with another config for the tiny tokenizer (a variant of tiny_model_config's).
+Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, const ModelConfig& config);
 
 }  // namespace dsinfer
