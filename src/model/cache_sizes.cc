@@ -66,6 +66,12 @@ Result<CacheLayout> cache_layout(const CacheSizes& sizes, int64_t budget_bytes, 
                              human_bytes(static_cast<double>(one_sequence * l.block_bytes)), fits));
   }
   if (blocks >= (int64_t{1} << 30)) return error(ErrorKind::kInvalidArgument, "cache budget too large for its blocks");
+  // Cache rows are named by int32 ids (block tables, the paged-row lists the attention reads), so
+  // the positions a budget holds, all sequences together, stay below 2^31.
+  if (blocks * block_tokens >= (int64_t{1} << 31))
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("a cache budget of {} holds {} positions; at most 2^31 - 1 fit the 32-bit cache row ids",
+                             human_bytes(static_cast<double>(budget_bytes)), blocks * block_tokens));
   l.num_blocks = static_cast<int>(blocks);
   return l;
 }
