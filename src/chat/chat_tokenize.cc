@@ -10,3 +10,13 @@ std::vector<int32_t> tokenize_prompt(const Tokenizer& tokenizer, const ChatPromp
 }
 
 }  // namespace dsinfer
+
+namespace dsinfer {
+
+std::vector<int32_t> with_bos(const Tokenizer& tokenizer, std::vector<int32_t> ids) {
+  const auto bos = tokenizer.vocab().id_of(chat_tokens::kBos);
+  if (bos && (ids.empty() || ids.front() != *bos)) ids.insert(ids.begin(), *bos);
+  return ids;
+}
+
+}  // namespace dsinfer

@@ -16,7 +16,7 @@ namespace {
 struct GenerateOptions {
   std::string model, prompt, prompt_file;
   BackendFlags backend;
-  bool chat = false;
+  bool chat = false, no_bos = false;
   SamplingFlags sampling;
   ChatFlags chat_flags;
 };
@@ -43,7 +43,10 @@ int run_generate(GenerateOptions o) {
   auto tok = load_tokenizer(o.model);
   if (!tok.ok()) return report_error(tok.status());
   // Without --chat the prompt is the user's whole text, special tokens included.
-  std::vector<int32_t> ids = o.chat ? tokenize_prompt(*tok, prompt) : tok->encode(o.prompt);
+  // Without --chat: BOS first as the official encoder writes it (unless the text starts with one).
+  std::vector<int32_t> ids = o.chat     ? tokenize_prompt(*tok, prompt)
+                             : o.no_bos ? tok->encode(o.prompt)
+                                        : with_bos(*tok, tok->encode(o.prompt));
   auto model = load_model(o.model, o.backend);
   if (!model.ok()) return report_error(model.status());
   ReasoningPrinter printer(o.chat && chat->thinking);
@@ -64,7 +67,8 @@ void register_generate(CLI::App& app, CommandResult& result) {
   auto* p = cmd->add_option("--prompt", o->prompt, "Prompt text");
   auto* pf = cmd->add_option("--prompt-file", o->prompt_file, "File holding the prompt text");
   p->excludes(pf);
-  cmd->add_flag("--chat", o->chat, "Send the prompt as a user message in the chat encoding");
+  auto* chat = cmd->add_flag("--chat", o->chat, "Send the prompt as a user message in the chat encoding");
+  cmd->add_flag("--no-bos", o->no_bos, "Without --chat: do not put BOS before the prompt")->excludes(chat);
   add_sampling_flags(cmd, o->sampling);
   add_chat_flags(cmd, o->chat_flags);
   add_backend_flags(cmd, o->backend);

@@ -20,6 +20,7 @@ namespace {
 struct InspectOptions {
   std::string model;
   std::string config;
+  int64_t max_model_len = 0;
 };
 
 // Parameter counts in one unit chosen by the total, so the column reads like spec §1.5.
@@ -111,11 +112,13 @@ void print_cache(const ModelConfig& c) {
              compact.engram_history_per_token);
   fmt::print("  per sequence: window rings {}, compressor state {}\n", human_bytes(compact.window_per_sequence),
              human_bytes(compact.compressor_state_per_sequence));
-  fmt::print("  at {} tokens: {} per sequence\n", c.max_seq_len,
-             human_bytes(compact.per_token() * c.max_seq_len + compact.window_per_sequence +
-                         compact.compressor_state_per_sequence));
-  fmt::print("  reference layout (bf16 buffers): {:.0f} B per token, window rings {} per sequence\n", ref.per_token(),
-             human_bytes(ref.window_per_sequence));
+  fmt::print("  at the context ({} positions): {} per sequence\n", c.max_seq_len,
+             human_bytes(static_cast<double>(sequence_cache_bytes(compact, c.max_seq_len))));
+  fmt::print(
+      "  reference layout (bf16 buffers, what serve's --cache-memory plans with): {:.0f} B per token, window "
+      "rings {} per sequence, {} per sequence at the context\n",
+      ref.per_token(), human_bytes(ref.window_per_sequence),
+      human_bytes(static_cast<double>(sequence_cache_bytes(ref, c.max_seq_len))));
 }
 
 // The tokenizer loaded exactly as generate loads it (a folder generate cannot run fails here too),
@@ -141,7 +144,7 @@ Status check_tokenizer(const std::string& dir, const ModelConfig& c) {
 
 int run_inspect(const InspectOptions& o) {
   const std::filesystem::path source = o.model.empty() ? o.config : o.model;
-  auto config = load_model_config(source);
+  auto config = load_config_at_context(source, o.max_model_len);
   if (!config.ok()) return report_error(config.status());
   const ModelConfig& c = *config;
   const std::vector<TensorSpec> manifest = build_weight_manifest(c);
@@ -159,6 +162,10 @@ int run_inspect(const InspectOptions& o) {
   fmt::print("model: dim {}, {} layers + {} draft, {} heads x {}, {} routed experts (top-{}) + {} shared, vocab {}\n",
              c.dim, c.n_layers, c.n_draft_layers(), c.n_heads, c.head_dim, c.n_routed_experts, c.n_activated_experts,
              c.n_shared_experts, c.vocab_size);
+  const int64_t covered = c.covered_context();
+  fmt::print("context: {} positions{} (covered by the positions: {})\n", c.max_seq_len,
+             o.max_model_len > 0 ? " (--max-model-len)" : "",
+             covered > 0 ? fmt::format("{}", covered) : std::string("not stated"));
   fmt::print("formats: weights {}, experts {}; window {}, index top-{}, hyper-connections x{}\n", c.dtype,
              c.expert_dtype.value_or(c.dtype), c.window_size, c.index_topk, c.hc_mult);
   print_schedule(c);
@@ -176,6 +183,7 @@ void register_inspect(CLI::App& app, CommandResult& result) {
   auto* model = cmd->add_option("--model", opts->model, "Model folder (config.json, tokenizer.json, safetensors)");
   auto* config = cmd->add_option("--config", opts->config, "A config.json alone (no weights checked)");
   model->excludes(config);
+  add_max_model_len_flag(cmd, opts->max_model_len);
   cmd->callback([opts, &result] {
     if (opts->model.empty() && opts->config.empty()) {
       result.exit_code = usage_error("inspect needs --model DIR or --config FILE (see dsinfer inspect --help)");

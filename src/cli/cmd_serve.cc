@@ -41,10 +41,10 @@ int run_serve(const ServeOptions& o) {
   files.rlim_cur = files.rlim_max;
   ::setrlimit(RLIMIT_NOFILE, &files);
   if (static_cast<rlim_t>(o.max_connections) + kSpareDescriptors > files.rlim_cur)
-    return report_error(error(ErrorKind::kInvalidArgument,
-                              fmt::format("--max-connections {} needs {} file descriptors; the limit is {} (ulimit -n)",
-                                          o.max_connections, o.max_connections + kSpareDescriptors,
-                                          static_cast<uint64_t>(files.rlim_cur))));
+    return report_error(error(
+        ErrorKind::kInvalidArgument,
+        fmt::format("--max-connections {} needs {} file descriptors; the limit is {} (ulimit -n)", o.max_connections,
+                    o.max_connections + kSpareDescriptors, static_cast<uint64_t>(files.rlim_cur))));
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
   auto model = load_model(o.model, o.backend);
@@ -54,7 +54,10 @@ int run_serve(const ServeOptions& o) {
                             o.cache_block_tokens, mc.max_seq_len);
   if (!cache.ok())
     return report_error(
-        Status(cache.status().kind(), "--cache-memory / --cache-block-tokens: " + cache.status().message()));
+        Status(cache.status().kind(),
+               fmt::format("--cache-memory {:g} (GiB): {}; raise --cache-memory or lower --max-model-len "
+                           "(the context, now {})",
+                           o.cache_gib, cache.status().message(), mc.max_seq_len)));
   Engine engine(*model->model, *tok, {o.token_budget, o.max_running}, *cache);
   EngineLoop loop(engine, o.max_pending);
   server::ServerConfig config;

@@ -37,10 +37,12 @@ int report_error(const Status& status);
 /// A usage problem the flag parser cannot see (a missing one-of option): one line, exit code 2.
 int usage_error(std::string_view message);
 
-/// Where the model runs: `--device cpu` (default) or `cuda` (GPU 0), `--threads` for the CPU.
+/// Where and how the model runs: `--device cpu` (default) or `cuda` (GPU 0), `--threads` for the
+/// CPU, `--max-model-len N` the context (every command that runs the model takes them).
 struct BackendFlags {
   std::string device = "cpu";
   int threads = 0;
+  int64_t max_model_len = 0;  // 0: the config's context (docs/context.md)
 };
 void add_backend_flags(CLI::App* cmd, BackendFlags& flags);
 
@@ -51,6 +53,10 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
 };
 Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags);
+/// The config of `dir` at the context `--max-model-len` asks for (its own when 0); the flag's
+/// errors name it.
+Result<ModelConfig> load_config_at_context(const std::filesystem::path& source, int64_t max_model_len);
+void add_max_model_len_flag(CLI::App* cmd, int64_t& max_model_len);
 /// The model folder's tokenizer.json, loaded and validated (vocab, merges, regexes) as every
 /// command that runs the model needs it; `inspect` calls it too, so it passes no folder these refuse.
 Result<Tokenizer> load_tokenizer(const std::string& dir);

@@ -56,10 +56,26 @@ void add_backend_flags(CLI::App* cmd, BackendFlags& flags) {
   cmd->add_option("--device", flags.device, "Where the model runs: cpu or cuda (GPU 0)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--threads", flags.threads, "CPU threads (default: all)");
+  add_max_model_len_flag(cmd, flags.max_model_len);
+}
+
+void add_max_model_len_flag(CLI::App* cmd, int64_t& max_model_len) {
+  cmd->add_option("--max-model-len", max_model_len,
+                  "Context in positions (default: the config's; at most what the model's RoPE/YaRN covers)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+}
+
+Result<ModelConfig> load_config_at_context(const std::filesystem::path& source, int64_t max_model_len) {
+  DSINFER_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(source));
+  if (max_model_len > 0)
+    if (Status s = c.set_context(max_model_len); !s.ok())
+      return Status(s.kind(), fmt::format("--max-model-len {}: {}", max_model_len, s.message()));
+  return c;
 }
 
 Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags) {
   LoadedModel m;
+  if (flags.max_model_len > 0) DSINFER_RETURN_IF_ERROR(load_config_at_context(dir, flags.max_model_len).status());
   DSINFER_ASSIGN_OR_RETURN(m.backend, make_backend(flags));
   m.comm = std::make_unique<LocalCommunicator>();
   ProgressBar read_bar("loading weights"), upload_bar("copying weights to the GPU");
@@ -67,6 +83,7 @@ Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags
   options.prefault = fits_in_memory(dir);
   options.progress = [&read_bar](uint64_t done, uint64_t total) { read_bar.update(done, total); };
   options.upload_progress = [&upload_bar](uint64_t done, uint64_t total) { upload_bar.update(done, total); };
+  options.max_model_len = flags.max_model_len;
   DSINFER_ASSIGN_OR_RETURN(m.model, Model::load(dir, *m.backend, *m.comm, options));
   return m;
 }

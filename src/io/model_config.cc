@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -257,6 +258,32 @@ Result<Json> translate_hf(const Json& root, std::string_view what) {
   return out;
 }
 
+// HF `max_position_embeddings` (text_config's, else the root's); 0 when absent.
+Status read_max_position_embeddings(const Json& root, std::string_view what, ModelConfig* c) {
+  const Json& text = root.contains("text_config") ? root["text_config"] : root;
+  const Json* v = text.contains("max_position_embeddings")   ? &text["max_position_embeddings"]
+                  : root.contains("max_position_embeddings") ? &root["max_position_embeddings"]
+                                                             : nullptr;
+  if (!v) return {};
+  DSINFER_RETURN_IF_ERROR(read_integer(*v, what, "max_position_embeddings", &c->max_position_embeddings));
+  if (c->max_position_embeddings <= 0)
+    return bad_field(what, "max_position_embeddings", fmt::format("must be > 0, got {}", c->max_position_embeddings));
+  return {};
+}
+
+// Without an explicit max_seq_len the model runs at the context it covers (docs/context.md):
+// max_position_embeddings, else YaRN's original_seq_len x rope_factor, else ModelArgs' 4096.
+Status resolve_context(bool explicit_max_seq_len, std::string_view what, ModelConfig* c) {
+  if (explicit_max_seq_len) return {};
+  const int64_t covered = c->covered_context() > 0 ? c->covered_context() : ModelConfig{}.max_seq_len;
+  if (covered > std::numeric_limits<int>::max())
+    return error(ErrorKind::kInvalidConfig,
+                 fmt::format("{}: the covered context of {} positions is too large (at most {})", what, covered,
+                             std::numeric_limits<int>::max()));
+  c->max_seq_len = static_cast<int>(std::max<int64_t>(covered, 1));  // validate() names a bad factor
+  return {};
+}
+
 // Our field -> how an HF-style config spells it, for the missing-field message.
 std::map<std::string, std::string, std::less<>> hf_spellings() {
   std::map<std::string, std::string, std::less<>> m;
@@ -293,6 +320,33 @@ bool ModelConfig::is_kv_source(int layer) const {
 bool ModelConfig::is_index_source(int layer) const {
   return std::find(index_source_layers.begin(), index_source_layers.end(), layer) != index_source_layers.end();
 }
+int64_t ModelConfig::covered_context() const {
+  if (max_position_embeddings > 0) return max_position_embeddings;
+  if (original_seq_len > 0)
+    return static_cast<int64_t>(std::min(static_cast<double>(original_seq_len) * rope_factor, 0x1p62));
+  return 0;
+}
+
+int64_t ModelConfig::context_ceiling() const {
+  return std::max<int64_t>(covered_context(), max_seq_len);
+}
+
+Status ModelConfig::set_context(int64_t positions) {
+  const int64_t ceiling = context_ceiling();
+  if (positions < 1 || positions > ceiling) {
+    const std::string covers =
+        max_position_embeddings > 0 ? fmt::format("max_position_embeddings = {}", max_position_embeddings)
+        : original_seq_len > 0
+            ? fmt::format("YaRN: original_seq_len {} x rope_factor {:g}", original_seq_len, rope_factor)
+            : fmt::format("no YaRN; max_seq_len = {}", max_seq_len);
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("a context of {} positions is outside what this model's positions cover: 1 to {} ({})",
+                             positions, ceiling, covers));
+  }
+  max_seq_len = static_cast<int>(positions);
+  return {};
+}
+
 int ModelConfig::kv_source_of(int layer) const {
   int best = -1;
   for (int s : kv_source_layers)
@@ -357,9 +411,12 @@ Result<ModelConfig> parse_model_config(const Json& j, std::string_view what) {
     DSINFER_ASSIGN_OR_RETURN(Json translated, translate_hf(j, what));
     DSINFER_RETURN_IF_ERROR(apply_inference_json(translated, what, /*strict=*/false, &c));
     DSINFER_RETURN_IF_ERROR(check_required_fields(translated, c, fields, what, hf_spellings()));
+    DSINFER_RETURN_IF_ERROR(read_max_position_embeddings(j, what, &c));
+    DSINFER_RETURN_IF_ERROR(resolve_context(translated.contains("max_seq_len"), what, &c));
   } else {
     DSINFER_RETURN_IF_ERROR(apply_inference_json(j, what, /*strict=*/true, &c));
     DSINFER_RETURN_IF_ERROR(check_required_fields(j, c, fields, what, {}));
+    DSINFER_RETURN_IF_ERROR(resolve_context(j.contains("max_seq_len"), what, &c));
   }
   const Status s = c.validate();
   if (!s.ok()) return error(s.kind(), fmt::format("{}: {}", what, s.message()));

@@ -31,8 +31,11 @@ enum class AttentionRole : uint8_t {
 struct ModelConfig {
   // ---- runtime (size caches and tables; not model shape) ----
   int max_batch_size = 4;
-  int max_seq_len = 4096;
+  int max_seq_len = 4096;  // the context the model runs at (see context_ceiling and docs/context.md)
   double temperature = 1.0;
+  // The longest context the release says the model covers (HF `max_position_embeddings`); 0 when
+  // the config does not say. Not a ModelArgs field: the inference JSON neither reads nor writes it.
+  int64_t max_position_embeddings = 0;
 
   // ---- storage formats ----
   std::string dtype = "fp8";                        // "fp8" (e4m3 + 32x32 e8m0 scales) or "bf16"
@@ -135,6 +138,16 @@ struct ModelConfig {
   int activated_experts(int layer) const;
   /// Number of n-gram hash columns per Engram layer: (max_ngram - 1) * heads.
   int engram_hash_columns() const { return (engram_max_ngram_size - 1) * engram_n_heads; }
+
+  /// The most positions the model may run at: the covered context (max_position_embeddings, else
+  /// YaRN's original_seq_len x rope_factor) or an explicit max_seq_len beyond it, as the reference
+  /// runs any max_seq_len it is given.
+  int64_t context_ceiling() const;
+  /// The context the positions cover: max_position_embeddings, else original_seq_len x
+  /// rope_factor with YaRN, else 0 (unknown).
+  int64_t covered_context() const;
+  /// Runs the model at `positions` (`--max-model-len`): kInvalidArgument above context_ceiling().
+  Status set_context(int64_t positions);
 
   /// All fields as inference-style JSON (what `dsinfer inspect` and make-tiny write).
   Json to_json() const;

@@ -68,15 +68,23 @@ void check_shapes(const ModelConfig& c, Checker& k) {
   k.require(c.rope_head_dim % 2 == 0, "rope_head_dim", "must be even (RoPE rotates pairs)");
   k.require(c.rope_head_dim <= c.head_dim, "rope_head_dim", "must not exceed head_dim");
   k.require(c.rope_head_dim <= c.index_head_dim, "rope_head_dim", "must not exceed index_head_dim");
-  k.require(c.n_heads % c.o_groups == 0, "o_groups",
-            fmt::format("= {} must divide n_heads = {}", c.o_groups, c.n_heads));
-  // fp8 weights come in 32x32 blocks and every GEMM input is quantised in groups of 32.
-  const char* kBlocks = "fp8 weight blocks and activation groups are 32 wide";
-  k.multiple_of(c.dim, 32, "dim", kBlocks);
-  k.multiple_of(c.moe_inter_dim, 32, "moe_inter_dim", kBlocks);
-  k.multiple_of(c.q_lora_rank, 32, "q_lora_rank", kBlocks);
-  k.multiple_of(c.head_dim, 32, "head_dim", kBlocks);
-  k.multiple_of(c.o_lora_rank, 32, "o_lora_rank", kBlocks);
+  // The reference splits the attention output's n_heads x head_dim values into o_groups equal
+  // groups (a view), so a group may hold part of a head.
+  k.require(int64_t{c.n_heads} * c.head_dim % c.o_groups == 0, "o_groups",
+            fmt::format("= {} must divide n_heads x head_dim = {}", c.o_groups, int64_t{c.n_heads} * c.head_dim));
+  // What the reference's act_quant needs (its input's last dim in whole groups of 32): the input
+  // width of every act_quant'd GEMM (wq_a and wkv: dim; wq_b and the indexer's wq_b: q_lora_rank;
+  // the experts' w2: moe_inter_dim; wo_b: o_groups x o_lora_rank) and the window KV's fake-quant
+  // over head_dim. Output widths need nothing: fp8 scales cover ceil(out / 32) row blocks of the
+  // whole matrix, so o_lora_rank alone may be any width (wo_a's groups need not align to them).
+  const char* kGroups = "the reference's act_quant takes whole groups of 32";
+  k.multiple_of(c.dim, 32, "dim", kGroups);
+  k.multiple_of(c.moe_inter_dim, 32, "moe_inter_dim", kGroups);
+  k.multiple_of(c.q_lora_rank, 32, "q_lora_rank", kGroups);
+  k.multiple_of(c.head_dim, 32, "head_dim", kGroups);
+  k.require(int64_t{c.o_groups} * c.o_lora_rank % 32 == 0, "o_lora_rank",
+            fmt::format("x o_groups = {} x {} must be a multiple of 32 (wo_b's input; {})", c.o_lora_rank, c.o_groups,
+                        kGroups));
   k.multiple_of(c.index_head_dim, 32, "index_head_dim", "the indexer's fp4 groups are 32 wide");
   k.require(c.gate_temp > 0, "gate_temp", "must be > 0");
   k.require(c.route_scale > 0, "route_scale", "must be > 0");

@@ -40,6 +40,11 @@ CacheSizes reference_cache_sizes(const ModelConfig& c) {
   return sizes(c, {2.0 * c.head_dim, 2.0 * c.index_head_dim, 2.0 * c.head_dim, 8});
 }
 
+int64_t sequence_cache_bytes(const CacheSizes& sizes, int64_t positions) {
+  return static_cast<int64_t>(std::ceil(sizes.per_token() * static_cast<double>(positions))) +
+         sizes.window_per_sequence + sizes.compressor_state_per_sequence;
+}
+
 Result<CacheLayout> cache_layout(const CacheSizes& sizes, int64_t budget_bytes, int64_t block_tokens,
                                  int64_t max_positions) {
   if (block_tokens < 2 || block_tokens % 2 != 0)  // a block holds whole groups of every compress ratio
@@ -52,12 +57,21 @@ Result<CacheLayout> cache_layout(const CacheSizes& sizes, int64_t budget_bytes, 
       (sizes.window_per_sequence + sizes.compressor_state_per_sequence + l.block_bytes - 1) / l.block_bytes;
   const int64_t blocks = budget_bytes / l.block_bytes;
   const int64_t one_sequence = l.fixed_blocks + (max_positions + block_tokens - 1) / block_tokens;
-  if (blocks < one_sequence)
+  if (blocks < one_sequence) {
+    const int64_t fits = std::max<int64_t>(0, blocks - l.fixed_blocks) * block_tokens;
     return error(ErrorKind::kInvalidArgument,
-                 fmt::format("a cache budget of {} cannot hold one sequence of {} positions (needs {})",
+                 fmt::format("a cache budget of {} cannot hold one sequence at the context of {} positions (that "
+                             "needs {}; this budget holds {} positions)",
                              human_bytes(static_cast<double>(budget_bytes)), max_positions,
-                             human_bytes(static_cast<double>(one_sequence * l.block_bytes))));
+                             human_bytes(static_cast<double>(one_sequence * l.block_bytes)), fits));
+  }
   if (blocks >= (int64_t{1} << 30)) return error(ErrorKind::kInvalidArgument, "cache budget too large for its blocks");
+  // Cache rows are named by int32 ids (block tables, the paged-row lists the attention reads), so
+  // the positions a budget holds, all sequences together, stay below 2^31.
+  if (blocks * block_tokens >= (int64_t{1} << 31))
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("a cache budget of {} holds {} positions; at most 2^31 - 1 fit the 32-bit cache row ids",
+                             human_bytes(static_cast<double>(budget_bytes)), blocks * block_tokens));
   l.num_blocks = static_cast<int>(blocks);
   return l;
 }

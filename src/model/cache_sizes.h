@@ -28,6 +28,9 @@ CacheSizes compact_cache_sizes(const ModelConfig& c);
 /// The reference's buffers: bf16 everywhere, int64 token history.
 CacheSizes reference_cache_sizes(const ModelConfig& c);
 
+/// Bytes of one sequence's caches at `positions` (fixed parts included, no block rounding).
+int64_t sequence_cache_bytes(const CacheSizes& sizes, int64_t positions);
+
 /// A memory budget for the caches in blocks (the server's): a sequence of L positions holds the
 /// blocks of its fixed caches (every layer's window ring, the compressor's partial groups) plus
 /// one block per `block_tokens` positions of the caches that grow with it.

@@ -35,6 +35,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
     return error(ErrorKind::kUnsupported,
                  "the forward pass runs on one rank today (tensor parallelism is a later issue)");
   DSINFER_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  if (options.max_model_len > 0) DSINFER_RETURN_IF_ERROR(config.set_context(options.max_model_len));
   DSINFER_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
   DSINFER_RETURN_IF_ERROR(check_checkpoint(build_weight_manifest(config), ckpt));
   if (options.prefault) ckpt.prefault(options.progress);

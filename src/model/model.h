@@ -49,6 +49,7 @@ struct LoadOptions {
   bool prefault = false;                                        // read every weight page at load (Checkpoint::prefault)
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes read by the prefault
   std::function<void(uint64_t done, uint64_t total)> upload_progress;  // bytes copied to a GPU backend
+  int64_t max_model_len = 0;  // > 0: the context to run at instead of the config's (ModelConfig::set_context)
 };
 
 class Model {

@@ -39,6 +39,25 @@ class Binder {
 
   void own(Buffer b) { w_.owned.push_back(std::move(b)); }
 
+  // An fp8 weight [out, in] with 32 x 32 block scales as exact bf16 values (bf16 holds every
+  // e4m3 x 2^k the release stores).
+  Result<LinearWeight> dequantised_to_bf16(const LinearWeight& w) {
+    DSINFER_ASSIGN_OR_RETURN(Buffer buf, Buffer::allocate_host(static_cast<size_t>(w.out * w.in) * 2));
+    auto* values = buf.as<uint16_t>();
+    for (int64_t r = 0; r < w.out; ++r) {
+      const uint8_t* codes = w.weight.as<const uint8_t>() + r * w.weight.stride[0];
+      const uint8_t* scales = w.scale.as<const uint8_t>() + (r / 32) * w.scale.stride[0];
+      for (int64_t k = 0; k < w.in; ++k)
+        values[r * w.in + k] = f32_to_bf16(e4m3_to_f32(codes[k]) * e8m0_to_f32(scales[k / 32]));
+    }
+    LinearWeight out;
+    out.format = LinearFormat::kBf16;
+    out.out = w.out, out.in = w.in;
+    out.weight = buf.view(DType::kBF16, {w.out, w.in});
+    own(std::move(buf));
+    return out;
+  }
+
   Result<LinearWeight> linear(const std::string& prefix, LinearFormat format) {
     LinearWeight lw;
     lw.format = format;
@@ -82,6 +101,12 @@ Status bind_attention(Binder& b, const ModelConfig& c, int l, AttentionWeights& 
   // weights (spec §5.1): one LinearWeight view per group, rows [g * o_lora, (g + 1) * o_lora).
   DSINFER_ASSIGN_OR_RETURN(LinearWeight wo_a,
                            b.linear(p + "wo_a", f == LinearFormat::kFp8 ? LinearFormat::kFp8AsBf16 : f));
+  // The fp8 scales tile the whole matrix in 32 x 32 blocks (spec §12.3), not each group: when a
+  // group starts inside a block its rows cannot be a view with scales of their own, so the matrix
+  // is dequantised once, exactly, to bf16 (what the reference's convert.py does to all of wo_a).
+  if (wo_a.format == LinearFormat::kFp8AsBf16 && c.o_lora_rank % 32 != 0) {
+    DSINFER_ASSIGN_OR_RETURN(wo_a, b.dequantised_to_bf16(wo_a));
+  }
   for (int g = 0; g < c.o_groups; ++g) {
     LinearWeight gw = wo_a;
     gw.out = c.o_lora_rank;

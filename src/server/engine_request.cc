@@ -22,7 +22,7 @@ Result<EngineRequest> engine_request(const CompletionRequest& r, const Tokenizer
     DSINFER_ASSIGN_OR_RETURN(ChatPrompt prompt, encode_chat(r.messages, r.chat_options));
     e.prompt = tokenize_prompt(tok, prompt);
   } else {
-    e.prompt = tok.encode(r.prompt);
+    e.prompt = r.add_bos ? with_bos(tok, tok.encode(r.prompt)) : tok.encode(r.prompt);
   }
   const int64_t room = context - static_cast<int64_t>(e.prompt.size());
   if (room < 1)

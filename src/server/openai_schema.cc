@@ -251,6 +251,7 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
   } else {
     if (!j.contains("prompt") || !j["prompt"].is_string()) return invalid("prompt", "required, a string");
     r.prompt = j["prompt"].get<std::string>();
+    DSINFER_RETURN_IF_ERROR(read_bool(j, "add_special_tokens", &r.add_bos));
   }
   SamplingParams& s = r.sampling;
   DSINFER_RETURN_IF_ERROR(read_number(j, "temperature", &s.temperature));

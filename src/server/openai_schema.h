@@ -21,6 +21,7 @@ struct CompletionRequest {
   std::vector<ChatMessage> messages;  // chat
   ChatOptions chat_options;           // chat: thinking, reasoning effort, tools (none with tool_choice none)
   std::string prompt;                 // completions
+  bool add_bos = true;                // completions: BOS first unless there (`add_special_tokens`, as vLLM)
   SamplingParams sampling;
   std::optional<int> max_tokens;  // none: until the context is full
   std::vector<std::string> stop;

@@ -235,6 +235,12 @@ Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, in
   DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::from_json(tokenizer, "tiny tokenizer"));
   DSINFER_ASSIGN_OR_RETURN(ModelConfig config, tiny_model_config(vocab));
   if (max_seq_len > 0) config.max_seq_len = max_seq_len;
+  return write_tiny_checkpoint(dir, seed, config);
+}
+
+Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, const ModelConfig& config) {
+  DSINFER_RETURN_IF_ERROR(config.validate());
+  const Json tokenizer = make_tiny_tokenizer_json(kTinyTokenizerMerges);
   const Json tokenizer_config = {
       {"tokenizer_class", "PreTrainedTokenizerFast"}, {"bos_token", TinyTokenizerSpecials::kBos},
       {"eos_token", TinyTokenizerSpecials::kEos},     {"pad_token", TinyTokenizerSpecials::kEos},

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <tuple>
 #include <string>
+#include <tuple>
 
 #include "io/json.h"
 #include "io/safetensors.h"
@@ -51,6 +51,44 @@ TEST(Cli, InspectFlashConfigPrintsTheSpecSizes) {
   const CliRun hf = run("inspect --config " + (testing::data_dir() / "configs/v41_flash_hf.json").string());
   ASSERT_EQ(hf.code, 0) << hf.out;
   EXPECT_HAS(hf.out, "total                   763.2 B");
+}
+
+// The release's context (max_position_embeddings 1,048,576), --max-model-len within it, the cache
+// a sequence needs at it; more than the YaRN range is refused naming the flag and the range.
+TEST(Cli, ContextFromTheConfigAndMaxModelLen) {
+  const std::string hf = "inspect --config " + (testing::data_dir() / "configs/v41_flash_hf.json").string();
+  const CliRun full = run(hf);
+  ASSERT_EQ(full.code, 0) << full.out;
+  EXPECT_HAS(full.out, "context: 1048576 positions (covered by the positions: 1048576)");
+  EXPECT_HAS(full.out, "at the context (1048576 positions): 896.8 MiB per sequence");  // 894 B x 2^20 + rings
+  EXPECT_HAS(full.out, "3.1 GiB per sequence at the context");
+  const CliRun lower = run(hf + " --max-model-len 131072");
+  ASSERT_EQ(lower.code, 0) << lower.out;
+  EXPECT_HAS(lower.out, "context: 131072 positions (--max-model-len)");
+  const CliRun over = run(hf + " --max-model-len 1048577");
+  EXPECT_EQ(over.code, 2);
+  EXPECT_HAS(over.out, "--max-model-len 1048577");
+  EXPECT_HAS(over.out, "1 to 1048576 (max_position_embeddings = 1048576)");
+
+  testing::TempDir dir;
+  ASSERT_EQ(run("make-tiny --out " + dir.path().string()).code, 0);
+  const std::string model = " --model " + dir.path().string();
+  const CliRun short_context = run("generate" + model + " --prompt hi --max-tokens 100 --max-model-len 64");
+  EXPECT_EQ(short_context.code, 2);
+  EXPECT_HAS(short_context.out, "exceeds the context of 64 tokens");
+  // YaRN from 1024 x 16 covers 16,384 positions: the tiny model may run at more than its 4,096.
+  const CliRun raised = run("generate" + model + " --prompt hi --max-tokens 2 --max-model-len 16384 --temperature 0");
+  EXPECT_EQ(raised.code, 0) << raised.out;
+  EXPECT_HAS(run("generate" + model + " --prompt hi --max-tokens 20000 --max-model-len 16384").out,
+             "exceeds the context of 16384 tokens");
+  EXPECT_HAS(run("generate" + model + " --prompt hi --max-model-len 16385").out,
+             "1 to 16384 (YaRN: original_seq_len 1024 x rope_factor 16)");
+  // serve: a cache budget too small for one sequence at the context names both and what to change.
+  const CliRun small = run("serve" + model + " --port 0 --cache-memory 0.001");
+  EXPECT_EQ(small.code, 2);
+  EXPECT_HAS(small.out, "--cache-memory 0.001 (GiB)");
+  EXPECT_HAS(small.out, "one sequence at the context of 4096 positions");
+  EXPECT_HAS(small.out, "raise --cache-memory or lower --max-model-len");
 }
 
 TEST(Cli, InspectFixturesAndTinyModel) {
@@ -248,7 +286,15 @@ TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
   ASSERT_EQ(a.code, 0) << a.out;
   // Same seed, same text (the timing line on stderr follows the text).
   EXPECT_EQ(a.out.substr(0, a.out.rfind("prompt ")), b.out.substr(0, b.out.rfind("prompt ")));
-  EXPECT_HAS(a.out, "prompt 3 tokens");
+  EXPECT_HAS(a.out, "prompt 4 tokens");  // BOS + 3 (add_default_bos_token)
+  const CliRun no_bos = run(base + " --temperature 0 --no-bos");
+  EXPECT_EQ(no_bos.code, 0) << no_bos.out;
+  EXPECT_HAS(no_bos.out, "prompt 3 tokens");
+  // A BOS the prompt already starts with is not doubled.
+  const CliRun own_bos = run("generate --model " + dir.path().string() +
+                             " --prompt '<｜begin▁of▁sentence｜>Hello there' --max-tokens 2 --temperature 0");
+  EXPECT_EQ(own_bos.code, 0) << own_bos.out;
+  EXPECT_HAS(own_bos.out, "prompt 4 tokens");
   EXPECT_HAS(a.out, "generated 12 tokens");
   const CliRun greedy = run(base + " --temperature 0");
   EXPECT_EQ(greedy.code, 0) << greedy.out;
@@ -320,7 +366,6 @@ TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_HAS(bad.out, "bad.jsonl:1: -5 is not a token id");
 }
-
 
 // render-chat and parse-completion: every public golden case of the official encoder and parser,
 // one output line per case in order.

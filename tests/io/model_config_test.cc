@@ -107,7 +107,8 @@ TEST(ModelConfig, ValidationNamesTheField) {
   EXPECT_MENTIONS(error_with("index_source_layers", Json::array({2, 4, 5, 5})), "strictly increasing");
   EXPECT_MENTIONS(error_with("index_source_layers", Json::array({2, 5})), "must include kv source 4");
   EXPECT_MENTIONS(error_with("compress_ratios", Json::array({0, 0, 2, 1, 1, 1, 1})), "would read kv source 2");
-  EXPECT_MENTIONS(error_with("n_heads", 3), "'o_groups'");
+  EXPECT_MENTIONS(error_with("o_groups", 5), "'o_groups' = 5 must divide n_heads x head_dim = 512");
+  EXPECT_MENTIONS(error_with("o_lora_rank", 12), "'o_lora_rank' x o_groups = 12 x 2 must be a multiple of 32");
   EXPECT_MENTIONS(error_with("dim", 200), "'dim' = 200 must be a multiple of 32");
   EXPECT_MENTIONS(error_with("dtype", "int4"), "'dtype' = \"int4\" is not one of");
   EXPECT_MENTIONS(error_with("expert_dtype", "nf4"), "expert_dtype");
@@ -188,6 +189,69 @@ TEST(ModelConfig, HuggingFaceChecks) {
   bad = *j;
   bad["text_config"]["sliding_window"] = -1;
   EXPECT_MENTIONS(parse_model_config(bad, "hf").status().message(), "'window_size' must be > 0");
+}
+
+// The context as the release spells it (docs/context.md): the HF max_position_embeddings, the
+// inference config's YaRN range, an explicit max_seq_len over both.
+TEST(ModelConfig, ContextFromTheReleaseConfig) {
+  const ModelConfig hf = load("configs/v41_flash_hf.json");
+  EXPECT_EQ(hf.max_seq_len, 1048576);
+  EXPECT_EQ(hf.max_position_embeddings, 1048576);
+  EXPECT_EQ(hf.context_ceiling(), 1048576);
+  const ModelConfig inf = load("configs/v41_flash_inference.json");  // no max_seq_len: 65536 x 16
+  EXPECT_EQ(inf.max_seq_len, 1048576);
+  EXPECT_EQ(inf.max_position_embeddings, 0);
+  EXPECT_EQ(inf.context_ceiling(), 1048576);
+  EXPECT_EQ(load("v41-tiny-a/checkpoint").max_seq_len, 4096 * 16);  // YaRN from 4096, factor 16
+
+  auto j = read_json_file(testing::data_dir() / "configs/v41_flash_hf.json");
+  ASSERT_TRUE(j.ok());
+  Json set = *j;
+  set["text_config"]["max_position_embeddings"] = 200000;  // a smaller stated range wins over YaRN's
+  EXPECT_EQ(parse_model_config(set, "hf")->max_seq_len, 200000);
+  set["max_seq_len"] = 8192;  // the runtime field, where a config sets it, decides
+  auto explicit_len = parse_model_config(set, "hf");
+  ASSERT_TRUE(explicit_len.ok());
+  EXPECT_EQ(explicit_len->max_seq_len, 8192);
+  EXPECT_EQ(explicit_len->context_ceiling(), 200000);
+  set["text_config"]["max_position_embeddings"] = 0;
+  EXPECT_MENTIONS(parse_model_config(set, "hf").status().message(), "'max_position_embeddings' must be > 0");
+  Json no_yarn = *j;  // nothing stated, no YaRN: ModelArgs' default
+  no_yarn["text_config"].erase("max_position_embeddings");
+  no_yarn["text_config"]["rope_scaling"]["original_max_position_embeddings"] = 0;
+  EXPECT_EQ(parse_model_config(no_yarn, "hf")->max_seq_len, 4096);
+}
+
+TEST(ModelConfig, SetContextStaysWithinWhatThePositionsCover) {
+  ModelConfig c = load("configs/v41_flash_hf.json");
+  ASSERT_TRUE(c.set_context(131072).ok());
+  EXPECT_EQ(c.max_seq_len, 131072);
+  EXPECT_EQ(c.context_ceiling(), 1048576);
+  ASSERT_TRUE(c.set_context(1048576).ok());  // back up to what the model supports
+  const Status over = c.set_context(1048577);
+  EXPECT_EQ(over.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_MENTIONS(over.message(), "1 to 1048576 (max_position_embeddings = 1048576)");
+  EXPECT_EQ(c.max_seq_len, 1048576);
+  ModelConfig inf = load("configs/v41_flash_inference.json");
+  EXPECT_MENTIONS(inf.set_context(2000000).message(), "YaRN: original_seq_len 65536 x rope_factor 16");
+  ModelConfig tiny = load("v41-tiny-a/checkpoint");
+  tiny.original_seq_len = 0;  // no YaRN: only the config's own max_seq_len is covered
+  EXPECT_MENTIONS(tiny.set_context(tiny.max_seq_len + 1).message(), "no YaRN");
+  EXPECT_TRUE(tiny.set_context(256).ok());
+  EXPECT_FALSE(tiny.set_context(0).ok());
+}
+
+// Widths the reference takes that once were refused (spec §4 of issue 24): o_lora_rank needs only
+// o_groups x o_lora_rank in whole act_quant groups, o_groups only to split n_heads x head_dim.
+TEST(ModelConfig, AcceptsWhatTheReferenceAccepts) {
+  auto base = read_json_file(testing::data_dir() / "v41-tiny-a/checkpoint/config.json");
+  ASSERT_TRUE(base.ok());
+  Json j = *base;
+  j["o_lora_rank"] = 48;  // x 2 groups = 96
+  EXPECT_TRUE(parse_model_config(j, "cfg").ok()) << parse_model_config(j, "cfg").status().to_string();
+  j = *base;
+  j["n_heads"] = 3;  // 3 x 128 in 2 groups of 192: a group holds part of a head
+  EXPECT_TRUE(parse_model_config(j, "cfg").ok()) << parse_model_config(j, "cfg").status().to_string();
 }
 
 TEST(ModelConfig, MissingOrBrokenFile) {

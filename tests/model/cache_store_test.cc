@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "model/cache_sizes.h"
 #include "model/cache_store.h"
 #include "testing/config_builder.h"
 #include "testing/tiny_model.h"
@@ -18,6 +19,19 @@ ModelConfig config() {
   auto c = tiny_model_config(*vocab);
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return *c;
+}
+
+// Cache rows are int32 ids: a budget of more than 2^31 positions (all sequences together) is
+// refused instead of wrapping them; one of 2^30 is planned.
+TEST(CacheLayout, PositionsStayWithinTheRowIds) {
+  CacheSizes one_byte;
+  one_byte.compressed_kv_per_token = 1;
+  auto fits = cache_layout(one_byte, int64_t{1} << 30, 256, 1 << 20);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  EXPECT_EQ(int64_t{fits->num_blocks} * fits->block_tokens, int64_t{1} << 30);
+  auto wraps = cache_layout(one_byte, int64_t{4} << 30, 256, 1 << 20);
+  ASSERT_FALSE(wraps.ok());
+  EXPECT_NE(wraps.status().message().find("32-bit cache row ids"), std::string::npos) << wraps.status().message();
 }
 
 TEST(CacheStore, BlocksComeBackWhenTheTableGoes) {

@@ -183,9 +183,27 @@ TEST_F(HttpServerTest, KeyPolicyMethodsAndTransportErrorsInOpenAiShape) {
   EXPECT_EQ(status_and_code(raw("GET / HTTP/1.1\r\nHost: x\r\nX: " + std::string(100000, 'a') + "\r\n\r\n")),
             (std::pair<std::string, int>("431", 431)));
   std::string chunked =
-      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\nTransfer-Encoding: chunked\r\n\r\n";
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n";
   for (int i = 0; i < 3; ++i) chunked += fmt::format("{:x}\r\n{}\r\n", 1 << 15, std::string(1 << 15, ' '));
   EXPECT_EQ(status_and_code(raw(chunked)), (std::pair<std::string, int>("413", 413)));
+}
+
+// /v1/completions: BOS first as the official encoder's add_default_bos_token, not doubled when the
+// prompt starts with it, left out with add_special_tokens false.
+TEST_F(HttpServerTest, CompletionsPutBosFirst) {
+  auto c = client();
+  const auto prompt_tokens = [&](const std::string& body) {
+    auto r = c.Post("/v1/completions", body, "application/json");
+    EXPECT_TRUE(r);
+    if (!r) return int64_t{-1};
+    EXPECT_EQ(r->status, 200) << r->body;
+    return Json::parse(r->body)["usage"]["prompt_tokens"].get<int64_t>();
+  };
+  const int64_t bare = tiny_.tok->encode("Once upon").size();
+  EXPECT_EQ(prompt_tokens(R"({"prompt": "Once upon", "max_tokens": 1})"), bare + 1);
+  EXPECT_EQ(prompt_tokens(R"({"prompt": "<｜begin▁of▁sentence｜>Once upon", "max_tokens": 1})"), bare + 1);
+  EXPECT_EQ(prompt_tokens(R"({"prompt": "Once upon", "max_tokens": 1, "add_special_tokens": false})"), bare);
 }
 
 TEST_F(HttpServerTest, LogprobsAndAForcedToolCall) {

@@ -35,6 +35,19 @@ TEST(OpenAiSchema, ChatRequestWithEveryField) {
   ASSERT_EQ(r->chat_options.tools.size(), 1u);
 }
 
+// /v1/completions puts BOS first unless add_special_tokens (vLLM's name) is false.
+TEST(OpenAiSchema, CompletionsAddSpecialTokens) {
+  const auto plain = parse_completion_request(R"({"prompt": "hi"})", false, "dsinfer");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_TRUE(plain->add_bos);
+  const auto off = parse_completion_request(R"({"prompt": "hi", "add_special_tokens": false})", false, "dsinfer");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_FALSE(off->add_bos);
+  const auto bad = parse_completion_request(R"({"prompt": "hi", "add_special_tokens": 0})", false, "dsinfer");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("add_special_tokens"), std::string::npos) << bad.status().message();
+}
+
 TEST(OpenAiSchema, ThinkingSwitchesAndToolChoiceNone) {
   auto r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "disabled"}})");
   ASSERT_TRUE(r.ok());
