@@ -107,7 +107,8 @@ TEST_F(LongLaunchCuda, RouterOfMoreTokensThanGridY) {
                  1.0, 1.5, true, false, host_view(want_idx.data(), DType::kI32, {1, k}),
                  host_view(want_wt.data(), DType::kF32, {1, k})});
     EXPECT_EQ(std::vector<int32_t>(&idx[t * k], &idx[t * k] + k), want_idx) << "token " << t;
-    EXPECT_EQ(std::vector<float>(&wt[t * k], &wt[t * k] + k), want_wt) << "token " << t;
+    for (int64_t j = 0; j < k; ++j)  // the weights within the router test's bound (router_cuda_test.cc)
+      EXPECT_NEAR(wt[t * k + j], want_wt[j], 1e-5f * std::fabs(want_wt[j])) << "token " << t << ", choice " << j;
   }
   cudaFree(dx), cudaFree(dw), cudaFree(dbias), cudaFree(didx), cudaFree(dwt);
 }
