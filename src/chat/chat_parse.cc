@@ -132,7 +132,14 @@ ParsedCompletion parse_completion(std::string_view text, bool thinking) {
   if (!text.ends_with(tok::kEos)) whole += tok::kEos;
   if (auto parsed = parse_completion_strict(whole, thinking); parsed.ok()) return std::move(*parsed);
   ParsedCompletion plain;
-  plain.content = whole.substr(0, whole.size() - tok::kEos.size());
+  const std::string_view body = std::string_view(whole).substr(0, whole.size() - tok::kEos.size());
+  // A reply cut off (max_tokens) before `</think>` is reasoning that did not finish, as a stream
+  // delivers it, not content; anything else the official parser refuses is plain content.
+  if (thinking && body.find(tok::kThinkEnd) == std::string_view::npos &&
+      body.find(tok::kThinkStart) == std::string_view::npos)
+    plain.reasoning_content = std::string(body);
+  else
+    plain.content = std::string(body);
   return plain;
 }
 

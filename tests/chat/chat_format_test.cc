@@ -87,9 +87,10 @@ TEST(ChatParse, RefusedCompletionsReachTheClientAsContent) {
   ParsedCompletion p = parse_completion("think hard</think>The answer is 4.", true);  // EOS not written
   EXPECT_EQ(p.reasoning_content, "think hard");
   EXPECT_EQ(p.content, "The answer is 4.");
+  // Cut off before </think> (max_tokens): unfinished reasoning, as a stream delivers it.
   p = parse_completion("never closed", true);
-  EXPECT_EQ(p.reasoning_content, "");
-  EXPECT_EQ(p.content, "never closed");
+  EXPECT_EQ(p.reasoning_content, "never closed");
+  EXPECT_EQ(p.content, "");
   p = parse_completion("plain </think> text", false);
   EXPECT_EQ(p.content, "plain </think> text");
   const std::string junk =

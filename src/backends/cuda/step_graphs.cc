@@ -12,6 +12,8 @@ namespace {
 
 using cuda::check_cuda;
 
+constexpr size_t kFirstUploadBytes = size_t{8} << 20;  // room for a step's uploads at V4.1-Flash shapes
+
 // Room to grow: a regrown buffer drops every kept graph.
 size_t grown(size_t needed) {
   return needed + needed / 2;
@@ -41,10 +43,12 @@ bool CudaStepGraphs::begin_capture() {
   }
   // The kept graphs' uploads read the pinned buffer this capture rewrites, and they may still run.
   check_cuda(cudaStreamSynchronize(stream_), "graph uploads");
-  // What the last capture uploaded, at a fresh address: the kept graphs name the old one.
-  if (upload_needed_ > upload_bytes_) {
+  // What the last capture uploaded, at a fresh address: the kept graphs name the old one. The
+  // first capture gets room too: an upload that misses this buffer goes through the backend's
+  // staging ring, which cannot move to its other half inside a capture.
+  if (upload_needed_ > upload_bytes_ || upload_bytes_ == 0) {
     cudaFreeHost(uploads_buffer_);
-    upload_bytes_ = grown(upload_needed_);
+    upload_bytes_ = grown(std::max(upload_needed_, kFirstUploadBytes));
     check_cuda(cudaMallocHost(&uploads_buffer_, upload_bytes_), "graph uploads");
     ++generation_;
   }
