@@ -75,20 +75,19 @@ Result<OrderedJson> parse_case(const OrderedJson& c) {
 }  // namespace
 
 void register_chat_encoding(CLI::App& app, CommandResult& result) {
-  auto input = std::make_shared<std::string>();
-  CLI::App* render = app.add_subcommand("render-chat", "Encode chat cases (JSON lines) into V4.1 prompts");
-  render->add_option("--input", *input, "JSON lines of {messages, tools, options}")->required();
-  render->callback([input, &result] {
-    const Status s = for_each_case(*input, render_case);
-    result.exit_code = s.ok() ? 0 : report_error(s);
-  });
-  auto parse_input = std::make_shared<std::string>();
-  CLI::App* parse = app.add_subcommand("parse-completion", "Parse completions (JSON lines) as the official parser");
-  parse->add_option("--input", *parse_input, "JSON lines of {completion, options: {thinking_mode}}")->required();
-  parse->callback([parse_input, &result] {
-    const Status s = for_each_case(*parse_input, parse_case);
-    result.exit_code = s.ok() ? 0 : report_error(s);
-  });
+  const auto add = [&](const char* name, const char* about, const char* input_help, auto each_case) {
+    auto input = std::make_shared<std::string>();
+    CLI::App* cmd = app.add_subcommand(name, about);
+    cmd->add_option("--input", *input, input_help)->required();
+    cmd->callback([input, each_case, &result] {
+      const Status s = for_each_case(*input, each_case);
+      result.exit_code = s.ok() ? 0 : report_error(s);
+    });
+  };
+  add("render-chat", "Encode chat cases (JSON lines) into V4.1 prompts", "JSON lines of {messages, tools, options}",
+      render_case);
+  add("parse-completion", "Parse completions (JSON lines) as the official parser",
+      "JSON lines of {completion, options: {thinking_mode}}", parse_case);
 }
 
 }  // namespace dsinfer::cli

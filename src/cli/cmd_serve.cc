@@ -85,7 +85,7 @@ int run_serve(const ServeOptions& o) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::fputs("dsinfer: stopping\n", stderr);
-  http.stop();        // no new connections; the serving thread then joins the handlers
+  http.stop();       // no new connections; the serving thread then joins the handlers
   loop.shut_down();  // at the next step: handlers waiting on their requests return; later ones are refused
   serving.join();
   if (!served.ok()) return report_error(served);

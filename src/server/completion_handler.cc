@@ -13,7 +13,7 @@ namespace dsinfer::server {
 namespace {
 
 constexpr std::string_view kJson = "application/json";
-constexpr int kCheckMs = 100;            // how often a waiting request looks at its client
+constexpr int kCheckMs = 100;              // how often a waiting request looks at its client
 constexpr int kStreamKeepAliveMs = 15000;  // a comment event after this long without one: proxies keep the stream
 
 std::string random_hex(int digits) {
@@ -38,8 +38,10 @@ std::string finish_name(FinishReason f, bool tool_calls) {
 // cancelled). `idle` runs after kCheckMs without an output; false from it counts as gone.
 class OutputWaiter {
  public:
-  OutputWaiter(OutputStream& outputs, http::HttpExchange& ex, EngineLoop& loop) : outputs_(outputs), ex_(ex), loop_(loop) {}
-  bool next(RequestOutput* out, const std::function<bool()>& idle = [] { return true; }) {
+  OutputWaiter(OutputStream& outputs, http::HttpExchange& ex, EngineLoop& loop)
+      : outputs_(outputs), ex_(ex), loop_(loop) {}
+  bool next(
+      RequestOutput* out, const std::function<bool()>& idle = [] { return true; }) {
     for (;;) {
       bool timed_out = false;
       const bool got = outputs_.next_for(out, kCheckMs, &timed_out);
@@ -100,8 +102,8 @@ void stream_response(OutputStream& outputs, const CompletionRequest& request, co
   const http::Header no_buffering[] = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
   if (!ex.start_stream(200, "text/event-stream", no_buffering)) return route.loop.cancel(outputs.id());
   ChatStreamParser parser(request.chat && request.chat_options.thinking);  // holds back a possible tag or call
-  bool first = true;    // chat: the first chunk carries the role
-  int64_t offset = 0;   // the completion's text length so far (logprob offsets)
+  bool first = true;                                                       // chat: the first chunk carries the role
+  int64_t offset = 0;  // the completion's text length so far (logprob offsets)
   auto last_event = std::chrono::steady_clock::now();
   auto keep_alive = [&] {
     const auto now = std::chrono::steady_clock::now();
@@ -149,7 +151,8 @@ void stream_response(OutputStream& outputs, const CompletionRequest& request, co
     } else {
       ok = write(completion_chunk_event(header, out.text, finish_name(out.finish, false), logprobs));
     }
-    if (ok && request.include_usage) ok = write(usage_event(header, request.chat, {out.prompt_tokens, out.completion_tokens}));
+    if (ok && request.include_usage)
+      ok = write(usage_event(header, request.chat, {out.prompt_tokens, out.completion_tokens}));
     if (ok) write(std::string(kDoneEvent));
     break;
   }

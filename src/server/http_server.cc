@@ -22,12 +22,6 @@ std::pair<std::string, std::string> http_error_body(int status, std::string_view
   return {error_body(status, message), std::string(kJson)};
 }
 
-void send_http_error(http::HttpExchange& ex, int status, std::string_view message,
-                     std::span<const http::Header> extra = {}) {
-  auto [body, type] = http_error_body(status, message);
-  ex.respond(status, type, body, extra);
-}
-
 // Compares in time that depends only on the lengths, so that response times do not tell how much
 // of a guessed key is right.
 bool same_secret(std::string_view a, std::string_view b) {
@@ -80,10 +74,8 @@ struct Route {
 // /health answers without the key (a liveness probe that tells nothing); /metrics shows the
 // traffic, so it needs the key when the server has one, as the /v1/ routes do.
 constexpr std::array kRoutes = {
-    Route{"/health", "GET", false},
-    Route{"/metrics", "GET", true},
-    Route{"/v1/models", "GET", true},
-    Route{"/v1/chat/completions", "POST", true},
+    Route{"/health", "GET", false},         Route{"/metrics", "GET", true},
+    Route{"/v1/models", "GET", true},       Route{"/v1/chat/completions", "POST", true},
     Route{"/v1/completions", "POST", true},
 };
 
@@ -134,8 +126,7 @@ std::optional<http::Refusal> HttpServer::refusal(const http::HttpRequest& req) c
 }
 
 void HttpServer::handle(http::HttpExchange& ex) {
-  const http::HttpRequest& req = ex.request();
-  if (std::optional<http::Refusal> r = refusal(req)) return send_http_error(ex, r->status, r->message, r->headers);
+  const http::HttpRequest& req = ex.request();  // its head passed refusal() (the transport's head_check)
   if (req.path == "/health") return ex.respond(200, kJson, R"({"status": "ok"})");
   if (req.path == "/metrics") return ex.respond(200, "text/plain; version=0.0.4", metrics_text(loop_.stats()));
   if (req.path == "/v1/models") return ex.respond(200, kJson, models_body(config_.model_name));

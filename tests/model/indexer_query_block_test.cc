@@ -2,14 +2,7 @@
 // one block's scores, not s x T): each query's selections are its own, so blocks of 1, 3 and 7
 // queries give bitwise the logits of one block, on both fixtures, for the 40-token prompt's
 // prefill and the decode steps after it.
-#include <gtest/gtest.h>
-
-#include <cstring>
-
-#include "backends/cpu/cpu_backend.h"
-#include "io/json.h"
-#include "test_util.h"
-#include "testing/golden_run.h"
+#include "model/same_logits.h"
 
 namespace dsinfer {
 namespace {
@@ -17,34 +10,25 @@ namespace {
 class IndexerQueryBlock : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(IndexerQueryBlock, EqualsOneBlockBitForBit) {
-  const std::filesystem::path dir = testing::data_dir() / GetParam();
-  CpuBackend backend(2);
-  LocalCommunicator comm;
-  auto model = Model::load(dir / "checkpoint", backend, comm);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto meta = read_json_file(dir / "golden.json");
-  ASSERT_TRUE(meta.ok());
-  const std::vector<int32_t> prompt = (*meta)["prompts"][0].get<std::vector<int32_t>>();
+  testing::FixtureModel fx;
+  ASSERT_NO_FATAL_FAILURE(testing::load_fixture(GetParam(), &fx));
+  Model& model = *fx.model;
+  const std::vector<int32_t>& prompt = fx.prompt;
   ASSERT_GE(prompt.size(), 40u);
   const std::vector<std::vector<int32_t>> prompts = {{prompt.begin(), prompt.begin() + 40}};
   GoldenRunOptions o;
   o.steps = 2;
-  ASSERT_EQ((*model)->indexer_query_block(40), Model::kIndexerScoreBytes / (40 * 4));  // 40 queries: one block
-  auto one_block = run_golden_experiment(**model, prompts, o);
+  ASSERT_EQ(model.indexer_query_block(40), Model::kIndexerScoreBytes / (40 * 4));  // 40 queries: one block
+  auto one_block = run_golden_experiment(model, prompts, o);
   ASSERT_TRUE(one_block.ok()) << one_block.status().to_string();
   for (int64_t rows : {1, 3, 7}) {
-    (*model)->set_indexer_query_block(rows);
-    auto blocked = run_golden_experiment(**model, prompts, o);
+    model.set_indexer_query_block(rows);
+    auto blocked = run_golden_experiment(model, prompts, o);
     ASSERT_TRUE(blocked.ok()) << blocked.status().to_string();
-    ASSERT_EQ(blocked->logits.size(), one_block->logits.size());
-    for (int64_t f = 0; f < one_block->forwards; ++f) {
-      const size_t row = f * one_block->vocab;
-      EXPECT_EQ(std::memcmp(&blocked->logits[row], &one_block->logits[row], one_block->vocab * sizeof(float)), 0)
-          << "blocks of " << rows << " queries: forward " << f << " differs";
-    }
+    testing::expect_same_logits(*blocked, *one_block, "blocks of " + std::to_string(rows) + " queries");
   }
-  (*model)->set_indexer_query_block(0);
-  EXPECT_EQ((*model)->indexer_query_block(1 << 20), Model::kIndexerScoreBytes / (int64_t{4} << 20));
+  model.set_indexer_query_block(0);
+  EXPECT_EQ(model.indexer_query_block(1 << 20), Model::kIndexerScoreBytes / (int64_t{4} << 20));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, IndexerQueryBlock, ::testing::Values("v41-tiny-a", "v41-tiny-b"));

@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "model/same_logits.h"
 #include "test_util.h"
 #include "testing/golden_run.h"
 #include "testing/tiny_model.h"
@@ -43,12 +43,8 @@ inline void expect_long_prefill_invariant(const LongPrefillCase& c) {
     o.prefill_chunk = piece;
     auto chunked = run_golden_experiment(**model, {prompt}, o);
     ASSERT_TRUE(chunked.ok()) << chunked.status().to_string();
-    ASSERT_EQ(chunked->logits.size(), one_shot->logits.size());
-    for (int64_t f = 0; f < one_shot->forwards; ++f) {
-      const size_t row = f * one_shot->vocab;
-      EXPECT_EQ(std::memcmp(&chunked->logits[row], &one_shot->logits[row], one_shot->vocab * sizeof(float)), 0)
-          << c.prompt_len << " positions in pieces of " << piece << ": forward " << f << " differs";
-    }
+    expect_same_logits(*chunked, *one_shot,
+                       std::to_string(c.prompt_len) + " positions in pieces of " + std::to_string(piece));
   }
 }
 

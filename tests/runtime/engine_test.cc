@@ -109,8 +109,8 @@ TEST(Engine, TheTokenBudgetChangesNoOutput) {
   }
   for (const int64_t budget : {1, 7, 8})
     for (size_t i = 0; i < prompts.size(); ++i)
-      EXPECT_EQ(texts[budget][i], texts[512][i]) << "budget " << budget << ", prompt " << i << " ("
-                                                 << prompts[i].size() << " tokens)";
+      EXPECT_EQ(texts[budget][i], texts[512][i])
+          << "budget " << budget << ", prompt " << i << " (" << prompts[i].size() << " tokens)";
 }
 
 // Runs one request to its end; the outputs in order.

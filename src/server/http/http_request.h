@@ -17,9 +17,9 @@ struct HttpLimits {
 };
 
 struct HttpRequest {
-  std::string method;  // case-sensitive, as sent
-  std::string path;    // the target without its query
-  std::string query;   // after '?', undecoded
+  std::string method;                                        // case-sensitive, as sent
+  std::string path;                                          // the target without its query
+  std::string query;                                         // after '?', undecoded
   int minor_version = 1;                                     // HTTP/1.0 or HTTP/1.1
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased, in the order sent
   std::string body;                                          // chunked bodies decoded

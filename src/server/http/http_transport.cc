@@ -25,11 +25,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kListenBacklog = 1024;
-constexpr int kTickMs = 200;             // how often deadlines are looked at
-constexpr double kDrainSeconds = 1.0;    // reading on after an error, so the client sees the answer
-constexpr size_t kReadChunk = 64 << 10;     // one recv
-constexpr size_t kReadPerWake = 256 << 10;  // one connection's bytes per pass, so one cannot starve the rest
-constexpr int kAcceptsPerWake = 64;         // likewise for a flood of connections
+constexpr int kTickMs = 200;                    // how often deadlines are looked at
+constexpr double kDrainSeconds = 1.0;           // reading on after an error, so the client sees the answer
+constexpr size_t kReadChunk = 64 << 10;         // one recv
+constexpr size_t kReadPerWake = 256 << 10;      // one connection's bytes per pass, so one cannot starve the rest
+constexpr int kAcceptsPerWake = 64;             // likewise for a flood of connections
 constexpr size_t kKeptBufferBytes = 256 << 10;  // a buffer's capacity kept between requests
 
 Clock::time_point after(double seconds) {
@@ -64,9 +64,9 @@ struct HttpTransport::Connection {
   Clock::time_point deadline;
   bool continue_sent = false;
   bool head_checked = false;  // the head_check has passed this request
-  bool draining = false;  // an error was answered: read and drop until the client closes or the deadline
-  bool peer_closed = false;  // the client has closed its end: what it sent is answered, then closed
-  size_t counted = 0;        // the bytes counted into the transport's buffered_
+  bool draining = false;      // an error was answered: read and drop until the client closes or the deadline
+  bool peer_closed = false;   // the client has closed its end: what it sent is answered, then closed
+  size_t counted = 0;         // the bytes counted into the transport's buffered_
   Connection(int f, std::string p, const HttpLimits& limits) : fd(f), peer(std::move(p)), parser(limits) {}
 };
 
@@ -207,8 +207,9 @@ void HttpTransport::reject(Connection& c, int status, std::string_view message, 
                                          : std::pair<std::string, std::string>(std::string(message), "text/plain");
   std::string extra;
   for (const auto& [name, value] : headers) extra += fmt::format("{}: {}\r\n", name, value);
-  send_now(c.fd, fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{}",
-                             status, reason_phrase(status), type, body.size(), extra, body));
+  send_now(c.fd,
+           fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{}",
+                       status, reason_phrase(status), type, body.size(), extra, body));
   linger(c);
 }
 
@@ -345,7 +346,7 @@ bool HttpTransport::advance(std::unique_ptr<Connection>& c) {
 
 void HttpTransport::run_handler(std::unique_ptr<Connection> c, HttpRequest request) {
   HttpExchange exchange(c->fd, std::move(request), c->peer, config_.send_timeout_s);
-  auto fail = [&](std::string_view what) {  // a bug in one handler: the others keep being served
+  auto fail = [&](std::string_view what) {                // a bug in one handler: the others keep being served
     if (exchange.responded()) return exchange.abandon();  // a started stream must not look finished
     auto [body, type] = config_.error_body ? config_.error_body(500, what)
                                            : std::pair<std::string, std::string>(std::string(what), "text/plain");
@@ -401,7 +402,7 @@ Status HttpTransport::serve() {
       bool open = true;
       if (ev & (POLLIN | POLLHUP | POLLERR)) open = read_from(*c);
       if (open && !c->buffer.empty() && !advance(c)) continue;  // handed to a handler
-      if (open && c->peer_closed) open = false;  // gone with no whole request to answer
+      if (open && c->peer_closed) open = false;                 // gone with no whole request to answer
       if (open && now >= c->deadline) {
         if (c->parser.started() && !c->draining) {
           reject(*c, 408, fmt::format("the request was not received within {} s", config_.request_timeout_s));

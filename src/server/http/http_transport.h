@@ -43,10 +43,10 @@ struct TransportConfig {
   int port = 8000;  // 0: any free port (bind() says which)
   HttpLimits limits;
   int max_connections = 1024;
-  int max_connections_per_client = 64;  // by peer address; 0: no cap (behind a proxy, one address)
-  double request_timeout_s = 30;        // from a request's first byte to its last
-  double keep_alive_timeout_s = 5;      // a connection with no request under way
-  double send_timeout_s = 30;           // one write of a response that the client does not read
+  int max_connections_per_client = 64;    // by peer address; 0: no cap (behind a proxy, one address)
+  double request_timeout_s = 30;          // from a request's first byte to its last
+  double keep_alive_timeout_s = 5;        // a connection with no request under way
+  double send_timeout_s = 30;             // one write of a response that the client does not read
   size_t max_buffered_bytes = 256 << 20;  // request bytes held by all connections being read (more: 503)
   // Looks at a request's line and headers before its body is read (and before `100 Continue`):
   // a refusal is sent at once and the body never read. May be empty.
@@ -94,7 +94,7 @@ class HttpExchange {
   std::string peer_;
   double send_timeout_s_;
   State state_ = State::kNone;
-  bool broken_ = false;         // a write failed: the connection is closed after the handler
+  bool broken_ = false;           // a write failed: the connection is closed after the handler
   bool close_delimited_ = false;  // an HTTP/1.0 stream: its end is the connection's
 };
 

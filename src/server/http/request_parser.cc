@@ -164,7 +164,8 @@ RequestParser::State RequestParser::head_done() {
   const std::vector<std::string> codings = list_values(request_, "transfer-encoding");
   const std::vector<std::string> lengths = list_values(request_, "content-length");
   if (!codings.empty()) {
-    if (!lengths.empty()) return fail(400, "both Content-Length and Transfer-Encoding (the body's length is ambiguous)");
+    if (!lengths.empty())
+      return fail(400, "both Content-Length and Transfer-Encoding (the body's length is ambiguous)");
     if (request_.minor_version == 0) return fail(400, "Transfer-Encoding in an HTTP/1.0 request");
     if (codings.size() != 1 || lower(codings[0]) != "chunked")
       return fail(501, "the only transfer coding supported is 'chunked'");

@@ -60,12 +60,12 @@ class RequestParser {
   HttpLimits limits_;
   HttpRequest request_;
   Phase phase_ = Phase::kHead;
-  size_t pos_ = 0;          // into the buffer of the current feed()
-  size_t head_bytes_ = 0;   // request line, headers and trailers so far
-  size_t remaining_ = 0;    // body bytes (Content-Length) or chunk bytes still to come
+  size_t pos_ = 0;            // into the buffer of the current feed()
+  size_t head_bytes_ = 0;     // request line, headers and trailers so far
+  size_t remaining_ = 0;      // body bytes (Content-Length) or chunk bytes still to come
   size_t framing_bytes_ = 0;  // chunk-size lines so far
-  size_t scanned_ = 0;      // bytes of the partial line at pos_ already searched for its LF
-  int blank_lines_ = 0;     // empty lines before the request line
+  size_t scanned_ = 0;        // bytes of the partial line at pos_ already searched for its LF
+  int blank_lines_ = 0;       // empty lines before the request line
   bool have_request_line_ = false;
   bool expects_continue_ = false;
   bool started_ = false;

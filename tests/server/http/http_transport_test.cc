@@ -147,8 +147,8 @@ TEST_F(HttpTransportTest, PipelinedRequestsAreAnsweredInOrder) {
   for (int i = 0; i < 10; ++i)
     ten += fmt::format("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}", std::to_string(i).size(), i);
   ASSERT_TRUE(c.send(ten));
-  const std::string r = c.read_until([](const std::string& s) { return count_of(s, "HTTP/1.1 200") == 10 &&
-                                                                        s.ends_with("POST /slow 9"); });
+  const std::string r = c.read_until(
+      [](const std::string& s) { return count_of(s, "HTTP/1.1 200") == 10 && s.ends_with("POST /slow 9"); });
   EXPECT_EQ(count_of(r, "HTTP/1.1 200"), 10u) << r;
   size_t at = 0;
   for (int i = 0; i < 10; ++i) {
@@ -214,13 +214,15 @@ TEST_F(HttpTransportTest, KeepAliveHeadHttp10ContinueAndStreams) {
   cont.send("POST /c HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
   EXPECT_EQ(cont.read_until([](const std::string& s) { return s.size() >= 25; }, 2), "HTTP/1.1 100 Continue\r\n\r\n");
   cont.send("body");
-  EXPECT_TRUE(cont.read_until([](const std::string& s) { return s.ends_with("POST /c body"); }).ends_with("POST /c body"));
+  EXPECT_TRUE(
+      cont.read_until([](const std::string& s) { return s.ends_with("POST /c body"); }).ends_with("POST /c body"));
 
   RawClient s(port_);
   s.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
   const std::string chunked = s.read_until([](const std::string& x) { return x.ends_with("0\r\n\r\n"); });
   EXPECT_NE(chunked.find("Transfer-Encoding: chunked"), std::string::npos);
-  EXPECT_NE(chunked.find("8\r\npiece 0\n\r\n8\r\npiece 1\n\r\n8\r\npiece 2\n\r\n0\r\n\r\n"), std::string::npos) << chunked;
+  EXPECT_NE(chunked.find("8\r\npiece 0\n\r\n8\r\npiece 1\n\r\n8\r\npiece 2\n\r\n0\r\n\r\n"), std::string::npos)
+      << chunked;
 }
 
 TEST_F(HttpTransportTest, StopReturnsWithConnectionsOpen) {

@@ -108,7 +108,8 @@ TEST(RequestParser, BodiesOverTheLimitAreRefusedBeforeTheyAreRead) {
   const Outcome o = parse(pieces, 0, small);
   EXPECT_EQ(o.error, 413);
   EXPECT_NE(o.message.find("100-byte limit"), std::string::npos) << o.message;
-  const Outcome fits = parse("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n" + std::string(100, 'x'), 0, small);
+  const Outcome fits =
+      parse("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n" + std::string(100, 'x'), 0, small);
   EXPECT_EQ(fits.requests.size(), 1u);
 }
 
@@ -117,7 +118,8 @@ TEST(RequestParser, HeaderFloodsAndLongLinesAreRefused) {
   std::string flood = "GET / HTTP/1.1\r\nHost: h\r\n";
   for (size_t i = 0; i < limits.max_headers; ++i) flood += "X: y\r\n";
   EXPECT_EQ(status_of(flood + "\r\n"), 431);
-  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(limits.max_header_bytes, 'a') + "\r\n\r\n"), 431);
+  EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(limits.max_header_bytes, 'a') + "\r\n\r\n"),
+            431);
   EXPECT_EQ(status_of("GET /" + std::string(limits.max_request_line_bytes, 'a') + " HTTP/1.1\r\n\r\n"), 414);
   // refused once the limit is passed, without waiting for the line's end
   EXPECT_EQ(status_of("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(limits.max_header_bytes, 'a')), 431);
@@ -169,8 +171,8 @@ TEST(RequestParser, SaysWhenTheClientWaitsForContinue) {
 
 TEST(RequestParser, ChunkedFramingIsStrict) {
   const std::string chunked = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
-  EXPECT_EQ(status_of(chunked + "5;\nhello\r\n0\r\n\r\n"), 400);       // a bare LF ends a size line
-  EXPECT_EQ(status_of(chunked + "5\r\nhello\n0\r\n\r\n"), 400);        // and the data
+  EXPECT_EQ(status_of(chunked + "5;\nhello\r\n0\r\n\r\n"), 400);        // a bare LF ends a size line
+  EXPECT_EQ(status_of(chunked + "5\r\nhello\n0\r\n\r\n"), 400);         // and the data
   EXPECT_EQ(status_of(chunked + "5;a\rb\r\nhello\r\n0\r\n\r\n"), 400);  // a CR inside an extension
   EXPECT_EQ(status_of(chunked + "5\r\nhello\r\n0\r\nT: a\r\n folded\r\n\r\n"), 400);
   EXPECT_EQ(status_of(chunked + "5\r\nhello\r\n0\r\nT : a\r\n\r\n"), 400);
