@@ -122,7 +122,7 @@ struct IndexerScoresArgs {
 /// kept blocks' numbers, not as a mask over the columns, so a prefill's pool grows linearly with
 /// its length (at most topk_blocks numbers a query).
 struct CandidateBlocksArgs {
-  TensorView scores;   // [n, T] f32 (-inf: masked)
+  TensorView scores;   // [n, T] f32 (-inf: masked), -inf at columns >= visible
   TensorView visible;  // [n] int32
   int64_t topk_blocks = 0, block_size = 0;
   TensorView blocks;  // [n, min(topk_blocks, ceil(T / block_size))] int32 out: ascending, then -1s
@@ -141,7 +141,7 @@ struct CandidateMaskArgs {
 /// where `mask` is given, a column it holds 0 for scores -inf), listed by ascending column, and
 /// columns >= visible replaced by -1 (they sort last, so the -1s end the row).
 struct TopkArgs {
-  TensorView scores;   // [n, T] f32
+  TensorView scores;   // [n, T] f32, -inf at columns >= visible (as indexer_scores writes them)
   TensorView mask;     // [n, T] u8, or empty
   TensorView visible;  // [n] int32
   TensorView out;      // [n, k] int32, k <= T

@@ -1,4 +1,5 @@
 // Sparse attention with a sink (spec §5.3) and the indexer's bf16 scores (spec §7.2).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -75,26 +76,52 @@ void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
   for (int64_t t = 0; t < n; ++t)
     for (int64_t h = 0; h < heads; ++h)
       wts[t * heads + h] = round_to_bf16(bf16_to_f32(cpu::bf16_row(a.weights, t)[h]) * a.weight_scale);
-  pool_->parallel_for(n * T, 64, [&](int64_t b, int64_t e) {
-    std::vector<float> keyf(d);
-    std::vector<double> dots(heads);
+  // A work item is a block of keys against a block of queries: the keys are converted to doubles
+  // once, column by column, so that their dot products with a head run side by side in registers
+  // (each still one fixed-order chain of double adds, as ordered_dots). Columns past a query's
+  // visible ones are only filled with -inf, so a prefill costs its visible pairs.
+  constexpr int64_t kKeys = 64, kQueries = 32, kLanes = 8;
+  const int64_t key_blocks = (T + kKeys - 1) / kKeys, query_blocks = (n + kQueries - 1) / kQueries;
+  const int32_t* visible_of = a.visible.as<const int32_t>();
+  pool_->parallel_for(query_blocks * key_blocks, 1, [&](int64_t b, int64_t e) {
+    std::vector<double> qd(heads * d), kd(d * kKeys), exact(kKeys);
     for (int64_t w = b; w < e; ++w) {
-      const int64_t t = w / T, tau = w % T;
-      float* out = a.out.as<float>() + t * a.out.stride[0] + tau;
-      if (tau >= a.visible.as<const int32_t>()[t]) {
-        *out = -std::numeric_limits<float>::infinity();
-        continue;
+      const int64_t t0 = (w / key_blocks) * kQueries, t1 = std::min(n, t0 + kQueries);
+      const int64_t tau0 = (w % key_blocks) * kKeys, end = std::min(T, tau0 + kKeys);
+      int64_t converted = 0;  // keys of this block in kd
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t visible = std::clamp<int64_t>(visible_of[t], tau0, end), len = visible - tau0;
+        float* out = a.out.as<float>() + t * a.out.stride[0];
+        std::fill(out + visible, out + end, -std::numeric_limits<float>::infinity());
+        if (len == 0) continue;
+        for (; converted < len; ++converted) {
+          const int64_t tau = tau0 + converted;
+          const uint16_t* key = cpu::bf16_row(a.keys, key_rows ? key_rows[tau] : tau);
+          for (int64_t c = 0; c < d; ++c) kd[c * kKeys + converted] = bf16_to_f32(key[c]);
+        }
+        for (int64_t h = 0; h < heads; ++h) {
+          const uint16_t* q = a.q.as<const uint16_t>() + t * a.q.stride[0] + h * a.q.stride[1];
+          for (int64_t c = 0; c < d; ++c) qd[h * d + c] = bf16_to_f32(q[c]);
+        }
+        // The reference sums the bf16 head terms in fp32; the bf16 result is order-free.
+        std::fill(exact.begin(), exact.end(), 0.0);
+        for (int64_t h = 0; h < heads; ++h) {
+          const float wt = wts[t * heads + h];
+          for (int64_t j0 = 0; j0 < len; j0 += kLanes) {
+            double dots[kLanes] = {};
+            for (int64_t c = 0; c < d; ++c) {
+              const double qc = qd[h * d + c];
+              const double* kc = &kd[c * kKeys + j0];
+              for (int64_t j = 0; j < kLanes; ++j) dots[j] += kc[j] * qc;
+            }
+            for (int64_t j = 0; j < std::min(kLanes, len - j0); ++j) {
+              const float dv = std::fmax(round_to_bf16(static_cast<float>(dots[j])), 0.0f);  // bf16, then relu
+              exact[j0 + j] += round_to_bf16(dv * wt);
+            }
+          }
+        }
+        for (int64_t j = 0; j < len; ++j) out[tau0 + j] = round_to_bf16(static_cast<float>(exact[j]));
       }
-      const uint16_t* key = cpu::bf16_row(a.keys, key_rows ? key_rows[tau] : tau);
-      for (int64_t c = 0; c < d; ++c) keyf[c] = bf16_to_f32(key[c]);
-      cpu::ordered_row_dots(a.q.as<const uint16_t>() + t * a.q.stride[0], a.q.stride[1], heads, keyf.data(), d,
-                            dots.data());
-      double exact = 0;  // the reference sums the bf16 head terms in fp32; the bf16 result is order-free
-      for (int64_t h = 0; h < heads; ++h) {
-        const float dv = std::fmax(round_to_bf16(static_cast<float>(dots[h])), 0.0f);  // bf16, then relu
-        exact += round_to_bf16(dv * wts[t * heads + h]);
-      }
-      *out = round_to_bf16(static_cast<float>(exact));
     }
   });
 }

@@ -55,9 +55,12 @@ void CpuBackend::candidate_blocks(const CandidateBlocksArgs& a) {
                 (T + a.block_size - 1) / a.block_size);
   pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {  // each query writes its own row
     for (int64_t i = i0; i < i1; ++i) {
+      // Blocks past the visible columns hold only -inf: never kept, so never read.
+      const int64_t visible = std::clamp<int64_t>(a.visible.as<const int32_t>()[i], 0, T);
+      const int64_t width = std::min(T, (visible + a.block_size - 1) / a.block_size * a.block_size);
       const std::vector<int32_t> kept =
-          select_candidate_block_ids(std::span(a.scores.as<const float>() + i * a.scores.stride[0], T),
-                                     a.visible.as<const int32_t>()[i], a.topk_blocks, a.block_size);
+          select_candidate_block_ids(std::span(a.scores.as<const float>() + i * a.scores.stride[0], width),
+                                     visible, a.topk_blocks, a.block_size);
       int32_t* out = a.blocks.as<int32_t>() + i * a.blocks.stride[0];
       std::copy(kept.begin(), kept.end(), out);
       std::fill(out + kept.size(), out + kb, -1);
@@ -84,9 +87,15 @@ void CpuBackend::topk(const TopkArgs& a) {
     for (int64_t i = i0; i < i1; ++i) {
       const float* scores = a.scores.as<const float>() + i * a.scores.stride[0];
       const uint8_t* mask = a.mask.data ? a.mask.as<const uint8_t>() + i * a.mask.stride[0] : nullptr;
-      for (int64_t j = 0; j < T; ++j) row[j] = mask && !mask[j] ? -std::numeric_limits<float>::infinity() : scores[j];
-      const std::vector<int32_t> sel = select_topk(row, k, a.visible.as<const int32_t>()[i]);
-      std::copy(sel.begin(), sel.end(), a.out.as<int32_t>() + i * a.out.stride[0]);
+      // Columns past the visible ones are -inf and lose every tie to a visible column: picked
+      // only where fewer than k are visible, and then written as -1. So only the visible are read.
+      const int64_t visible = std::clamp<int64_t>(a.visible.as<const int32_t>()[i], 0, T);
+      for (int64_t j = 0; j < visible; ++j)
+        row[j] = mask && !mask[j] ? -std::numeric_limits<float>::infinity() : scores[j];
+      const std::vector<int32_t> sel = select_topk(std::span(row.data(), visible), k, visible);
+      int32_t* out = a.out.as<int32_t>() + i * a.out.stride[0];
+      std::copy(sel.begin(), sel.end(), out);
+      std::fill(out + sel.size(), out + k, -1);
     }
   });
 }
