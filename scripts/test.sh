@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command: install dependencies, build, and run every test (ctest labels:
 # cpu, golden, gpu; gpu tests skip themselves without a GPU) but the `long` ones (past 128K
-# positions on the CPU, hours: `ctest -L long` runs them), then the openai npm client against
+# positions on the CPU, 20 minutes on 2 cores: `ctest -L long` runs them), then the openai npm client against
 # the server. With SANITIZE=1 it also builds a
 # second tree under AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there.
 set -euo pipefail

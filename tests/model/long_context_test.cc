@@ -1,4 +1,4 @@
-// Past 128K positions (label `long`: hours on a 2-core CPU, not in CI's suite; run with
+// Past 128K positions (label `long`: 20 minutes on a 2-core CPU, not in CI's suite; run with
 // `ctest -L long`): a 132,000-token prompt of the tiny model in pieces of 65,537 tokens gives
 // finite logits bitwise equal to the one-shot prefill's, whose indexer takes its queries in
 // blocks bounded by Model::kIndexerScoreBytes.
