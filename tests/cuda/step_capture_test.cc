@@ -1,8 +1,7 @@
 // CudaBackend's kept graphs under a StepRecorder (skipped without a GPU): a small step (rows
 // uploaded, RMSNorm'ed, scattered into uploaded rows of a persistent array) recorded as a graph
 // and relaunched with each step's own uploads gives the CPU's results every step; a step of
-// another shape is captured as a graph of its own; a step that needs a larger upload buffer
-// drops the kept graphs, which are captured again.
+// another shape is captured as a graph of its own.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -17,7 +16,7 @@
 namespace dsinfer {
 namespace {
 
-constexpr int64_t kDim = 256, kRows = 20000;  // not a multiple of 3: a step's rows are distinct
+constexpr int64_t kDim = 256, kRows = 40;
 
 // The step: rows x uploaded, RMSNorm'ed into a temporary, scattered into rows `at` of out.
 void step(Backend& be, const std::vector<uint16_t>& x, const std::vector<int32_t>& at, const DeviceArray<uint16_t>& w,
@@ -77,16 +76,6 @@ TEST_F(StepCapture, KeptGraphsRunWithEachStepsUploads) {
   run(rec, 2, 8);
   run(rec, 3, 9);
   EXPECT_EQ(rec.stats().relaunched, 6);
-
-  // A step whose uploads (~8.8 MB) outgrow the graphs' first buffer (8 MiB): the next capture
-  // regrows it, which drops the kept graphs; they are captured again from their recordings, then
-  // relaunched.
-  run(rec, 17000, 10);
-  run(rec, 17000, 11);
-  run(rec, 3, 12);
-  run(rec, 3, 13);
-  EXPECT_GE(rec.stats().reissued, 2);
-  EXPECT_GE(rec.stats().relaunched, 7);
 }
 
 }  // namespace

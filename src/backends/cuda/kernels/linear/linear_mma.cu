@@ -87,67 +87,38 @@ __device__ inline float chain(float acc, float d, float sx, float sw) {
   return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, sx), sw));
 }
 
-// One K block's operands of a thread, loaded ahead of their use: the weights (raw words), their
-// scales, and with a single activation tile its activations and scales too.
-struct BlockLoads {
-  uint32_t raw[4];
-  uint32_t sw;
-  uint4 x;
-  float sx0, sx1;
-};
-
-template <int NT>
-__device__ inline void load_block(const BlockLinearParams& p, const LinearOperands& op, int n, int r0, int n0, int b,
-                                  BlockLoads& l) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  load_raw(p, op.w, r0, b, g, t, l.raw);
-  l.sw = load_scales(p, op.w_scales, r0, b, g);
-  if constexpr (NT == 1) {
-    const int row_b = n0 + g, c0 = n0 + 2 * t, blocks = p.k / 32;
-    l.x = row_b < n ? __ldg(reinterpret_cast<const uint4*>(op.x_values + static_cast<int64_t>(row_b) * p.k + b * 32 + t * 8))
-                    : make_uint4(0, 0, 0, 0);
-    l.sx0 = c0 < n ? __ldg(op.x_scales + static_cast<int64_t>(c0) * blocks + b) : 0.0f;
-    l.sx1 = c0 + 1 < n ? __ldg(op.x_scales + static_cast<int64_t>(c0 + 1) * blocks + b) : 0.0f;
-  }
-}
-
 template <int NT>  // activation tiles of 8 in this pass
 __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, int n, int r0, int n0, float* red) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int blocks = p.k / 32;
-  // The warp's blocks warp, warp + kWarps, ... as one stream: kInFlight of them loaded ahead.
-  const int mine = warp < blocks ? (blocks - 1 - warp) / kWarps + 1 : 0;
   float acc[NT][4] = {};
-  BlockLoads ring[kInFlight];
-#pragma unroll
-  for (int u = 0; u < kInFlight; ++u)
-    if (u < mine) load_block<NT>(p, op, n, r0, n0, warp + u * kWarps, ring[u]);
-  for (int i0 = 0; i0 < mine; i0 += kInFlight) {
+  for (int b0 = warp; b0 < blocks; b0 += kWarps * kInFlight) {
+    uint32_t raw[kInFlight][4], sws[kInFlight];
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
-      const int i = i0 + u;
-      if (i >= mine) break;  // warp-uniform
-      const BlockLoads cur = ring[u];
-      const int b = warp + i * kWarps;
-      if (i + kInFlight < mine) load_block<NT>(p, op, n, r0, n0, b + kInFlight * kWarps, ring[u]);
+      const int b = b0 + u * kWarps;
+      if (b < blocks) load_raw(p, op.w, r0, b, g, t, raw[u]), sws[u] = load_scales(p, op.w_scales, r0, b, g);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int b = b0 + u * kWarps;
+      if (b >= blocks) break;  // warp-uniform
       uint32_t a0[4], a1[4];
-      raw_to_a(p.fp4, cur.raw, a0, a1);
-      const float sw_g = e8m0_to_float(static_cast<uint8_t>(cur.sw)), sw_g8 = e8m0_to_float(static_cast<uint8_t>(cur.sw >> 8));
+      raw_to_a(p.fp4, raw[u], a0, a1);
+      const float sw_g = e8m0_to_float(static_cast<uint8_t>(sws[u]));
+      const float sw_g8 = e8m0_to_float(static_cast<uint8_t>(sws[u] >> 8));
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        const int row_b = n0 + j * 8 + g;  // activation row this thread feeds to B
+        const int row_b = n0 + j * 8 + g;   // activation row this thread feeds to B
         const int c0 = n0 + j * 8 + 2 * t;  // activation rows of d[0], d[2] (c0) and d[1], d[3] (c0 + 1)
-        uint4 bx = cur.x;
-        float sx0 = cur.sx0, sx1 = cur.sx1;
-        if constexpr (NT > 1) {
-          bx = row_b < n ? __ldg(reinterpret_cast<const uint4*>(op.x_values + static_cast<int64_t>(row_b) * p.k + b * 32 + t * 8))
-                         : make_uint4(0, 0, 0, 0);
-          sx0 = c0 < n ? __ldg(op.x_scales + static_cast<int64_t>(c0) * blocks + b) : 0.0f;
-          sx1 = c0 + 1 < n ? __ldg(op.x_scales + static_cast<int64_t>(c0 + 1) * blocks + b) : 0.0f;
-        }
+        const uint4 bx = row_b < n ? __ldg(reinterpret_cast<const uint4*>(op.x_values + static_cast<int64_t>(row_b) * p.k +
+                                                                           b * 32 + t * 8))
+                                   : make_uint4(0, 0, 0, 0);
         float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         mma_f16(a0, bx.x, bx.y, d);
         mma_f16(a1, bx.z, bx.w, d);
+        const float sx0 = c0 < n ? op.x_scales[static_cast<int64_t>(c0) * blocks + b] : 0.0f;
+        const float sx1 = c0 + 1 < n ? op.x_scales[static_cast<int64_t>(c0 + 1) * blocks + b] : 0.0f;
         acc[j][0] = chain(acc[j][0], d[0], sx0, sw_g);
         acc[j][1] = chain(acc[j][1], d[1], sx1, sw_g);
         acc[j][2] = chain(acc[j][2], d[2], sx0, sw_g8);
