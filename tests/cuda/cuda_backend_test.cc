@@ -211,8 +211,9 @@ TEST_F(CudaBackendTest, DeviceArrayKeepsItsRowsWhenItGrows) {
   EXPECT_EQ(a.download(5, 3), std::vector<float>(want.begin() + 5, want.begin() + 8));
 }
 
-// The routed experts of one token run on the device's choice (no read back) and of three tokens
-// through the grouping by expert; both as the CPU's grouping (fp4 experts, choices out of order).
+// The routed experts of up to kDeviceRoutedTokens tokens run on the device's choice (no read back),
+// more through the grouping by expert on the host; all as the CPU's grouping (fp4 experts, choices
+// out of order), and a token alone as in a batch, bit for bit.
 TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
   std::mt19937 rng(7);
   const int64_t experts = 10, dim = 512, ff = 256, k = 6;
@@ -239,8 +240,8 @@ TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
     fp4_weight(ff, dim, host[e].w3, dev[e].w3);
     fp4_weight(dim, ff, host[e].w2, dev[e].w2);
   }
-  for (const int64_t n :
-       {int64_t{1}, int64_t{3}, CudaBackend::kDeviceRoutedTokens + 4}) {  // the last grouped by expert
+  const int64_t batch = CudaBackend::kDeviceRoutedTokens;
+  for (const int64_t n : {int64_t{1}, int64_t{3}, batch, batch + 4}) {  // the last grouped on the host
     const std::vector<uint16_t> x = testing::random_bf16(n * dim, 8, 1.0f);
     std::vector<int32_t> choice(2 * n * k);  // ids, then the weights' f32 bits (as the model keeps them)
     for (int64_t t = 0; t < n; ++t) {
@@ -282,6 +283,20 @@ TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
       ASSERT_LE(std::fabs(g[j] - w[j]), 1e-2 * std::sqrt(sq / (n * dim))) << "n=" << n << " " << j;
     }
     EXPECT_GE(equal, n * dim * 95 / 100) << "n=" << n;
+    if (n != batch) continue;
+    // Batch invariance: a token alone gets its row of the batch's outputs, bit for bit.
+    for (const int64_t t : {int64_t{0}, batch / 2, batch - 1}) {
+      std::vector<int32_t> one = {choice.begin() + t * k, choice.begin() + (t + 1) * k};
+      one.insert(one.end(), choice.begin() + n * k + t * k, choice.begin() + n * k + (t + 1) * k);
+      Mirror ox(dim * 2, x.data() + t * dim), oc(one.size() * 4, one.data());
+      Mirror oacc(dim * 4, std::vector<float>(dim, 0.25f).data());
+      TensorView weights = oc.view(true, DType::kF32, {1, k});
+      weights.data = static_cast<uint8_t*>(weights.data) + k * 4;
+      gpu_->routed_experts({ox.view(true, DType::kBF16, {1, dim}), oc.view(true, DType::kI32, {1, k}), weights, dev,
+                            10.0f, oacc.view(true, DType::kF32, {1, dim})});
+      const std::vector<uint8_t> mine = oacc.fetch();
+      EXPECT_EQ(std::memcmp(mine.data(), g + t * dim, dim * 4), 0) << "token " << t << " alone differs from the batch";
+    }
   }
 }
 

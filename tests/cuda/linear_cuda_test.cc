@@ -172,5 +172,48 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
   EXPECT_EQ(cuda::launch_block_linear(bad), cudaErrorInvalidValue);
 }
 
+// Batch invariance: an activation row's outputs from the mma kernel are the same bits whether it
+// is alone or one of 8 or 64 rows (a decode step's sequences), fp8 and fp4.
+TEST(CudaLinear, MmaRowsDoNotDependOnTheBatch) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(5);
+  for (const bool fp4 : {false, true}) {
+    const int o = 1000, k = 2048, batch = 64;
+    std::vector<uint8_t> w(fp4 ? o * k / 2 : o * k), ws(fp4 ? o * k / 32 : ((o + 31) / 32) * (k / 32));
+    for (auto& b : w) b = fp4 ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));
+    for (auto& b : ws) b = static_cast<uint8_t>(112 + rng() % 12);
+    const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(batch) * k, 3, 2.0f);
+    DeviceBuffer<uint8_t> dw(w.size()), dws(ws.size()), dcodes(x.size());
+    DeviceBuffer<uint16_t> dx(x.size()), dvals(x.size()), dy(static_cast<size_t>(batch) * o);
+    DeviceBuffer<float> dxs(x.size() / 32);
+    ASSERT_EQ(cudaMemcpy(dw.p, w.data(), w.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dws.p, ws.data(), ws.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::QuantizeInputParams q;
+    q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.codes = dcodes.p, q.scales = dxs.p, q.n = batch, q.k = k;
+    ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+    const auto run = [&](int first, int n) {
+      cuda::BlockLinearParams p;
+      p.kernel = cuda::LinearKernel::kMma;
+      p.op[0] = {dvals.p + static_cast<size_t>(first) * k, dxs.p + static_cast<size_t>(first) * (k / 32), dw.p, dws.p,
+                 dy.p, dcodes.p + static_cast<size_t>(first) * k};
+      p.n = n, p.k = k, p.out = o, p.fp4 = fp4, p.w_stride = fp4 ? k / 2 : k, p.s_stride = k / 32, p.y_stride = o;
+      EXPECT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+      std::vector<uint16_t> y(static_cast<size_t>(n) * o);
+      EXPECT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      return y;
+    };
+    const std::vector<uint16_t> all = run(0, batch), eight = run(8, 8);
+    for (const int r : {0, 9, 15, 37, 63}) {
+      const std::vector<uint16_t> alone = run(r, 1);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), all.begin() + static_cast<size_t>(r) * o))
+          << (fp4 ? "fp4" : "fp8") << " row " << r << " alone differs from the batch of 64";
+      if (r >= 8 && r < 16)
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), eight.begin() + static_cast<size_t>(r - 8) * o))
+            << (fp4 ? "fp4" : "fp8") << " row " << r << " alone differs from the batch of 8";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsinfer

@@ -47,8 +47,10 @@ TEST(LinearDispatch, OneLinear) {
   EXPECT_EQ(cuda::linear_path(args(fp8, cuda::kTensorCoreRows), LinearKernel::kAuto), LinearPath::kTensorCores);
   EXPECT_EQ(cuda::linear_path(args(fp8, 512), LinearKernel::kMma), LinearPath::kBlockScaled) << "a forced kernel";
   EXPECT_EQ(cuda::linear_path(args(bf16, 1), LinearKernel::kAuto), LinearPath::kDense);
-  EXPECT_EQ(cuda::linear_path(args(bf16, 64), LinearKernel::kAuto), LinearPath::kTensorCores);
-  EXPECT_EQ(cuda::linear_path(args(bf16, 64, 0, 1 << 28, DType::kF32), LinearKernel::kAuto), LinearPath::kDense)
+  EXPECT_EQ(cuda::linear_path(args(bf16, 64), LinearKernel::kAuto), LinearPath::kDense) << "a decode step of 64";
+  EXPECT_EQ(cuda::linear_path(args(bf16, cuda::kTensorCoreRows), LinearKernel::kAuto), LinearPath::kTensorCores);
+  EXPECT_EQ(cuda::linear_path(args(bf16, cuda::kTensorCoreRows, 0, 1 << 28, DType::kF32), LinearKernel::kAuto),
+            LinearPath::kDense)
       << "cuBLAS takes bf16 inputs only";
 }
 
@@ -57,7 +59,8 @@ TEST(LinearDispatch, GroupsOfLinears) {
   const LinearWeight other = weight(LinearFormat::kFp4, 128, 512, 2 << 20);
   const std::vector<LinearArgs> pair = {args(w1, 1, 0, 1 << 28), args(w3, 1, 0, 2 << 28)};
   EXPECT_EQ(cuda::group_path(pair, LinearKernel::kAuto), GroupPath::kBlockScaled);
-  const std::vector<LinearArgs> large = {args(w1, 64, 0, 1 << 28), args(w3, 64, 0, 2 << 28)};
+  const std::vector<LinearArgs> large = {args(w1, cuda::kTensorCoreRows, 0, 1 << 28),
+                                         args(w3, cuda::kTensorCoreRows, 0, 2 << 28)};
   EXPECT_EQ(cuda::group_path(large, LinearKernel::kAuto), GroupPath::kEach) << "each on cuBLAS";
   EXPECT_EQ(cuda::group_path(large, LinearKernel::kFma), GroupPath::kBlockScaled);
   const std::vector<LinearArgs> mixed = {args(w1, 1, 0, 1 << 28), args(other, 1, 0, 2 << 28)};
@@ -76,7 +79,7 @@ TEST(LinearDispatch, GroupsOfLinears) {
   EXPECT_EQ(cuda::group_path(diagonal, LinearKernel::kAuto), GroupPath::kBlockDiagonal);
   const std::vector<LinearArgs> apart = {block(d0, 0, 2, 3), block(d1, 0, 2, 3)};
   EXPECT_EQ(cuda::group_path(apart, LinearKernel::kAuto), GroupPath::kEach);
-  const std::vector<LinearArgs> prefill = {block(d0, 0, 2, 64), block(d1, 1, 2, 64)};
+  const std::vector<LinearArgs> prefill = {block(d0, 0, 2, cuda::kTensorCoreRows), block(d1, 1, 2, cuda::kTensorCoreRows)};
   EXPECT_EQ(cuda::group_path(prefill, LinearKernel::kAuto), GroupPath::kEach);
 }
 
@@ -100,14 +103,12 @@ TEST(LinearDispatch, RoutedExperts) {
                              0.0f,
                              view(at(0), DType::kF32, {1, 512})};
   };
-  EXPECT_TRUE(cuda::experts_on_device(routed(6), LinearKernel::kAuto));
-  EXPECT_TRUE(cuda::experts_on_device(routed(6), LinearKernel::kGemv));
-  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kMma)) << "not an exact GEMV";
-  EXPECT_FALSE(cuda::experts_on_device(routed(9), LinearKernel::kAuto)) << "2k GEMVs past one launch";
+  EXPECT_TRUE(cuda::experts_on_device(routed(6)));
+  EXPECT_FALSE(cuda::experts_on_device(routed(9))) << "2k GEMVs past one launch";
   experts[2].w3.weight.device = Device::kCpu;
-  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kAuto));
+  EXPECT_FALSE(cuda::experts_on_device(routed(6)));
   experts[2].w3 = weight(LinearFormat::kFp8, 256, 512, 0);
-  EXPECT_FALSE(cuda::experts_on_device(routed(6), LinearKernel::kAuto)) << "experts of two formats";
+  EXPECT_FALSE(cuda::experts_on_device(routed(6))) << "experts of two formats";
 }
 
 }  // namespace

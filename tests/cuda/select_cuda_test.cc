@@ -104,7 +104,8 @@ TEST_F(SelectCuda, CandidateBlocksAsTheCpu) {
                        {3, 1000, 2048, 8, 0},
                        {4, 203, 5, 16, 2}}) {
     Scores sc(c.n, c.T, c.levels, static_cast<uint32_t>(c.T + c.blocks));
-    sc.visible[1 % c.n] = 0;  // nothing visible: nothing pinned
+    sc.visible[1 % c.n] = 0;  // nothing visible (all -inf, as the indexer writes it): nothing kept
+    std::fill_n(sc.v.begin() + (1 % c.n) * c.T, c.T, -std::numeric_limits<float>::infinity());
     const int64_t kb = std::min(c.blocks, (c.T + c.block_size - 1) / c.block_size);
     std::vector<int32_t> want(c.n * kb);
     cpu_.candidate_blocks({host_view(sc.v, DType::kF32, {c.n, c.T}), host_view(sc.visible, DType::kI32, {c.n}),

@@ -31,8 +31,10 @@ int size_of(const TensorView& t, int d) {  // the kernels' parameters are int
 CudaBackend::CudaBackend(const CudaBackendOptions& options, cudaStream_t stream)
     : options_(options), stream_(stream), graphs_(stream_, [this] { return !experts_.reads_choice(); }) {
   const int rows = options_.gemv_rows;
-  DSINFER_CHECK(options_.routed_tokens >= 0 && (rows == 0 || rows == 1 || rows == 8),
-                "CudaBackend: routed_tokens {} (>= 0), gemv_rows {} (0, 1 or 8)", options_.routed_tokens, rows);
+  DSINFER_CHECK(options_.routed_tokens >= 0 && options_.routed_tokens <= kDeviceRoutedTokens &&
+                    (rows == 0 || rows == 1 || rows == 8),
+                "CudaBackend: routed_tokens {} (0 to {}), gemv_rows {} (0, 1 or 8)", options_.routed_tokens,
+                kDeviceRoutedTokens, rows);
   cuda::keep_freed_memory();
 }
 

@@ -28,6 +28,7 @@ namespace dsinfer {
 class CudaBackend final : public Backend {
  public:
   static constexpr int64_t kDeviceRoutedTokens = CudaBackendOptions::kDeviceRoutedTokens;
+  static constexpr int64_t kTokenByTokenRoutedTokens = 8;  // routed_experts' token-by-token steps, at most
 
   /// On the current device, which must exist (cuda::device_count() > 0); `stream` may be null (the
   /// default stream).
@@ -64,10 +65,11 @@ class CudaBackend final : public Backend {
 
   DSINFER_OVERRIDE_OPS
   /// routed_experts: up to options().routed_tokens tokens (one at least) with block-scaled
-  /// experts run token after token, the expert GEMVs reading the router's ids from device memory
-  /// (routed_experts.h), so the choice is never read back and the step can be captured; more
-  /// tokens: Backend's grouping by expert (each chosen expert's weights read once for all its
-  /// tokens: routed_experts_by_expert).
+  /// experts run on the router's ids in device memory (routed_experts.h): up to
+  /// kTokenByTokenRoutedTokens token after token, more sorted by expert on the device, each used
+  /// expert's weights read once for all its tokens; so the choice is never read back and the
+  /// step can be captured. More tokens: Backend's grouping by expert on the host
+  /// (routed_experts_by_expert).
   int64_t max_tokens_without_reads() const override { return options_.routed_tokens; }
 
  private:
@@ -88,6 +90,9 @@ class CudaBackend final : public Backend {
   // Dense weights (bf16, or fp8 read as bf16) with double sums; several ops: one launch, op g
   // reading and writing the g-th column block of op 0's input and output (block-diagonal).
   void dense_linear(std::span<const LinearArgs> ops);
+  // routed_experts of up to routed_tokens tokens sorted by expert on the device, each used
+  // expert's rows in one grouped mma launch (routed_experts.cc).
+  void grouped_routed_experts(const RoutedExpertsArgs& a, const cuda::ExpertTable& table);
 
   CudaBackendOptions options_;
   cudaStream_t stream_;
@@ -98,7 +103,8 @@ class CudaBackend final : public Backend {
   struct {
     cuda::Scratch quant_values, quant_codes, quant_scales;  // block-scaled inputs (QuantizeInputParams)
     cuda::Scratch dense_x, hc_mix, tc_weights, tc_inputs, attn_scores, router_logits;
-    cuda::Scratch routed_gate, routed_up, routed_act, routed_out;  // the routed experts of one token
+    cuda::Scratch routed_gate, routed_up, routed_act, routed_out;  // the routed experts' rows
+    cuda::Scratch routed_x, routed_order;  // the grouped experts' sorted inputs, their tokens and groups
   } scratch_;
   cublasContext* cublas_ = nullptr;  // made on the first large batch
 };

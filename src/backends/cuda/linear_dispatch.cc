@@ -78,10 +78,9 @@ bool few_routed_tokens(int64_t n, int64_t routed_tokens) {
   return n >= 1 && (n == 1 || n <= routed_tokens);
 }
 
-bool experts_on_device(const RoutedExpertsArgs& a, LinearKernel forced) {
+bool experts_on_device(const RoutedExpertsArgs& a) {
   const int64_t k = a.indices.size(1);
-  const bool exact = forced == LinearKernel::kAuto || forced == LinearKernel::kFma || forced == LinearKernel::kGemv;
-  if (a.experts.empty() || 2 * k > kMaxLinearGroups || !exact || a.x.dtype != DType::kBF16) return false;
+  if (a.experts.empty() || 2 * k > kMaxLinearGroups || a.x.dtype != DType::kBF16) return false;
   const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
   if (!is_block_scaled(w1.format) || a.experts.size() > static_cast<size_t>(INT32_MAX / 3)) return false;
   for (const ExpertWeights& e : a.experts)

@@ -17,7 +17,7 @@ namespace dsinfer::cuda {
 /// dequantised (exact in bf16), the products summed in fp32 in cuBLAS's order. So the sums are not
 /// the exact block sums of the small-batch kernels: an output may differ from the CPU backend's in
 /// its last bf16 bit (the reference's own GEMMs sum in the tensor cores' order).
-inline constexpr int64_t kTensorCoreRows = 64;
+inline constexpr int64_t kTensorCoreRows = 65;  // more than a decode step of 64 sequences
 
 enum class LinearPath {
   kNothing,      // no rows
@@ -34,14 +34,14 @@ enum class GroupPath {
 };
 GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced);
 
-/// The routed experts of a step of `n` tokens may run on the device's choice of experts (token
-/// after token: each token's chosen experts' GEMVs read the ids from device memory) rather than
-/// by expert (the choice read back, each chosen expert once over its tokens).
+/// The routed experts of a step of `n` tokens may run on the device's choice of experts (sorted
+/// by expert on the device, or token after token: the GEMVs read the ids from device memory)
+/// rather than grouped on the host (the choice read back).
 bool few_routed_tokens(int64_t n, int64_t routed_tokens);
 /// Whether these experts can run on the device's choice at all: block-scaled, every expert of one
-/// format and shape in device memory, the token's 2k w1/w3 GEMVs in one launch, and an exact
-/// kernel (kAuto, kGemv or kFma) forced or none. Decided once per table of experts
+/// format and shape in device memory, a token's 2k w1/w3 matrices within one launch's groups.
+/// Decided once per table of experts
 /// (routed_experts.h).
-bool experts_on_device(const RoutedExpertsArgs& a, LinearKernel forced);
+bool experts_on_device(const RoutedExpertsArgs& a);
 
 }  // namespace dsinfer::cuda

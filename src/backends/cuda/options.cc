@@ -11,7 +11,8 @@ CudaBackendOptions CudaBackendOptions::from_switches(const std::function<const c
   CudaBackendOptions o;
   const char* graph = lookup("DSINFER_CUDA_GRAPH");
   o.step_graphs = graph && std::string_view(graph) == "1";
-  if (const char* r = lookup("DSINFER_CUDA_ROUTED_TOKENS")) o.routed_tokens = std::max(0, std::atoi(r));
+  if (const char* r = lookup("DSINFER_CUDA_ROUTED_TOKENS"))
+    o.routed_tokens = std::clamp<int64_t>(std::atoi(r), 0, kDeviceRoutedTokens);
   if (const char* r = lookup("DSINFER_CUDA_GEMV_ROWS")) {
     const int rows = std::atoi(r);
     o.gemv_rows = rows == 8 || rows == 1 ? rows : 0;

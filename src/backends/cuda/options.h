@@ -11,15 +11,16 @@
 namespace dsinfer {
 
 struct CudaBackendOptions {
-  static constexpr int64_t kDeviceRoutedTokens = 8;
+  static constexpr int64_t kDeviceRoutedTokens = 64;  // a decode step's (the route grouping's bound)
 
   /// Decode steps captured as CUDA graphs and kept to run again (CudaBackend::step_graphs).
   /// DSINFER_CUDA_GRAPH=1.
   bool step_graphs = false;
-  /// Steps of up to this many tokens run their routed experts on the device's choice, token after
-  /// token, without reading it back; larger ones group the tokens by expert (one token always runs
-  /// on the device's choice where its experts allow). DSINFER_CUDA_ROUTED_TOKENS=N (0: group every
-  /// larger step), for comparisons.
+  /// Steps of up to this many tokens (at most kDeviceRoutedTokens) run their routed experts on the
+  /// device's choice without reading it back (sorted by expert on the device, or token after token
+  /// with the fma or gemv kernel forced); larger ones group the tokens by expert on the host (one
+  /// token always runs on the device's choice where its experts allow). DSINFER_CUDA_ROUTED_TOKENS=N
+  /// (0: group every larger step), for comparisons.
   int64_t routed_tokens = kDeviceRoutedTokens;
   /// One token's GEMVs with 1 or 8 weight rows a warp wherever that applies; 0: by shape
   /// (kernels/linear/linear_gemv.cuh). DSINFER_CUDA_GEMV_ROWS=1|8, for comparisons.

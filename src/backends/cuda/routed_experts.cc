@@ -1,7 +1,12 @@
 // The routed experts on the CUDA backend (routed_experts.h): the experts' device tables, and a
-// few tokens' experts run token after token on the device's choice.
+// step's tokens' experts on the device's choice: sorted by expert on the device and run as one
+// grouped launch a matrix (the mma kernel, whose per-row sums do not depend on the rows beside
+// them: a token's output is the same alone or in any batch), or, with the fma or gemv kernel
+// forced, token after token.
 #include "backends/cuda/routed_experts.h"
 
+#include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -20,7 +25,7 @@ ExpertTables::~ExpertTables() {
   for (ExpertTable& t : tables_) cudaFree(t.device);
 }
 
-const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a, LinearKernel forced) {
+const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a) {
   const std::span<const ExpertWeights> experts = a.experts;
   const void* first_w1 = experts.empty() ? nullptr : experts.front().w1.weight.data;
   const void* last_w2 = experts.empty() ? nullptr : experts.back().w2.weight.data;
@@ -35,7 +40,7 @@ const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a, LinearKernel f
                 .last_w2 = last_w2,
                 .k = k,
                 .x_dtype = a.x.dtype,
-                .on_device = experts_on_device(a, forced)};
+                .on_device = experts_on_device(a)};
   if (t.on_device) {
     const size_t e_count = experts.size();
     std::vector<RoutedWeight> host(3 * e_count);
@@ -60,7 +65,7 @@ const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a, LinearKernel f
 void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
   const cuda::ExpertTable* table =
-      cuda::few_routed_tokens(n, options_.routed_tokens) ? &experts_.find(a, options_.linear_kernel) : nullptr;
+      cuda::few_routed_tokens(n, options_.routed_tokens) ? &experts_.find(a) : nullptr;
   if (!table || !table->on_device) {
     routed_experts_by_expert(*this, a);
     return;
@@ -69,6 +74,14 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32 &&
                     a.acc.is_contiguous() && a.x.stride[1] == 1,
                 "routed_experts: contiguous choices, an f32 accumulator");
+  // A few tokens token after token: the single-token GEMVs beat the mma kernel there
+  // (docs/perf-notes.md); more, or with the mma kernel forced, sorted by expert.
+  const cuda::LinearKernel forced = options_.linear_kernel;
+  if ((n > kTokenByTokenRoutedTokens && forced != cuda::LinearKernel::kFma && forced != cuda::LinearKernel::kGemv) ||
+      forced == cuda::LinearKernel::kMma) {
+    grouped_routed_experts(a, *table);
+    return;
+  }
   if (n > 1) {  // token after token: each its own experts' GEMVs on the device's choice, as below
     const auto row = [](TensorView v, int64_t t) {
       v.data = v.as<uint8_t>() + dtype_bytes(v.dtype, t * v.stride[0]);
@@ -134,6 +147,84 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   launched(cuda::launch_routed_combine({.o = o,
                                         .indices = a.indices.as<const int32_t>(),
                                         .acc = a.acc.as<float>(),
+                                        .k = static_cast<int>(k),
+                                        .dim = static_cast<int>(dim),
+                                        .stream = stream_}),
+           "routed experts (sum)");
+}
+
+void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda::ExpertTable& table) {
+  const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
+  const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
+  const int64_t dim = w1.in, ff = w1.out, m = n * k, max_groups = std::min(experts, m);
+  // The step's temporaries: scratch buffers, the same memory every call (and every captured step).
+  auto* xs = static_cast<uint16_t*>(scratch(scratch_.routed_x, m * dim * 2));
+  auto* gate = static_cast<uint16_t*>(scratch(scratch_.routed_gate, m * ff * 2));
+  auto* up = static_cast<uint16_t*>(scratch(scratch_.routed_up, m * ff * 2));
+  auto* act = static_cast<uint16_t*>(scratch(scratch_.routed_act, m * ff * 2));
+  auto* o = static_cast<uint16_t*>(scratch(scratch_.routed_out, m * dim * 2));
+  auto* order = static_cast<uint8_t*>(scratch(scratch_.routed_order, m * 12 + max_groups * sizeof(cuda::ExpertGroup)));
+  auto* token = reinterpret_cast<int32_t*>(order);
+  auto* weight = reinterpret_cast<float*>(order + m * 4);
+  auto* row = reinterpret_cast<int32_t*>(order + m * 8);
+  auto* groups = reinterpret_cast<cuda::ExpertGroup*>(order + m * 12);
+  launched(cuda::launch_group_routes({.indices = a.indices.as<const int32_t>(),
+                                      .weights = a.weights.as<const float>(),
+                                      .token = token,
+                                      .weight = weight,
+                                      .row = row,
+                                      .groups = groups,
+                                      .n = static_cast<int>(n),
+                                      .k = static_cast<int>(k),
+                                      .experts = static_cast<int>(experts),
+                                      .max_groups = static_cast<int>(max_groups),
+                                      .stream = stream_}),
+           "routed experts (grouping)");
+  gather_rows({a.x, TensorView::contiguous(token, DType::kI32, {m}, Device::kCuda),
+               TensorView::contiguous(xs, DType::kBF16, {m, dim}, Device::kCuda)});
+  // One launch a matrix kind over every used expert's rows; `parts` matrices share the input.
+  const auto grouped = [&](const uint16_t* x, int64_t in, const LinearWeight& w, const cuda::RoutedWeight* entries,
+                           std::initializer_list<uint16_t*> outs) {
+    const auto [values, codes, scales] = quant_scratch(m, in);
+    launched(cuda::launch_quantize_input({.x = x,
+                                          .x_stride = in,
+                                          .values = values,
+                                          .codes = codes,
+                                          .scales = scales,
+                                          .n = static_cast<int>(m),
+                                          .k = static_cast<int>(in),
+                                          .stream = stream_}),
+             "routed experts (input quantisation)");
+    cuda::BlockLinearParams p{.op = {},
+                              .groups = static_cast<int>(max_groups * outs.size()),
+                              .n = static_cast<int>(m),
+                              .k = static_cast<int>(in),
+                              .out = static_cast<int>(w.out),
+                              .fp4 = w.format == LinearFormat::kFp4,
+                              .w_stride = w.weight.stride[0],
+                              .s_stride = w.scale.stride[0],
+                              .y_stride = w.out,
+                              .kernel = cuda::LinearKernel::kMma,
+                              .route_table = entries,
+                              .per_route = static_cast<int>(outs.size()),
+                              .route_count = static_cast<int>(experts),
+                              .expert_groups = groups,
+                              .stream = stream_};
+    int part = 0;
+    for (uint16_t* y : outs) p.op[part++] = {.x_values = values, .x_scales = scales, .y = y, .x_codes = codes};
+    launched(cuda::launch_block_linear(p), "routed experts");
+  };
+  grouped(xs, dim, w1, table.device, {gate, up});
+  swiglu({TensorView::contiguous(gate, DType::kBF16, {m, ff}, Device::kCuda),
+          TensorView::contiguous(up, DType::kBF16, {m, ff}, Device::kCuda),
+          TensorView::contiguous(weight, DType::kF32, {m}, Device::kCuda), a.swiglu_limit,
+          TensorView::contiguous(act, DType::kBF16, {m, ff}, Device::kCuda)});
+  grouped(act, ff, w2, table.device + 2 * experts, {o});
+  launched(cuda::launch_routed_combine({.o = o,
+                                        .rows = row,
+                                        .indices = a.indices.as<const int32_t>(),
+                                        .acc = a.acc.as<float>(),
+                                        .n = static_cast<int>(n),
                                         .k = static_cast<int>(k),
                                         .dim = static_cast<int>(dim),
                                         .stream = stream_}),

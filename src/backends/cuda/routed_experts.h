@@ -39,7 +39,7 @@ class ExpertTables {
 
   /// The table of a's experts, made if new (a decode step looks up every layer's: no walk over
   /// all the experts once it is made).
-  const ExpertTable& find(const RoutedExpertsArgs& a, LinearKernel forced);
+  const ExpertTable& find(const RoutedExpertsArgs& a);
   /// Some layer's few-token calls read the router's choice back (its experts cannot run on the
   /// device's choice): then no decode step of this model can be captured.
   bool reads_choice() const { return reads_choice_; }

@@ -69,12 +69,12 @@ static_assert(kE2m1TableWords * 4 <= kSharedBytesOptIn);
 static_assert(kStepsInFlight >= 1);
 }  // namespace gemv_rows_kernel
 
-/// linear_mma.cu: the e4m3 tensor-core kernel (mma.m16n8k32), any n.
+/// linear_mma.cu: the f16 tensor-core kernel (two mma.m16n8k16 a K block), any n.
 namespace mma_kernel {
 inline constexpr int kWarps = 8;      // per CTA, splitting K
 inline constexpr int kTileRows = 16;  // weight rows per CTA (the mma's M)
 inline constexpr int kMaxNTiles = 8;  // activation rows per pass: 8 tiles of 8
-inline constexpr int kInFlight = 4;   // K blocks each warp loads before its first mma
+inline constexpr int kInFlight = 8;   // K blocks each warp loads before its first mma
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 // One mma's K is one scale block; an fp8 scale covers 32 rows, so a tile never straddles two.
 static_assert(kScaleBlock == 32 && kScaleBlock % kTileRows == 0);

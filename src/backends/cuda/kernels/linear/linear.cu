@@ -15,8 +15,9 @@ cudaError_t launch_block_linear_fma(const BlockLinearParams& p) {
 }
 
 cudaError_t launch_block_linear(const BlockLinearParams& p) {
-  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1 || p.groups > kMaxLinearGroups)
-    return cudaErrorInvalidValue;
+  if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1) return cudaErrorInvalidValue;
+  if (p.expert_groups) return p.out == 0 ? cudaSuccess : launch_block_linear_mma(p);  // row counts on the device
+  if (p.groups > kMaxLinearGroups) return cudaErrorInvalidValue;
   if (p.n == 0 || p.out == 0) return cudaSuccess;
   LinearKernel kernel = p.kernel;
   // Auto: the kernels that equal the CPU's exact block sums (gemv, fma and mma, bit for bit on over

@@ -12,10 +12,9 @@ namespace dsinfer::cuda {
 // (kernels/act_quant/act_quant.h).
 
 /// The block partials come from fp32 FMAs on the CUDA cores (one warp per output row) or from the
-/// tensor cores (f16 mma.sync on the codes' values, or mma.sync on e4m3, one K block per
-/// instruction, fp4 weights widened to e4m3 in registers), as p.kernel says. The CPU sums them
-/// exactly; results agree to rounding. cudaErrorInvalidValue unless k % 32 == 0 and
-/// 1 <= groups <= kMaxLinearGroups.
+/// tensor cores (f16 mma.sync on the codes' values), as p.kernel says. The CPU sums them exactly;
+/// results agree to rounding. cudaErrorInvalidValue unless k % 32 == 0 and 1 <= groups <=
+/// kMaxLinearGroups (a grouped call, p.expert_groups: any number of groups, on the mma kernel).
 cudaError_t launch_block_linear(const BlockLinearParams& p);
 
 }  // namespace dsinfer::cuda

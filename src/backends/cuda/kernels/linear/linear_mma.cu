@@ -1,19 +1,24 @@
-// sm90_fp8_block_linear_mma: block-scaled linear on the tensor cores, for decode and small batches.
+// sm90_fp8_block_linear_mma: block-scaled linear on the tensor cores, any number of activation
+// rows, with per-row results that do not depend on how many rows share the launch (a decode
+// step's sequences: batch invariance).
 //
-// One mma.sync.m16n8k32 (e4m3 x e4m3 -> f32) covers exactly one 32-wide K block of 16 weight rows
-// against 8 activation rows, so its result is that block's partial sum, which is scaled
-// ((P * sx) * sw, the reference's order) and accumulated in fp32 per thread. The tensor cores do the
-// arithmetic, which leaves the memory stream: no per-weight conversions on the CUDA cores (those
-// capped the FMA kernel at about a third of the bandwidth). fp4 weights are widened to e4m3 in
-// registers with byte permutes.
+// A K block (32 weights, one scale) of 16 weight rows is the A operand of two mma.m16n8k16
+// (f16 x f16 -> f32), each activation tile of 8 rows the B operand, so D is that block's exact
+// partial sum for 16 rows x 8 activation rows; it is scaled ((P * sx) * sw, the reference's
+// order, rounded step by step as the CPU does) and chained in fp32 per thread. Each weight is
+// converted to f16 once (fp8: cvt; fp4: byte permutes to e4m3, then cvt) and serves every tile;
+// the activations come as f16 values from the input quantisation, so they need no conversion.
 //
-// A CTA takes 16 rows of one matrix and all activation rows (in tiles of 8); its warps split the
-// K blocks (warp w takes w, w + W, ...) and meet in shared memory at the end. Within a block the
-// K order is free as long as A and B agree: thread (g, t) holds bytes 8t..8t+7 of the block for
-// rows g and g + 8 (an 8-byte load each) and the same bytes of activation row g.
+// A CTA takes 16 rows of one matrix and all activation rows (passes of up to 8 tiles); its warps
+// split the K blocks (warp w takes w, w + W, ...) and meet in shared memory at the end, in warp
+// order. Within a block the K order is free as long as A and B agree: thread (g, t) holds K
+// 8t..8t+7 of rows g and g + 8 (one load each), the first mma takes K 8t..8t+3 and the second
+// 8t+4..8t+7, and activation row g is read at the same K. A row's sum depends only on the
+// matrix's shape, never on the rows beside it: the tiles are independent columns of the mma.
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/fp4.cuh"
@@ -29,14 +34,6 @@ using namespace common;
 using namespace linear_config;
 using namespace linear_config::mma_kernel;
 using namespace linear_detail;
-
-__device__ inline void mma_e4m3(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%10,%10};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
-}
 
 __device__ inline uint2 load8(const uint8_t* p) {
   return __ldg(reinterpret_cast<const uint2*>(p));
@@ -57,51 +54,75 @@ __device__ inline void load_raw(const BlockLinearParams& p, const uint8_t* w, in
   }
 }
 
-__device__ inline void raw_to_a(bool fp4, const uint32_t raw[4], uint32_t a[4]) {
+// The raw words of a block (fp8: rows g, g + 8 at K 8t..8t+3, then at 8t+4..8t+7; fp4: rows g,
+// g + 8 at K 8t..8t+7) as the A fragments of the block's two f16 mmas.
+__device__ inline void raw_to_a(bool fp4, const uint32_t raw[4], uint32_t a0[4], uint32_t a1[4]) {
+  uint32_t c[4];  // e4m3 codes: row g K 8t..+3, row g + 8 K 8t..+3, row g K 8t+4..+7, row g + 8 K 8t+4..+7
   if (fp4) {
-    a[0] = e2m1x4_to_e4m3x4(raw[0]), a[2] = e2m1x4_to_e4m3x4(raw[0] >> 16);
-    a[1] = e2m1x4_to_e4m3x4(raw[1]), a[3] = e2m1x4_to_e4m3x4(raw[1] >> 16);
+    c[0] = e2m1x4_to_e4m3x4(raw[0]), c[2] = e2m1x4_to_e4m3x4(raw[0] >> 16);
+    c[1] = e2m1x4_to_e4m3x4(raw[1]), c[3] = e2m1x4_to_e4m3x4(raw[1] >> 16);
   } else {
-    a[0] = raw[0], a[1] = raw[1], a[2] = raw[2], a[3] = raw[3];
+    c[0] = raw[0], c[1] = raw[1], c[2] = raw[2], c[3] = raw[3];
   }
+  // A fragment: {row g K slots 2t, 2t+1; row g + 8 the same; row g slots 2t+8, 2t+9; row g + 8}.
+  a0[0] = e4m3x2_to_f16x2(c[0] & 0xFFFFu), a0[1] = e4m3x2_to_f16x2(c[1] & 0xFFFFu);
+  a0[2] = e4m3x2_to_f16x2(c[0] >> 16), a0[3] = e4m3x2_to_f16x2(c[1] >> 16);
+  a1[0] = e4m3x2_to_f16x2(c[2] & 0xFFFFu), a1[1] = e4m3x2_to_f16x2(c[3] & 0xFFFFu);
+  a1[2] = e4m3x2_to_f16x2(c[2] >> 16), a1[3] = e4m3x2_to_f16x2(c[3] >> 16);
+}
+
+// The block's weight scales of rows g and g + 8 (e8m0 bytes 0 and 1). fp8: one per 32 rows (a
+// 16-row tile never straddles two); fp4: one per row.
+__device__ inline uint32_t load_scales(const BlockLinearParams& p, const uint8_t* sw, int r0, int b, int g) {
+  if (!p.fp4) {
+    const uint32_t s = __ldg(sw + (r0 / 32) * p.s_stride + b);
+    return s | s << 8;
+  }
+  return __ldg(sw + min(r0 + g, p.out - 1) * p.s_stride + b) |
+         static_cast<uint32_t>(__ldg(sw + min(r0 + g + 8, p.out - 1) * p.s_stride + b)) << 8;
+}
+
+// acc + (d * sx) * sw, each step rounded (no contraction into an fma): the CPU's order.
+__device__ inline float chain(float acc, float d, float sx, float sw) {
+  return __fadd_rn(acc, __fmul_rn(__fmul_rn(d, sx), sw));
 }
 
 template <int NT>  // activation tiles of 8 in this pass
-__device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, int r0, int n0, float* red) {
+__device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, int n, int r0, int n0, float* red) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int blocks = p.k / 32;
   float acc[NT][4] = {};
   for (int b0 = warp; b0 < blocks; b0 += kWarps * kInFlight) {
-    uint32_t raw[kInFlight][4];
+    uint32_t raw[kInFlight][4], sws[kInFlight];
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int b = b0 + u * kWarps;
-      if (b < blocks) load_raw(p, op.w, r0, b, g, t, raw[u]);
+      if (b < blocks) load_raw(p, op.w, r0, b, g, t, raw[u]), sws[u] = load_scales(p, op.w_scales, r0, b, g);
     }
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int b = b0 + u * kWarps;
       if (b >= blocks) break;  // warp-uniform
-      uint32_t a[4];
-      raw_to_a(p.fp4, raw[u], a);
-      // fp8: one scale per 32 rows (a 16-row tile never straddles two); fp4: one per row.
-      const float sw_g = e8m0_to_float(p.fp4 ? op.w_scales[min(r0 + g, p.out - 1) * p.s_stride + b]
-                                             : op.w_scales[(r0 / 32) * p.s_stride + b]);
-      const float sw_g8 = p.fp4 ? e8m0_to_float(op.w_scales[min(r0 + g + 8, p.out - 1) * p.s_stride + b]) : sw_g;
+      uint32_t a0[4], a1[4];
+      raw_to_a(p.fp4, raw[u], a0, a1);
+      const float sw_g = e8m0_to_float(static_cast<uint8_t>(sws[u]));
+      const float sw_g8 = e8m0_to_float(static_cast<uint8_t>(sws[u] >> 8));
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        const int row_b = n0 + j * 8 + g;  // activation row this thread feeds to B
-        const uint2 bx =
-            row_b < p.n ? load8(op.x_codes + static_cast<int64_t>(row_b) * p.k + b * 32 + t * 8) : make_uint2(0, 0);
-        float d[4];
-        mma_e4m3(a, bx.x, bx.y, d);
+        const int row_b = n0 + j * 8 + g;   // activation row this thread feeds to B
         const int c0 = n0 + j * 8 + 2 * t;  // activation rows of d[0], d[2] (c0) and d[1], d[3] (c0 + 1)
-        const float sx0 = c0 < p.n ? op.x_scales[static_cast<int64_t>(c0) * blocks + b] : 0.0f;
-        const float sx1 = c0 + 1 < p.n ? op.x_scales[static_cast<int64_t>(c0 + 1) * blocks + b] : 0.0f;
-        acc[j][0] += (d[0] * sx0) * sw_g;
-        acc[j][1] += (d[1] * sx1) * sw_g;
-        acc[j][2] += (d[2] * sx0) * sw_g8;
-        acc[j][3] += (d[3] * sx1) * sw_g8;
+        const uint4 bx = row_b < n ? __ldg(reinterpret_cast<const uint4*>(op.x_values + static_cast<int64_t>(row_b) * p.k +
+                                                                           b * 32 + t * 8))
+                                   : make_uint4(0, 0, 0, 0);
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_f16(a0, bx.x, bx.y, d);
+        mma_f16(a1, bx.z, bx.w, d);
+        const float sx0 = c0 < n ? op.x_scales[static_cast<int64_t>(c0) * blocks + b] : 0.0f;
+        const float sx1 = c0 + 1 < n ? op.x_scales[static_cast<int64_t>(c0 + 1) * blocks + b] : 0.0f;
+        acc[j][0] = chain(acc[j][0], d[0], sx0, sw_g);
+        acc[j][1] = chain(acc[j][1], d[1], sx1, sw_g);
+        acc[j][2] = chain(acc[j][2], d[2], sx0, sw_g8);
+        acc[j][3] = chain(acc[j][3], d[3], sx1, sw_g8);
       }
     }
   }
@@ -117,9 +138,9 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float s = 0.0f;
-        for (int w = 0; w < kWarps; ++w) s += red[((w * NT + j) * 4 + e) * kWarp + lane];
+        for (int w = 0; w < kWarps; ++w) s = __fadd_rn(s, red[((w * NT + j) * 4 + e) * kWarp + lane]);
         const int row = r0 + g + (e >= 2 ? 8 : 0), col = n0 + j * 8 + 2 * t + (e & 1);
-        if (row < p.out && col < p.n) op.y[static_cast<int64_t>(col) * p.y_stride + row] = float_to_bf16(s);
+        if (row < p.out && col < n) op.y[static_cast<int64_t>(col) * p.y_stride + row] = float_to_bf16(s);
       }
   }
   __syncthreads();  // red is reused by the next pass
@@ -127,35 +148,51 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
 
 __global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_mma(BlockLinearParams p) {
   extern __shared__ float red[];  // [kWarps][tiles][4][32]
-  const int tiles_per_matrix = (p.out + kTileRows - 1) / kTileRows;
-  const LinearOperands& op = p.op[blockIdx.x / tiles_per_matrix];
+  const int tiles_per_matrix = (p.out + kTileRows - 1) / kTileRows, group = blockIdx.x / tiles_per_matrix;
   const int r0 = (blockIdx.x % tiles_per_matrix) * kTileRows;
-  for (int n0 = 0; n0 < p.n; n0 += kMaxNTiles * 8) {
-    const int tiles = min(kMaxNTiles, (p.n - n0 + 7) / 8);
+  LinearOperands op;
+  int n = p.n;
+  if (p.expert_groups) {  // an expert's rows of the sorted activations, its weights from the table
+    const ExpertGroup e = p.expert_groups[group / p.per_route];
+    const int part = group % p.per_route;
+    if (e.count <= 0 || e.expert < 0 || e.expert >= p.route_count) return;  // the whole CTA
+    const LinearOperands& sorted = p.op[part];
+    const RoutedWeight w = p.route_table[e.expert * p.per_route + part];
+    op = {.x_values = sorted.x_values + static_cast<int64_t>(e.first) * p.k,
+          .x_scales = sorted.x_scales + static_cast<int64_t>(e.first) * (p.k / 32),
+          .w = w.w,
+          .w_scales = w.w_scales,
+          .y = sorted.y + static_cast<int64_t>(e.first) * p.y_stride};
+    n = e.count;
+  } else {
+    op = p.op[group];
+  }
+  for (int n0 = 0; n0 < n; n0 += kMaxNTiles * 8) {
+    const int tiles = min(kMaxNTiles, (n - n0 + 7) / 8);
     switch (tiles) {
       case 1:
-        tile_pass<1>(p, op, r0, n0, red);
+        tile_pass<1>(p, op, n, r0, n0, red);
         break;
       case 2:
-        tile_pass<2>(p, op, r0, n0, red);
+        tile_pass<2>(p, op, n, r0, n0, red);
         break;
       case 3:
-        tile_pass<3>(p, op, r0, n0, red);
+        tile_pass<3>(p, op, n, r0, n0, red);
         break;
       case 4:
-        tile_pass<4>(p, op, r0, n0, red);
+        tile_pass<4>(p, op, n, r0, n0, red);
         break;
       case 5:
-        tile_pass<5>(p, op, r0, n0, red);
+        tile_pass<5>(p, op, n, r0, n0, red);
         break;
       case 6:
-        tile_pass<6>(p, op, r0, n0, red);
+        tile_pass<6>(p, op, n, r0, n0, red);
         break;
       case 7:
-        tile_pass<7>(p, op, r0, n0, red);
+        tile_pass<7>(p, op, n, r0, n0, red);
         break;
       default:
-        tile_pass<8>(p, op, r0, n0, red);
+        tile_pass<8>(p, op, n, r0, n0, red);
         break;
     }
   }
@@ -164,17 +201,22 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_mma(Block
 }  // namespace
 
 cudaError_t launch_block_linear_mma(const BlockLinearParams& p) {
-  for (int g = 0; g < p.groups; ++g)
-    if (!p.op[g].x_codes || !p.op[g].x_scales || !p.op[g].w || !p.op[g].w_scales || !p.op[g].y)
+  const bool grouped = p.expert_groups != nullptr;
+  if (grouped && (!p.route_table || p.per_route < 1 || p.per_route > kMaxLinearGroups || p.groups % p.per_route != 0))
+    return cudaErrorInvalidValue;
+  for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g)
+    if (!p.op[g].x_values || !p.op[g].x_scales || !p.op[g].y || (!grouped && (!p.op[g].w || !p.op[g].w_scales)))
       return cudaErrorInvalidValue;
-  const int tiles = std::min(kMaxNTiles, (p.n + 7) / 8);
+  // A grouped call's row counts are on the device: room for a full pass.
+  const int tiles = grouped ? kMaxNTiles : std::min(kMaxNTiles, (p.n + 7) / 8);
   const int smem = kWarps * tiles * 4 * kWarp * static_cast<int>(sizeof(float));
   static const cudaError_t attr =
       cudaFuncSetAttribute(sm90_fp8_block_linear_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            kWarps * kMaxNTiles * 4 * kWarp * static_cast<int>(sizeof(float)));
   if (attr != cudaSuccess) return attr;
-  const int ctas = p.groups * ((p.out + kTileRows - 1) / kTileRows);
-  sm90_fp8_block_linear_mma<<<ctas, kWarps * kWarp, smem, p.stream>>>(p);
+  const int64_t ctas = static_cast<int64_t>(p.groups) * ((p.out + kTileRows - 1) / kTileRows);
+  if (ctas > INT32_MAX) return cudaErrorInvalidValue;
+  sm90_fp8_block_linear_mma<<<static_cast<unsigned>(ctas), kWarps * kWarp, smem, p.stream>>>(p);
   return cudaGetLastError();
 }
 

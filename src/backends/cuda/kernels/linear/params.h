@@ -25,6 +25,12 @@ struct RoutedWeight {
   const uint8_t* w_scales = nullptr;
 };
 
+/// One expert's share of a step's routed tokens (a grouped call): rows [first, first + count) of
+/// the expert-sorted activations. count 0: an unused entry.
+struct ExpertGroup {
+  int32_t expert = 0, first = 0, count = 0;
+};
+
 /// The kernels the dispatch can run (their tile and launch constants: config.h; the kernel lab,
 /// bench/cuda/lab, keeps wgmma and the other knob values).
 enum class LinearKernel {
@@ -33,7 +39,7 @@ enum class LinearKernel {
   kGemv,  // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
           // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
   kFma,   // CUDA cores: one warp per output row, fp32 FMAs
-  kMma,   // tensor cores through mma.sync e4m3 (lowered to f16 HMMA on sm_90), any n
+  kMma,   // f16 tensor cores (mma.sync m16n8k16), any n, per-row sums independent of n
 };
 
 /// y = bf16(sum over K blocks b of (P_b * sx_b) * sw_b), P_b = sum of code products in block b,
@@ -55,6 +61,10 @@ struct BlockLinearParams {
   const int32_t* routes = nullptr;
   const RoutedWeight* route_table = nullptr;
   int per_route = 1, route_count = 0;
+  // Grouped (kMma): group g is entry g / per_route of `expert_groups` (device memory), matrix
+  // g % per_route: that entry's rows of op[g % per_route]'s x and y against route_table[expert *
+  // per_route + g % per_route], n ignored; groups may exceed kMaxLinearGroups.
+  const ExpertGroup* expert_groups = nullptr;
   cudaStream_t stream = nullptr;
 };
 

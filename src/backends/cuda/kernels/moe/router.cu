@@ -1,7 +1,8 @@
 // sm90_bf16_router_logits + sm90_f32_router_select: the gate's dot products spread over the GPU (a block per
 // token and expert: at batch 1 one block per token left the gate's weights to one SM, 180 us a
 // call), then per token the score function, the top-k and the weights. sm90_f32_routed_combine: the
-// routed experts' outputs of a token added up in expert order.
+// routed experts' outputs of a token added up in expert order; sm90_i32_group_routes: a step's
+// routed slots sorted by expert (the grouped experts' rows).
 #include <cmath>
 
 #include "backends/cuda/common/bf16.cuh"
@@ -113,25 +114,79 @@ __global__ void __launch_bounds__(kThreads) sm90_f32_router_select(RouterParams 
 
 __global__ void sm90_f32_routed_combine(RoutedCombineParams p) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t tok = blockIdx.y;
   if (c >= p.dim) return;
+  const int32_t* ids = p.indices + tok * p.k;
   int order[kMaxK];  // the slots by ascending expert id (insertion sort: k is small)
   for (int j = 0; j < p.k; ++j) {
-    const int32_t e = p.indices[j];
+    const int32_t e = ids[j];
     int at = j;
-    for (; at > 0 && p.indices[order[at - 1]] > e; --at) order[at] = order[at - 1];
+    for (; at > 0 && ids[order[at - 1]] > e; --at) order[at] = order[at - 1];
     order[at] = j;
   }
-  float acc = p.acc[c];
-  for (int j = 0; j < p.k; ++j) acc += bf16_to_float(p.o[static_cast<int64_t>(order[j]) * p.dim + c]);
-  p.acc[c] = acc;
+  float acc = p.acc[tok * p.dim + c];
+  for (int j = 0; j < p.k; ++j) {
+    const int64_t slot = tok * p.k + order[j], row = p.rows ? p.rows[slot] : slot;
+    if (row >= 0) acc += bf16_to_float(p.o[row * p.dim + c]);
+  }
+  p.acc[tok * p.dim + c] = acc;
+}
+
+// One block: counts per expert, their offsets (a scan in expert order), then each slot's rank
+// among the earlier slots of its expert: a deterministic order, whatever the threads' timing.
+__global__ void __launch_bounds__(kGroupThreads) sm90_i32_group_routes(GroupRoutesParams p) {
+  __shared__ int32_t ids[kMaxGroupedSlots];
+  __shared__ int32_t count[kMaxExperts], first[kMaxExperts];
+  const int m = p.n * p.k;
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int s = threadIdx.x; s < m; s += blockDim.x) {
+    const int32_t e = p.indices[s];
+    ids[s] = e >= 0 && e < p.experts ? e : -1;
+    if (ids[s] >= 0) atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int at = 0, g = 0;
+    for (int e = 0; e < p.experts; ++e) {
+      first[e] = at;
+      if (count[e] > 0 && g < p.max_groups) p.groups[g++] = {e, at, count[e]};
+      at += count[e];
+    }
+    for (; g < p.max_groups; ++g) p.groups[g] = {0, 0, 0};
+  }
+  __syncthreads();
+  for (int s = threadIdx.x; s < m; s += blockDim.x) {
+    const int32_t e = ids[s];
+    if (e < 0) {
+      p.row[s] = -1;
+      continue;
+    }
+    int rank = 0;
+    for (int q = 0; q < s; ++q) rank += ids[q] == e;
+    const int at = first[e] + rank;
+    p.row[s] = at;
+    p.token[at] = s / p.k;
+    p.weight[at] = p.weights[s];
+  }
 }
 
 }  // namespace
 
 cudaError_t launch_routed_combine(const RoutedCombineParams& p) {
-  if (p.k < 1 || p.k > kMaxK || p.dim < 0) return cudaErrorInvalidValue;
-  if (p.dim == 0) return cudaSuccess;
-  sm90_f32_routed_combine<<<static_cast<unsigned>((p.dim + kThreads - 1) / kThreads), kThreads, 0, p.stream>>>(p);
+  if (p.k < 1 || p.k > kMaxK || p.dim < 0 || p.n < 0 || p.n > 65535) return cudaErrorInvalidValue;
+  if (p.dim == 0 || p.n == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((p.dim + kThreads - 1) / kThreads), static_cast<unsigned>(p.n));
+  sm90_f32_routed_combine<<<grid, kThreads, 0, p.stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_group_routes(const GroupRoutesParams& p) {
+  if (p.k < 1 || p.k > kMaxK || p.n < 0 || p.n * p.k > kMaxGroupedSlots || p.experts < 1 ||
+      p.experts > kMaxExperts || p.max_groups < 0)
+    return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  sm90_i32_group_routes<<<1, kGroupThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "backends/cuda/kernels/linear/params.h"
+
 namespace dsinfer::cuda {
 
 enum class RouterScoreKind : int { kSoftmax, kSigmoid, kSqrtSoftplus };
@@ -35,16 +37,35 @@ struct RouterParams {
 /// cudaErrorInvalidValue unless 1 <= k <= experts <= 1024 and the workspace is given.
 cudaError_t launch_router(const RouterParams& p);
 
-/// One token's routed experts' outputs added into its fp32 row in ascending expert id (the order
-/// of the per-expert scatter-adds), a thread per dim.
+/// Tokens' routed experts' outputs added into their fp32 rows in ascending expert id (the order of
+/// the per-expert scatter-adds), a thread per token and dim.
 struct RoutedCombineParams {
-  const uint16_t* o = nullptr;       // [k, dim] bf16: slot j's expert output
-  const int32_t* indices = nullptr;  // [k] the slots' expert ids (distinct)
-  float* acc = nullptr;              // [dim]
-  int k = 0, dim = 0;
+  const uint16_t* o = nullptr;       // bf16 rows of `dim`: slot j of token t is row rows[t * k + j]
+  const int32_t* rows = nullptr;     // [n * k], or null: row t * k + j; a row < 0 adds nothing
+  const int32_t* indices = nullptr;  // [n, k] the slots' expert ids (distinct within a token)
+  float* acc = nullptr;              // [n, dim]
+  int n = 1, k = 0, dim = 0;
   cudaStream_t stream = nullptr;
 };
 /// cudaErrorInvalidValue unless 1 <= k <= 16.
 cudaError_t launch_routed_combine(const RoutedCombineParams& p);
+
+/// A step's routed slots (token t's choice j is slot t * k + j) sorted by expert, on the device:
+/// sorted position i holds slot order[i] (ascending expert, then ascending slot), so that each
+/// used expert's slots are consecutive rows, listed in `groups` in ascending expert id (count 0
+/// after the last). An id outside [0, experts) takes no row (its slot's row is -1).
+struct GroupRoutesParams {
+  const int32_t* indices = nullptr;  // [n, k]
+  const float* weights = nullptr;    // [n, k]
+  int32_t* token = nullptr;          // [n * k] out: the token of sorted position i
+  float* weight = nullptr;           // [n * k] out: its routing weight
+  int32_t* row = nullptr;            // [n * k] out: the sorted position of slot s, or -1
+  ExpertGroup* groups = nullptr;     // [max_groups] out
+  int n = 0, k = 0, experts = 0, max_groups = 0;
+  cudaStream_t stream = nullptr;
+};
+/// One block. cudaErrorInvalidValue unless 1 <= k <= 16, n * k <= kMaxGroupedSlots and 1 <=
+/// experts <= 1024.
+cudaError_t launch_group_routes(const GroupRoutesParams& p);
 
 }  // namespace dsinfer::cuda
