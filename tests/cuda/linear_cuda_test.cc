@@ -208,9 +208,10 @@ TEST(CudaLinear, MmaRowsDoNotDependOnTheBatch) {
       const std::vector<uint16_t> alone = run(r, 1);
       EXPECT_TRUE(std::equal(alone.begin(), alone.end(), all.begin() + static_cast<size_t>(r) * o))
           << (fp4 ? "fp4" : "fp8") << " row " << r << " alone differs from the batch of 64";
-      if (r >= 8 && r < 16)
+      if (r >= 8 && r < 16) {
         EXPECT_TRUE(std::equal(alone.begin(), alone.end(), eight.begin() + static_cast<size_t>(r - 8) * o))
             << (fp4 ? "fp4" : "fp8") << " row " << r << " alone differs from the batch of 8";
+      }
     }
   }
 }
