@@ -1,8 +1,7 @@
 // The routed experts on the CUDA backend (routed_experts.h): the experts' device tables, and a
-// step's tokens' experts on the device's choice: sorted by expert on the device and run as one
-// grouped launch a matrix (the mma kernel, whose per-row sums do not depend on the rows beside
-// them: a token's output is the same alone or in any batch), or, with the fma or gemv kernel
-// forced, token after token.
+// step's tokens' experts on the device's choice: up to kTokenByTokenRoutedTokens token after
+// token (the single-token GEMVs), more sorted by expert on the device and run as one grouped
+// launch a matrix (the mma kernel, whose per-row sums do not depend on the rows beside them).
 #include "backends/cuda/routed_experts.h"
 
 #include <algorithm>
