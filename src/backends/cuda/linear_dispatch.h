@@ -40,8 +40,7 @@ GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced);
 bool few_routed_tokens(int64_t n, int64_t routed_tokens);
 /// Whether these experts can run on the device's choice at all: block-scaled, every expert of one
 /// format and shape in device memory, a token's 2k w1/w3 matrices within one launch's groups.
-/// Decided once per table of experts
-/// (routed_experts.h).
+/// Decided once per table of experts (routed_experts.h).
 bool experts_on_device(const RoutedExpertsArgs& a);
 
 }  // namespace dsinfer::cuda

@@ -50,10 +50,10 @@ struct RoutedCombineParams {
 /// cudaErrorInvalidValue unless 1 <= k <= 16.
 cudaError_t launch_routed_combine(const RoutedCombineParams& p);
 
-/// A step's routed slots (token t's choice j is slot t * k + j) sorted by expert, on the device:
-/// sorted position i holds slot order[i] (ascending expert, then ascending slot), so that each
-/// used expert's slots are consecutive rows, listed in `groups` in ascending expert id (count 0
-/// after the last). An id outside [0, experts) takes no row (its slot's row is -1).
+/// A step's routed slots (token t's choice j is slot t * k + j) sorted by expert, on the device,
+/// in ascending expert and then ascending slot, so that each used expert's slots are consecutive
+/// rows, listed in `groups` in ascending expert id (count 0 after the last). An id outside
+/// [0, experts) takes no row (its slot's row is -1).
 struct GroupRoutesParams {
   const int32_t* indices = nullptr;  // [n, k]
   const float* weights = nullptr;    // [n, k]
@@ -64,8 +64,8 @@ struct GroupRoutesParams {
   int n = 0, k = 0, experts = 0, max_groups = 0;
   cudaStream_t stream = nullptr;
 };
-/// One block. cudaErrorInvalidValue unless 1 <= k <= 16, n * k <= kMaxGroupedSlots and 1 <=
-/// experts <= 1024.
+/// One block. cudaErrorInvalidValue unless 1 <= k <= 16, n * k <= 1024 (moe_config::
+/// kMaxGroupedSlots) and 1 <= experts <= 1024.
 cudaError_t launch_group_routes(const GroupRoutesParams& p);
 
 }  // namespace dsinfer::cuda
