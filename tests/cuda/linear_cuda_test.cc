@@ -195,8 +195,9 @@ TEST(CudaLinear, MmaRowsDoNotDependOnTheBatch) {
     const auto run = [&](int first, int n) {
       cuda::BlockLinearParams p;
       p.kernel = cuda::LinearKernel::kMma;
-      p.op[0] = {dvals.p + static_cast<size_t>(first) * k, dxs.p + static_cast<size_t>(first) * (k / 32), dw.p, dws.p,
-                 dy.p, dcodes.p + static_cast<size_t>(first) * k};
+      p.op[0] = {
+          dvals.p + static_cast<size_t>(first) * k, dxs.p + static_cast<size_t>(first) * (k / 32), dw.p, dws.p, dy.p,
+          dcodes.p + static_cast<size_t>(first) * k};
       p.n = n, p.k = k, p.out = o, p.fp4 = fp4, p.w_stride = fp4 ? k / 2 : k, p.s_stride = k / 32, p.y_stride = o;
       EXPECT_EQ(cuda::launch_block_linear(p), cudaSuccess);
       std::vector<uint16_t> y(static_cast<size_t>(n) * o);

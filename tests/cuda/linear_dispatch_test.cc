@@ -79,7 +79,8 @@ TEST(LinearDispatch, GroupsOfLinears) {
   EXPECT_EQ(cuda::group_path(diagonal, LinearKernel::kAuto), GroupPath::kBlockDiagonal);
   const std::vector<LinearArgs> apart = {block(d0, 0, 2, 3), block(d1, 0, 2, 3)};
   EXPECT_EQ(cuda::group_path(apart, LinearKernel::kAuto), GroupPath::kEach);
-  const std::vector<LinearArgs> prefill = {block(d0, 0, 2, cuda::kTensorCoreRows), block(d1, 1, 2, cuda::kTensorCoreRows)};
+  const std::vector<LinearArgs> prefill = {block(d0, 0, 2, cuda::kTensorCoreRows),
+                                           block(d1, 1, 2, cuda::kTensorCoreRows)};
   EXPECT_EQ(cuda::group_path(prefill, LinearKernel::kAuto), GroupPath::kEach);
 }
 

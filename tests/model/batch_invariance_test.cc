@@ -98,8 +98,9 @@ class BatchInvariance : public ::testing::TestWithParam<const char*> {
         beside_done += piece;
         step.insert(step.begin() + static_cast<int64_t>(step.size()) / 3, std::move(c));
       }
-      const auto at = std::find_if(step.begin(), step.end(), [&](const ForwardChunk& c) { return c.state == &seqs[0]; }) -
-                      step.begin();
+      const auto at =
+          std::find_if(step.begin(), step.end(), [&](const ForwardChunk& c) { return c.state == &seqs[0]; }) -
+          step.begin();
       logits.resize(step.size() * vocab);
       const Status st = runner_->forward(step, logits);
       EXPECT_TRUE(st.ok()) << st.to_string();

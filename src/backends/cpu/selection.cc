@@ -58,9 +58,8 @@ void CpuBackend::candidate_blocks(const CandidateBlocksArgs& a) {
       // Blocks past the visible columns hold only -inf: never kept, so never read.
       const int64_t visible = std::clamp<int64_t>(a.visible.as<const int32_t>()[i], 0, T);
       const int64_t width = std::min(T, (visible + a.block_size - 1) / a.block_size * a.block_size);
-      const std::vector<int32_t> kept =
-          select_candidate_block_ids(std::span(a.scores.as<const float>() + i * a.scores.stride[0], width),
-                                     visible, a.topk_blocks, a.block_size);
+      const std::vector<int32_t> kept = select_candidate_block_ids(
+          std::span(a.scores.as<const float>() + i * a.scores.stride[0], width), visible, a.topk_blocks, a.block_size);
       int32_t* out = a.blocks.as<int32_t>() + i * a.blocks.stride[0];
       std::copy(kept.begin(), kept.end(), out);
       std::fill(out + kept.size(), out + kb, -1);

@@ -63,8 +63,7 @@ const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a) {
 
 void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
-  const cuda::ExpertTable* table =
-      cuda::few_routed_tokens(n, options_.routed_tokens) ? &experts_.find(a) : nullptr;
+  const cuda::ExpertTable* table = cuda::few_routed_tokens(n, options_.routed_tokens) ? &experts_.find(a) : nullptr;
   if (!table || !table->on_device) {
     routed_experts_by_expert(*this, a);
     return;

@@ -111,8 +111,8 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
       for (int j = 0; j < NT; ++j) {
         const int row_b = n0 + j * 8 + g;   // activation row this thread feeds to B
         const int c0 = n0 + j * 8 + 2 * t;  // activation rows of d[0], d[2] (c0) and d[1], d[3] (c0 + 1)
-        const uint4 bx = row_b < n ? __ldg(reinterpret_cast<const uint4*>(op.x_values + static_cast<int64_t>(row_b) * p.k +
-                                                                           b * 32 + t * 8))
+        const uint4 bx = row_b < n ? __ldg(reinterpret_cast<const uint4*>(
+                                         op.x_values + static_cast<int64_t>(row_b) * p.k + b * 32 + t * 8))
                                    : make_uint4(0, 0, 0, 0);
         float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         mma_f16(a0, bx.x, bx.y, d);

@@ -182,8 +182,8 @@ cudaError_t launch_routed_combine(const RoutedCombineParams& p) {
 }
 
 cudaError_t launch_group_routes(const GroupRoutesParams& p) {
-  if (p.k < 1 || p.k > kMaxK || p.n < 0 || p.n * p.k > kMaxGroupedSlots || p.experts < 1 ||
-      p.experts > kMaxExperts || p.max_groups < 0)
+  if (p.k < 1 || p.k > kMaxK || p.n < 0 || p.n * p.k > kMaxGroupedSlots || p.experts < 1 || p.experts > kMaxExperts ||
+      p.max_groups < 0)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   sm90_i32_group_routes<<<1, kGroupThreads, 0, p.stream>>>(p);
