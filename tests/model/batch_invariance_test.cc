@@ -12,11 +12,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#ifdef DSINFER_GOLDEN_ON_CUDA
-#include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/device.h"
-#endif
 #include "model/model.h"
+#include "model/test_backend.h"
 #include "ops/communicator.h"
 #include "runtime/model_runner.h"
 #include "test_util.h"
@@ -24,21 +21,8 @@
 namespace dsinfer {
 namespace {
 
-#ifdef DSINFER_GOLDEN_ON_CUDA
-std::unique_ptr<Backend> make_backend() {
-  return std::make_unique<CudaBackend>(CudaBackendOptions::from_switches(std::getenv));
-}
-bool backend_available() {
-  return cuda::device_count() > 0;
-}
-#else
-std::unique_ptr<Backend> make_backend() {
-  return std::make_unique<CpuBackend>(2);
-}
-bool backend_available() {
-  return true;
-}
-#endif
+using testing::make_test_backend;
+using testing::test_backend_available;
 
 constexpr int kSteps = 32;
 
@@ -52,8 +36,8 @@ std::vector<int32_t> prompt_of(int seq, int64_t len) {
 class BatchInvariance : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!backend_available()) GTEST_SKIP() << "no CUDA device";
-    backend_ = make_backend();
+    if (!test_backend_available()) GTEST_SKIP() << "no CUDA device";
+    backend_ = make_test_backend();
     auto model = Model::load(testing::data_dir() / GetParam() / "checkpoint", *backend_, comm_);
     ASSERT_TRUE(model.ok()) << model.status().to_string();
     model_ = std::move(*model);

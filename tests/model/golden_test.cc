@@ -12,12 +12,9 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
-#ifdef DSINFER_GOLDEN_ON_CUDA
-#include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/device.h"
-#endif
 #include "core/float_formats.h"
 #include "io/json.h"
+#include "model/test_backend.h"
 #include "test_util.h"
 #include "testing/golden_run.h"
 
@@ -27,27 +24,12 @@ namespace {
 constexpr double kMaxLogitError = 0.5;  // measured floor between faithful implementations: 0.19-0.37
 constexpr double kClearMargin = 0.75;   // about twice that floor
 
-#ifdef DSINFER_GOLDEN_ON_CUDA
-// The DSINFER_CUDA_* switches as the CLI reads them (scripts/device_checks.sh runs the goldens with
-// each DSINFER_CUDA_LINEAR kernel).
-std::unique_ptr<Backend> make_backend() {
-  return std::make_unique<CudaBackend>(CudaBackendOptions::from_switches(std::getenv));
-}
-bool backend_available() {
-  return cuda::device_count() > 0;
-}
-#else
-std::unique_ptr<Backend> make_backend() {
-  return std::make_unique<CpuBackend>(2);
-}
-bool backend_available() {
-  return true;
-}
-#endif
+using testing::make_test_backend;
+using testing::test_backend_available;
 
 struct Fixture {
   std::filesystem::path dir;
-  std::unique_ptr<Backend> backend = make_backend();
+  std::unique_ptr<Backend> backend = make_test_backend();
   LocalCommunicator comm;
   std::unique_ptr<Model> model;
   std::optional<SafetensorsFile> golden, debug;
@@ -95,7 +77,7 @@ double max_abs_bf16_diff(const SafetensorsFile& golden, const SafetensorsFile& o
 class GoldenReplay : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!backend_available()) GTEST_SKIP() << "no CUDA device";
+    if (!test_backend_available()) GTEST_SKIP() << "no CUDA device";
   }
 };
 

@@ -83,6 +83,8 @@ class CudaBackend final : public Backend {
     float* scales;
   };
   Quantized quant_scratch(int64_t rows, int64_t k);
+  // `rows` contiguous rows of k quantised into quant_scratch (the routed experts' inputs).
+  Quantized quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what);
   // The paths of linear_dispatch.h. Block-scaled weights of one format and shape with equal row
   // counts, in one launch after the input quantisation (each distinct input once).
   void block_linear(std::span<const LinearArgs> ops);

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "core/check.h"
 
 namespace dsinfer {
@@ -65,6 +66,20 @@ CudaBackend::Quantized CudaBackend::quant_scratch(int64_t rows, int64_t k) {
   return {static_cast<uint16_t*>(scratch(scratch_.quant_values, rows * k * 2)),
           static_cast<uint8_t*>(scratch(scratch_.quant_codes, rows * k)),
           static_cast<float*>(scratch(scratch_.quant_scales, rows * (k / 32) * 4))};
+}
+
+CudaBackend::Quantized CudaBackend::quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what) {
+  const Quantized q = quant_scratch(rows, k);
+  launched(cuda::launch_quantize_input({.x = x,
+                                        .x_stride = k,
+                                        .values = q.values,
+                                        .codes = q.codes,
+                                        .scales = q.scales,
+                                        .n = static_cast<int>(rows),
+                                        .k = static_cast<int>(k),
+                                        .stream = stream_}),
+           what);
+  return q;
 }
 
 // Memory. During a capture the step's temporaries come from the recorder's arena and the ops'

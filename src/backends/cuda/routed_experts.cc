@@ -10,7 +10,6 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/kernels/moe/router.h"
 #include "backends/cuda/linear_dispatch.h"
@@ -99,16 +98,7 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   auto* o = static_cast<uint16_t*>(scratch(scratch_.routed_out, k * dim * 2));
   const auto routed_gemv = [&](const uint16_t* x, int64_t rows, int64_t in, const LinearWeight& w, int per_route,
                                const cuda::RoutedWeight* entries, const std::vector<uint16_t*>& outs) {
-    const auto [values, codes, scales] = quant_scratch(rows, in);
-    launched(cuda::launch_quantize_input({.x = x,
-                                          .x_stride = in,
-                                          .values = values,
-                                          .codes = codes,
-                                          .scales = scales,
-                                          .n = static_cast<int>(rows),
-                                          .k = static_cast<int>(in),
-                                          .stream = stream_}),
-             "routed experts (input quantisation)");
+    const auto [values, codes, scales] = quantize_rows(x, rows, in, "routed experts (input quantisation)");
     cuda::BlockLinearParams p{.op = {},
                               .groups = static_cast<int>(outs.size()),
                               .n = 1,
@@ -183,16 +173,7 @@ void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda:
   // One launch a matrix kind over every used expert's rows; `parts` matrices share the input.
   const auto grouped = [&](const uint16_t* x, int64_t in, const LinearWeight& w, const cuda::RoutedWeight* entries,
                            std::initializer_list<uint16_t*> outs) {
-    const auto [values, codes, scales] = quant_scratch(m, in);
-    launched(cuda::launch_quantize_input({.x = x,
-                                          .x_stride = in,
-                                          .values = values,
-                                          .codes = codes,
-                                          .scales = scales,
-                                          .n = static_cast<int>(m),
-                                          .k = static_cast<int>(in),
-                                          .stream = stream_}),
-             "routed experts (input quantisation)");
+    const auto [values, codes, scales] = quantize_rows(x, m, in, "routed experts (input quantisation)");
     cuda::BlockLinearParams p{.op = {},
                               .groups = static_cast<int>(max_groups * outs.size()),
                               .n = static_cast<int>(m),
