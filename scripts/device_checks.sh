@@ -20,7 +20,7 @@ steps="${*:-tests serve decode}"
 # FLASH_ARGS replaces its arguments. profile: ncu's warp-state and memory sections for the kernels
 # named by PROFILE_KERNELS (a regex; default the attention, the block-scaled and dense GEMVs) over
 # one batch-1 decode step of the Flash-shaped model. breakdown: every kernel's time in one such
-# step (ncu, one metric), summed by kernel name. kprofile: ncu on one shape of the kernel benchmark.
+# step (ncu, one metric; BREAKDOWN_BATCH sequences, default 1), summed by kernel name. kprofile: ncu on one shape of the kernel benchmark.
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
@@ -121,7 +121,7 @@ fi
 if [[ $steps == *breakdown* ]]; then
   /usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
     --print-kernel-base function \
-    build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch 1 --context "${BREAKDOWN_CONTEXT:-4096}" \
+    build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch "${BREAKDOWN_BATCH:-1}" --context "${BREAKDOWN_CONTEXT:-4096}" \
     >"$out/ncu_breakdown.csv" 2>"$out/ncu_breakdown.err"
   python3 - "$out/ncu_breakdown.csv" <<'PY' | tee "$out/breakdown.txt"
 import csv, re, sys, collections

@@ -5,6 +5,8 @@
 // block-scaled rows are the library's kernels where the variant is what its dispatch runs, else
 // the kernel lab's (bench/cuda/lab: wgmma, the other loads-in-flight counts and grids).
 //   cuda_linear_bench [--batches 1,8,32,64 | --skip-block-scaled]
+//   BENCH_QUICK=1: the library's kernels alone (tiled, mma, the gemv the dispatch would run), not
+//   the lab's variants
 //   cuda_linear_bench check    the lab's variants against the CPU backend (exit status: failures)
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -268,6 +270,7 @@ int main(int argc, char** argv) {
   std::printf("%-28s %5s %6s %5s %-16s %8s %8s %8s %7s\n", "kernel", "out", "k", "n", "variant", "us", "GB/s", "% copy",
               "TFLOP/s");
   const char* only = std::getenv("BENCH_ONLY");  // a shape's name contains it (for a profiler run)
+  const bool quick = std::getenv("BENCH_QUICK") != nullptr;
   for (const Shape& s : shapes) {
     if (batches.empty()) break;
     if (only && !std::strstr(s.name, only)) continue;
@@ -303,10 +306,10 @@ int main(int argc, char** argv) {
         knobs.ctas_per_sm = 16;  // the most
         CHECK_CUDA(cudaMalloc(&wgmma_ws, dsinfer::cuda::lab::block_linear_wgmma_workspace_bytes(p, knobs)));
       }
-      // in_flight: 0 mma.sync, -1 - v wgmma variant v (the lab), kGemvVariant + c the gemv kernel with
+      // in_flight: 0 mma.sync, kTiledVariant the tiled kernel, -1 - v wgmma variant v (the lab), kGemvVariant + c the gemv kernel with
       // chunks_in_flight c, else the FMA kernel with that many loads in flight (the library's at its
       // defaults, else the lab's)
-      constexpr int kGemvVariant = 100;
+      constexpr int kGemvVariant = 100, kTiledVariant = -1000;
       auto run = [&](bool quantize, int in_flight, int blocks_per_sm, int gemv_rows = 0) {
         int turn = 0;
         return graph_time_us([&](cudaStream_t stream) {
@@ -321,6 +324,12 @@ int main(int argc, char** argv) {
           p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
           p.kernel = in_flight == 0 ? dsinfer::cuda::LinearKernel::kMma : dsinfer::cuda::LinearKernel::kFma;
           p.gemv_rows = gemv_rows;
+          if (in_flight == kTiledVariant) {
+            p.kernel = dsinfer::cuda::LinearKernel::kTiled;
+            CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
+            turn = (turn + s.groups) % copies;
+            return;
+          }
           dsinfer::cuda::lab::LinearKnobs knobs;
           knobs.chunks_in_flight = std::max(in_flight, 1), knobs.blocks_per_sm = blocks_per_sm;
           if (in_flight > kGemvVariant)
@@ -347,6 +356,14 @@ int main(int argc, char** argv) {
         std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", s.name, s.out, s.k, n, variant, us, gbs,
                     100 * gbs / copy, 2.0 * s.groups * n * s.out * s.k / us / 1e6);
       };
+      report("tiled", run(false, kTiledVariant, 0));
+      report("quant + tiled", run(true, kTiledVariant, 0));
+      if (quick) {
+        if (n <= 4) report("gemv (library)", run(false, kGemvVariant + 2, 4));
+        report("mma", run(false, 0, 4));
+        cudaFree(x), cudaFree(vals), cudaFree(codes), cudaFree(wgmma_ws), cudaFree(xs), cudaFree(y);
+        continue;
+      }
       if (n <= 8)  // the CUDA-core kernel's best variants, linear kernel alone
         for (const int in_flight : {2, 4}) {
           char variant[32];

@@ -3,7 +3,8 @@
 // equal wherever the golden's top-1/top-2 margin is clear; layer-by-layer differences reported.
 // Without replay the greedy tokens are a smoke test: each mismatch must sit on a near-tie.
 // Built twice: on the CPU backend (golden_test) and, with DSINFER_GOLDEN_ON_CUDA, on the CUDA
-// backend (golden_cuda_test, the same tolerances; skipped without a GPU).
+// backend (golden_cuda_test, skipped without a GPU), whose tensor-core kernels sum in fp32 in their
+// own order (the numerics contract of docs/DEVELOPERS.md): there the logits' bound is 0.6.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +22,11 @@
 namespace dsinfer {
 namespace {
 
+#ifdef DSINFER_GOLDEN_ON_CUDA
+constexpr double kMaxLogitError = 0.6;
+#else
 constexpr double kMaxLogitError = 0.5;  // measured floor between faithful implementations: 0.19-0.37
+#endif
 constexpr double kClearMargin = 0.75;   // about twice that floor
 
 using testing::make_test_backend;

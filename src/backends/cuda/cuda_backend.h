@@ -28,7 +28,9 @@ namespace dsinfer {
 class CudaBackend final : public Backend {
  public:
   static constexpr int64_t kDeviceRoutedTokens = CudaBackendOptions::kDeviceRoutedTokens;
-  static constexpr int64_t kTokenByTokenRoutedTokens = 8;  // routed_experts' token-by-token steps, at most
+  // With the exact kernels, steps of up to this many tokens run their routed experts token after
+  // token (the single-token GEMVs measured faster than the grouped mma kernel there).
+  static constexpr int64_t kExactTokenByToken = 8;
 
   /// On the current device, which must exist (cuda::device_count() > 0); `stream` may be null (the
   /// default stream).
@@ -65,8 +67,9 @@ class CudaBackend final : public Backend {
 
   DSINFER_OVERRIDE_OPS
   /// routed_experts: up to options().routed_tokens tokens (one at least) with block-scaled
-  /// experts run on the router's ids in device memory (routed_experts.h): up to
-  /// kTokenByTokenRoutedTokens token after token, more sorted by expert on the device, each used
+  /// experts run on the router's ids in device memory (routed_experts.h): one token (or each token
+  /// with the fma or gemv kernel forced, up to kExactTokenByToken with the exact kernels) on its own,
+  /// more sorted by expert on the device, each used
   /// expert's weights read once for all its tokens; so the choice is never read back and the
   /// step can be captured. More tokens: Backend's grouping by expert on the host
   /// (routed_experts_by_expert).

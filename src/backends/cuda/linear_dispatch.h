@@ -22,7 +22,7 @@ inline constexpr int64_t kTensorCoreRows = 65;  // more than a decode step of 64
 enum class LinearPath {
   kNothing,      // no rows
   kTensorCores,  // cuBLAS (kTensorCoreRows and more, a layout it takes, no kernel forced)
-  kBlockScaled,  // the exact block-scaled kernels (fp8 / fp4 weights)
+  kBlockScaled,  // the block-scaled kernels (fp8 / fp4 weights; launch_block_linear picks one)
   kDense,        // bf16 weights, or fp8 read as bf16: double sums
 };
 LinearPath linear_path(const LinearArgs& a, LinearKernel forced);

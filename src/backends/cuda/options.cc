@@ -22,6 +22,8 @@ CudaBackendOptions CudaBackendOptions::from_switches(const std::function<const c
     o.linear_kernel = name == "fma"    ? cuda::LinearKernel::kFma
                       : name == "gemv" ? cuda::LinearKernel::kGemv
                       : name == "mma"  ? cuda::LinearKernel::kMma
+                      : name == "tiled" ? cuda::LinearKernel::kTiled
+                      : name == "exact" ? cuda::LinearKernel::kExact
                                        : cuda::LinearKernel::kAuto;
   }
   return o;

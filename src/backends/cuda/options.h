@@ -26,8 +26,8 @@ struct CudaBackendOptions {
   /// (kernels/linear/linear_gemv.cuh). DSINFER_CUDA_GEMV_ROWS=1|8, for comparisons.
   int gemv_rows = 0;
   /// One block-scaled kernel for every batch size (the tensor-core GEMM of large batches off), for
-  /// accuracy and speed comparisons; kAuto: by shape. DSINFER_CUDA_LINEAR=auto|gemv|fma|mma (any
-  /// other value is auto; the wgmma kernel is in the kernel lab, bench/cuda/lab).
+  /// accuracy and speed comparisons; kAuto: by shape. DSINFER_CUDA_LINEAR=auto|tiled|exact|gemv|fma|mma
+  /// (any other value is auto; the wgmma kernel is in the kernel lab, bench/cuda/lab).
   cuda::LinearKernel linear_kernel = cuda::LinearKernel::kAuto;
 
   /// The options the DSINFER_CUDA_* switches set, each as the CLI has always read it; `lookup`

@@ -1,7 +1,9 @@
 // The routed experts on the CUDA backend (routed_experts.h): the experts' device tables, and a
-// step's tokens' experts on the device's choice: up to kTokenByTokenRoutedTokens token after
-// token (the single-token GEMVs), more sorted by expert on the device and run as one grouped
-// launch a matrix (the mma kernel, whose per-row sums do not depend on the rows beside them).
+// step's tokens' experts on the device's choice: one token on its own (its experts as the groups
+// of one launch a matrix), more sorted by expert on the device and run as one grouped launch a
+// matrix. The tiled kernel's per-row sums do not depend on the rows beside them, so a token's
+// outputs are the same bits on either path. With the fma or gemv kernel forced (they take one
+// row a group) every token runs on its own; with the exact kernels, up to kExactTokenByToken.
 #include "backends/cuda/routed_experts.h"
 
 #include <algorithm>
@@ -71,10 +73,9 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32 &&
                     a.acc.is_contiguous() && a.x.stride[1] == 1,
                 "routed_experts: contiguous choices, an f32 accumulator");
-  // A few tokens token after token: the single-token GEMVs beat the mma kernel there
-  // (docs/perf-notes.md); more, or with the mma kernel forced, sorted by expert.
   const cuda::LinearKernel forced = options_.linear_kernel;
-  if ((n > kTokenByTokenRoutedTokens && forced != cuda::LinearKernel::kFma && forced != cuda::LinearKernel::kGemv) ||
+  const bool tiled = forced == cuda::LinearKernel::kAuto || forced == cuda::LinearKernel::kTiled;
+  if ((tiled && n > 1) || (forced == cuda::LinearKernel::kExact && n > kExactTokenByToken) ||
       forced == cuda::LinearKernel::kMma) {
     grouped_routed_experts(a, *table);
     return;
@@ -183,11 +184,12 @@ void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda:
                               .w_stride = w.weight.stride[0],
                               .s_stride = w.scale.stride[0],
                               .y_stride = w.out,
-                              .kernel = cuda::LinearKernel::kMma,
+                              .kernel = options_.linear_kernel,
                               .route_table = entries,
                               .per_route = static_cast<int>(outs.size()),
                               .route_count = static_cast<int>(experts),
                               .expert_groups = groups,
+                              .max_group_rows = static_cast<int>(n),  // an expert takes a token once
                               .stream = stream_};
     int part = 0;
     for (uint16_t* y : outs) p.op[part++] = {.x_values = values, .x_scales = scales, .y = y, .x_codes = codes};

@@ -34,12 +34,16 @@ struct ExpertGroup {
 /// The kernels the dispatch can run (their tile and launch constants: config.h; the kernel lab,
 /// bench/cuda/lab, keeps wgmma and the other knob values).
 enum class LinearKernel {
-  kAuto,  // the exact kernels, the fastest measured for the shape: kGemv at n = 1 (kFma where it
-          // does not apply), kMma above
+  kAuto,   // kTiled
+  kExact,  // the kernels that equal the CPU's exact block sums, the fastest measured for the shape:
+           // kGemv at n = 1 (kFma where it does not apply), kMma above
+  kTiled,  // f16 tensor cores, fp32 sums: 64 weight rows a CTA, K split over a cluster by shape
+           // alone, the activations staged in shared memory; any n (passes of 64), batch-invariant
   kGemv,  // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
           // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
   kFma,   // CUDA cores: one warp per output row, fp32 FMAs
-  kMma,   // f16 tensor cores (mma.sync m16n8k16), any n, per-row sums independent of n
+  kMma,   // f16 tensor cores (mma.sync m16n8k16), any n, per-row sums independent of n, rounded
+          // step by step as the CPU (its exact block sums on over 99.9 % of outputs)
 };
 
 /// y = bf16(sum over K blocks b of (P_b * sx_b) * sw_b), P_b = sum of code products in block b,
@@ -55,16 +59,17 @@ struct BlockLinearParams {
   int64_t y_stride = 0;  // elements per output row
   LinearKernel kernel = LinearKernel::kAuto;
   int gemv_rows = 0;  // kGemv at n = 1: weight rows a warp, 8 (linear_gemv_rows.cuh) or 1; 0: by shape
-  // Routed (kFma and kGemv): group g's weights are route_table[routes[g / per_route] * per_route +
+  // Routed (kTiled, kFma and kGemv): group g's weights are route_table[routes[g / per_route] * per_route +
   // g % per_route] (op[g].w and w_scales unused), the experts chosen on the device; an id
   // outside [0, route_count) gives zeros.
   const int32_t* routes = nullptr;
   const RoutedWeight* route_table = nullptr;
   int per_route = 1, route_count = 0;
-  // Grouped (kMma): group g is entry g / per_route of `expert_groups` (device memory), matrix
+  // Grouped (kTiled, kMma): group g is entry g / per_route of `expert_groups` (device memory), matrix
   // g % per_route: that entry's rows of op[g % per_route]'s x and y against route_table[expert *
   // per_route + g % per_route], n ignored; groups may exceed kMaxLinearGroups.
   const ExpertGroup* expert_groups = nullptr;
+  int max_group_rows = 0;  // grouped: the most rows an entry can have (a step's tokens), 0 unknown (any)
   cudaStream_t stream = nullptr;
 };
 

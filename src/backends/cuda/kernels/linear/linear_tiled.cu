@@ -1,0 +1,332 @@
+// sm90_block_linear_tiled: the block-scaled linear of a decode step (1-64 activation rows) on f16
+// tensor cores, reading each weight once per 64 activation rows, batch-invariant by construction.
+//
+// A CTA takes 64 weight rows (a 16-row tile a warp) and one slice of the K blocks; the K slices of
+// a row tile are the CTAs of one thread-block cluster, and their fp32 partial sums meet in
+// distributed shared memory, added in cluster-rank order. A K block of a warp's 16 rows is the A
+// operand of two mma.m16n8k16 (block_fragments.cuh), each 8 activation rows the B operand, so D
+// is that block's partial sum (products exact, summed in fp32 by the tensor cores); it goes into
+// the row's fp32 sum as fma(D, sx * sw, acc) (both scales powers of two, so their product is
+// exact).
+//
+// The slice's activations and weight scales are staged once in shared memory for the CTA's four
+// warps (a weight byte costs at most one activation byte from L2 at 64 rows). Each warp streams
+// its rows' weights through its own ring of K blocks in shared memory with cp.async, kStages
+// blocks ahead of its mmas: the bytes in flight cost no registers, so an SM keeps several CTAs
+// and enough loads in flight to cover the memory's latency.
+//
+// What fixes a row's sum: the split (by the matrix's shape and the GPU's size, never by the
+// number of rows, matrices or experts in the launch), the block order within a slice, the rank
+// order of the slices. Each activation row is its own column of the mma, so its outputs do not
+// depend on the rows beside it or on how many activation tiles the instance computes: a sequence
+// decodes to the same bits alone or in a batch of 64, whichever path (token by token, grouped by
+// expert) ran its experts.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp8.cuh"
+#include "backends/cuda/kernels/linear/block_fragments.cuh"
+#include "backends/cuda/kernels/linear/config.h"
+#include "backends/cuda/kernels/linear/device_helpers.cuh"
+#include "backends/cuda/kernels/linear/kernels.h"
+
+namespace dsinfer::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace common;
+using namespace linear_config;
+using namespace linear_config::tiled_kernel;
+using namespace linear_detail;
+
+constexpr int kRingBlockBytes = 16 * 32;  // a warp's 16 rows of one fp8 K block (fp4: half of it)
+
+// Bytes of one activation row of a slice in shared memory: 64 a K block, padded to 64 mod 128 so
+// that the eight lanes of a 16-byte load phase (rows g, g + 1, slots t) hit distinct banks.
+__host__ __device__ constexpr int act_stride(int slice) {
+  return slice * 64 + ((slice * 64) % 128 == 0 ? 64 : 0);
+}
+// The weight scales of the CTA's rows over a slice: fp4 a byte a row and block, fp8 one a 32-row
+// group and block (two groups), padded to 16 bytes.
+__host__ __device__ constexpr int scale_bytes(int slice) {
+  return (kTileRows * slice + 15) / 16 * 16;
+}
+// Shared memory of a pass of `rows` activation rows (a multiple of 8) over a slice: the warps'
+// rings, the weight scales, the staged activations and their scales; the partial sums of the CTA's
+// rows take the activations' place afterwards.
+__host__ __device__ constexpr int ring_bytes(int stages) {
+  return kWarps * stages * kRingBlockBytes;
+}
+__host__ __device__ constexpr int pass_smem_bytes(int rows, int slice, int stages) {
+  const int staged = rows * act_stride(slice) + rows * slice * 4;
+  const int partial = kTileRows * rows * 4;
+  return ring_bytes(stages) + scale_bytes(slice) + (staged > partial ? staged : partial);
+}
+
+__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ inline void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int kPending>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+struct Operand {
+  const uint16_t* x = nullptr;  // f16 code values, row stride k
+  const float* sx = nullptr;    // [rows][k / 32]
+  const uint8_t* w = nullptr;
+  const uint8_t* sw = nullptr;
+  uint16_t* y = nullptr;
+  int n = 0;
+  bool live = false;  // false: a routed id outside the table (the outputs are zeros)
+};
+
+// The matrix, activations and outputs of launch group `group` (plain, routed or grouped by expert).
+__device__ inline Operand resolve(const BlockLinearParams& p, int group) {
+  Operand o;
+  if (p.expert_groups) {  // an expert's rows of the sorted activations, its weights from the table
+    const ExpertGroup e = p.expert_groups[group / p.per_route];
+    const int part = group % p.per_route;
+    if (e.count <= 0 || e.expert < 0 || e.expert >= p.route_count) return o;  // nothing to write
+    const LinearOperands& sorted = p.op[part];
+    const RoutedWeight w = p.route_table[e.expert * p.per_route + part];
+    o.x = sorted.x_values + static_cast<int64_t>(e.first) * p.k;
+    o.sx = sorted.x_scales + static_cast<int64_t>(e.first) * (p.k / 32);
+    o.y = sorted.y + static_cast<int64_t>(e.first) * p.y_stride;
+    o.w = w.w, o.sw = w.w_scales, o.n = e.count, o.live = true;
+    return o;
+  }
+  const LinearOperands& op = p.op[group];
+  o.x = op.x_values, o.sx = op.x_scales, o.y = op.y, o.n = p.n;
+  o.live = group_weights(p, group, o.w, o.sw);
+  return o;
+}
+
+// Starts copying the activations of the slice's blocks [b, b + count) of rows [n0, n0 + rows) to
+// shared memory (rows past `rows` up to `padded` as zeros: their columns are discarded, but stay
+// finite), and loads the CTA's weight scales of those blocks (fp4: [row][block]; fp8: [32-row
+// group][block]); the caller waits and then meets the other warps at a barrier.
+__device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o, int n0, int rows, int padded,
+                                   int tile_r0, int b, int count, uint8_t* act, float* scales, uint8_t* wscales) {
+  const int blocks = p.k / 32, stride = act_stride(count);
+  const int chunks = count * 4;  // 16-byte chunks a row
+  for (int i = threadIdx.x; i < padded * chunks; i += blockDim.x) {
+    const int r = i / chunks, c = i % chunks;
+    cp_async16(act + r * stride + c * 16, o.x + static_cast<int64_t>(n0 + min(r, rows - 1)) * p.k + b * 32 + c * 8,
+               r < rows);
+  }
+  for (int i = threadIdx.x; i < padded * count; i += blockDim.x) {
+    const int r = i / count, c = i % count;
+    scales[r * count + c] = r < rows ? o.sx[static_cast<int64_t>(n0 + r) * blocks + b + c] : 0.0f;
+  }
+  const int scale_rows = p.fp4 ? kTileRows : kTileRows / 32;
+  for (int i = threadIdx.x; i < scale_rows * count; i += blockDim.x) {
+    const int r = i / count, c = i % count;
+    const int row = p.fp4 ? tile_r0 + r : tile_r0 / 32 + r;
+    const bool in = p.fp4 ? row < p.out : row * 32 < p.out;
+    wscales[r * count + c] = in ? o.sw[static_cast<int64_t>(row) * p.s_stride + b + c] : 0;
+  }
+}
+
+// Starts copying K block b of the warp's 16 rows [r0, r0 + 16) into its ring slot (rows past the
+// matrix as zeros). fp8: a lane a half row (16 bytes); fp4: lanes 0-15 a row each.
+__device__ inline void ring_load(const BlockLinearParams& p, const Operand& o, int r0, int b, uint8_t* slot) {
+  const int lane = threadIdx.x % kWarp;
+  if (p.fp4) {
+    if (lane < 16) {
+      const int row = r0 + lane;
+      cp_async16(slot + lane * 16, o.w + static_cast<int64_t>(min(row, p.out - 1)) * p.w_stride + b * 16, row < p.out);
+    }
+  } else {
+    const int row = r0 + lane / 2;
+    cp_async16(slot + lane * 16, o.w + static_cast<int64_t>(min(row, p.out - 1)) * p.w_stride + b * 32 + (lane % 2) * 16,
+               row < p.out);
+  }
+}
+
+// The raw words of a block from its ring slot, as load_raw gives them from global memory.
+__device__ inline void ring_raw(bool fp4, const uint8_t* slot, int g, int t, uint32_t raw[4]) {
+  if (fp4) {
+    raw[0] = *reinterpret_cast<const uint32_t*>(slot + g * 16 + t * 4);
+    raw[1] = *reinterpret_cast<const uint32_t*>(slot + (g + 8) * 16 + t * 4);
+  } else {
+    const uint2 lo = *reinterpret_cast<const uint2*>(slot + g * 32 + t * 8);
+    const uint2 hi = *reinterpret_cast<const uint2*>(slot + (g + 8) * 32 + t * 8);
+    raw[0] = lo.x, raw[1] = hi.x, raw[2] = lo.y, raw[3] = hi.y;
+  }
+}
+
+// One pass of NT tiles of activation rows over the CTA's K slice [kb0, kb1): the slice's
+// activations and scales staged once, then each warp's blocks through its ring, kStages - 1
+// blocks in flight ahead of the one in use (a commit group a block, empty past the slice).
+template <int NT, int kStages>
+__device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Operand& o, int n0, int rows,
+                                           int tile_r0, int kb0, int kb1, uint8_t* smem, float (&acc)[NT][4]) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const int count = kb1 - kb0, r0 = tile_r0 + warp * 16;
+  uint8_t* ring = smem + warp * kStages * kRingBlockBytes;
+  uint8_t* wscales = smem + ring_bytes(kStages);
+  uint8_t* act = wscales + scale_bytes(count);
+  float* scales = reinterpret_cast<float*>(act + NT * 8 * act_stride(count));
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < count) ring_load(p, o, r0, kb0 + s, ring + s * kRingBlockBytes);
+    cp_async_commit();
+  }
+  stage_slice(p, o, n0, rows, NT * 8, tile_r0, kb0, count, act, scales, wscales);
+  cp_async_commit();
+  cp_async_wait<0>();  // the staged slice (and the ring's first blocks)
+  __syncthreads();
+  const int stride = act_stride(count);
+  const uint8_t* sw_g = wscales + (p.fp4 ? (warp * 16 + g) * count : (warp * 16 / 32) * count);
+  const uint8_t* sw_g8 = wscales + (p.fp4 ? (warp * 16 + g + 8) * count : (warp * 16 / 32) * count);
+  for (int rel = 0; rel < count; ++rel) {
+    cp_async_wait<kStages - 2>();  // block rel is in its slot (this lane's copies)
+    __syncwarp();                  // and every lane's
+    if (rel + kStages - 1 < count)  // into the slot the previous block left
+      ring_load(p, o, r0, kb0 + rel + kStages - 1, ring + ((rel + kStages - 1) % kStages) * kRingBlockBytes);
+    cp_async_commit();
+    uint32_t raw[4], a0[4], a1[4];
+    ring_raw(p.fp4, ring + (rel % kStages) * kRingBlockBytes, g, t, raw);
+    raw_to_a(p.fp4, raw, a0, a1);
+    const float wg = e8m0_to_float(sw_g[rel]), wg8 = e8m0_to_float(sw_g8[rel]);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      if (j * 8 >= rows) break;  // tiles of no row (an expert's few tokens): nothing to add
+      const uint4 bx = *reinterpret_cast<const uint4*>(act + (j * 8 + g) * stride + rel * 64 + t * 16);
+      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_f16(a0, bx.x, bx.y, d);
+      mma_f16(a1, bx.z, bx.w, d);
+      const float sx0 = scales[(j * 8 + 2 * t) * count + rel];
+      const float sx1 = scales[(j * 8 + 2 * t + 1) * count + rel];
+      acc[j][0] = fmaf(d[0], sx0 * wg, acc[j][0]);
+      acc[j][1] = fmaf(d[1], sx1 * wg, acc[j][1]);
+      acc[j][2] = fmaf(d[2], sx0 * wg8, acc[j][2]);
+      acc[j][3] = fmaf(d[3], sx1 * wg8, acc[j][3]);
+    }
+    __syncwarp();  // every lane is done with the slot before it is loaded again
+  }
+  cp_async_wait<0>();
+}
+
+// A pass of T tiles: the slice's sums of the warp's rows, then (once every warp has read the
+// staged activations) written to shared memory as [kTileRows][T * 8] partial sums.
+template <int T, int kStages>
+__device__ __forceinline__ void pass_to_smem(const BlockLinearParams& p, const Operand& o, int n0, int rows,
+                                             int tile_r0, int kb0, int kb1, uint8_t* smem, float* part) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  float acc[T][4] = {};
+  slice_pass<T, kStages>(p, o, n0, rows, tile_r0, kb0, kb1, smem, acc);
+  __syncthreads();  // the staged activations are read: the space holds the partial sums now
+#pragma unroll
+  for (int j = 0; j < T; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) part[(warp * 16 + g + (e >= 2 ? 8 : 0)) * (T * 8) + j * 8 + 2 * t + (e & 1)] = acc[j][e];
+}
+
+// Ring stages a warp for T tiles: more tiles stage more activations, so fewer blocks in flight.
+__host__ __device__ constexpr int stages_for(int tiles) {
+  return tiles <= 2 ? 16 : tiles <= 4 ? 12 : 8;
+}
+
+// kTiles: the activation tiles of a pass (rows past the call's are zeros). The same arithmetic per
+// row at every kTiles: each row is its own column of the mma.
+template <int kTiles>
+__global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_tiled(BlockLinearParams p, int split) {
+  constexpr int kStages = stages_for(kTiles), cols = kTiles * 8;
+  extern __shared__ __align__(16) uint8_t smem[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int row_tiles = (p.out + kTileRows - 1) / kTileRows;
+  const int unit = blockIdx.x / split, group = unit / row_tiles, tile_r0 = (unit % row_tiles) * kTileRows;
+  const Operand o = resolve(p, group);
+  if (o.n <= 0) return;  // the whole cluster: its CTAs share the group
+  const int blocks = p.k / 32, slice = (blocks + split - 1) / split;
+  const int kb0 = min(blocks, rank * slice), kb1 = o.live ? min(blocks, kb0 + slice) : kb0;
+  float* part = reinterpret_cast<float*>(smem);  // [kTileRows][cols] after the pass (over the rings)
+  for (int n0 = 0; n0 < o.n; n0 += cols) {
+    const int rows = min(cols, o.n - n0);
+    pass_to_smem<kTiles, kStages>(p, o, n0, rows, tile_r0, kb0, kb1, smem, part);
+    cluster.sync();  // every slice's partial sums are in its CTA's shared memory
+    // Rank q adds the slices of every split-th output, in rank order, and writes it.
+    for (int i = rank * blockDim.x + threadIdx.x; i < kTileRows * cols; i += split * blockDim.x) {
+      const int row = i / cols, col = i % cols;
+      float s = cluster.map_shared_rank(part, 0)[i];
+      for (int q = 1; q < split; ++q) s += cluster.map_shared_rank(part, q)[i];
+      if (tile_r0 + row < p.out && col < rows)
+        o.y[static_cast<int64_t>(n0 + col) * p.y_stride + tile_r0 + row] = float_to_bf16(s);
+    }
+    cluster.sync();  // no CTA reuses or leaves its shared memory while another reads it
+  }
+}
+
+template <int kTiles>
+cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
+  const int slice = (p.k / 32 + split - 1) / split;
+  const int smem = pass_smem_bytes(kTiles * 8, slice, stages_for(kTiles));
+  if (smem > kSharedBytesOptIn) return cudaErrorInvalidValue;  // K past kMaxSplit x kMaxSliceBlocks blocks
+  if (smem > kSharedBytesDefault) {
+    if (const cudaError_t e =
+            cudaFuncSetAttribute(sm90_block_linear_tiled<kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        e != cudaSuccess)
+      return e;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(kWarps * kWarp);
+  config.dynamicSmemBytes = smem;
+  config.stream = p.stream;
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(split);
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, sm90_block_linear_tiled<kTiles>, p, split);
+}
+
+}  // namespace
+
+int tiled_split(int out, int k) {
+  // Clusters of K slices until the row tiles of one matrix fill the GPU once and a slice's
+  // activations fit the shared memory, each slice keeping a wave of blocks; by shape alone, so a
+  // row's sums never depend on the launch.
+  const int row_tiles = (out + kTileRows - 1) / kTileRows, blocks = k / 32;
+  int split = 1;
+  while (split < kMaxSplit && blocks / (split * 2) >= kMinSliceBlocks &&
+         (row_tiles * split < sm_count() || (blocks + split - 1) / split > kMaxSliceBlocks))
+    split *= 2;
+  return split;
+}
+
+cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {
+  const bool grouped = p.expert_groups != nullptr;
+  if (grouped && (!p.route_table || p.per_route < 1 || p.per_route > kMaxLinearGroups || p.groups % p.per_route != 0))
+    return cudaErrorInvalidValue;
+  if (p.routes && (!p.route_table || p.per_route < 1 || p.groups % p.per_route != 0)) return cudaErrorInvalidValue;
+  for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g)
+    if (!p.op[g].x_values || !p.op[g].x_scales || !p.op[g].y ||
+        (!grouped && !p.routes && (!p.op[g].w || !p.op[g].w_scales)))
+      return cudaErrorInvalidValue;
+  const int split = tiled_split(p.out, p.k);
+  const int64_t ctas = static_cast<int64_t>(p.groups) * ((p.out + kTileRows - 1) / kTileRows) * split;
+  if (ctas > INT32_MAX) return cudaErrorInvalidValue;
+  // As few activation tiles a pass as the rows need: fewer tiles keep more blocks in flight and
+  // more CTAs on an SM. A grouped call's counts are on the device; its experts have a few tokens
+  // each (a step's k x n choices over many experts), so passes of 16 rows, more for a busy expert.
+  const int rows = grouped ? std::min(p.max_group_rows > 0 ? p.max_group_rows : 16, 16) : p.n;
+  if (rows <= 8) return launch_tiles<1>(p, split, ctas);
+  if (rows <= 16) return launch_tiles<2>(p, split, ctas);
+  if (rows <= 32) return launch_tiles<4>(p, split, ctas);
+  return launch_tiles<kMaxNTiles>(p, split, ctas);
+}
+
+}  // namespace dsinfer::cuda
