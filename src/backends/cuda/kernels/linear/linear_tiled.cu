@@ -273,12 +273,10 @@ cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   const int slice = (p.k / 32 + split - 1) / split;
   const int smem = pass_smem_bytes(kTiles * 8, slice, stages_for(kTiles));
   if (smem > kSharedBytesOptIn) return cudaErrorInvalidValue;  // K past kMaxSplit x kMaxSliceBlocks blocks
-  if (smem > kSharedBytesDefault) {
-    if (const cudaError_t e =
-            cudaFuncSetAttribute(sm90_block_linear_tiled<kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        e != cudaSuccess)
-      return e;
-  }
+  // The opt-in once an instance (a launch takes what it asks for, up to this).
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      sm90_block_linear_tiled<kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytesOptIn);
+  if (opt_in != cudaSuccess) return opt_in;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(ctas));
   config.blockDim = dim3(kWarps * kWarp);
@@ -295,14 +293,14 @@ cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
 
 }  // namespace
 
-int tiled_split(int out, int k) {
+int tiled_split(int out, int k, int max_slice_blocks) {
   // Clusters of K slices until the row tiles of one matrix fill the GPU once and a slice's
   // activations fit the shared memory, each slice keeping a wave of blocks; by shape alone, so a
   // row's sums never depend on the launch.
   const int row_tiles = (out + kTileRows - 1) / kTileRows, blocks = k / 32;
   int split = 1;
   while (split < kMaxSplit && blocks / (split * 2) >= kMinSliceBlocks &&
-         (row_tiles * split < sm_count() || (blocks + split - 1) / split > kMaxSliceBlocks))
+         (row_tiles * split < sm_count() || (blocks + split - 1) / split > max_slice_blocks))
     split *= 2;
   return split;
 }
@@ -316,7 +314,7 @@ cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {
     if (!p.op[g].x_values || !p.op[g].x_scales || !p.op[g].y ||
         (!grouped && !p.routes && (!p.op[g].w || !p.op[g].w_scales)))
       return cudaErrorInvalidValue;
-  const int split = tiled_split(p.out, p.k);
+  const int split = tiled_split(p.out, p.k, p.tiled_slice_blocks > 0 ? p.tiled_slice_blocks : kMaxSliceBlocks);
   const int64_t ctas = static_cast<int64_t>(p.groups) * ((p.out + kTileRows - 1) / kTileRows) * split;
   if (ctas > INT32_MAX) return cudaErrorInvalidValue;
   // As few activation tiles a pass as the rows need: fewer tiles keep more blocks in flight and
