@@ -55,12 +55,13 @@ __host__ __device__ constexpr int act_stride(int slice) {
 __host__ __device__ constexpr int scale_bytes(int slice) {
   return (kTileRows * slice + 15) / 16 * 16;
 }
-// Shared memory of a pass of `rows` activation rows (a multiple of 8) over a slice: the warps'
-// rings, the weight scales, the staged activations and their scales; the partial sums of the CTA's
-// rows take the activations' place afterwards.
+// The warps' rings of `stages` K blocks each.
 __host__ __device__ constexpr int ring_bytes(int stages) {
   return kWarps * stages * kRingBlockBytes;
 }
+// Shared memory of a pass of `rows` activation rows (a multiple of 8) over a slice: the rings, the
+// weight scales, the staged activations and their scales. After the pass the CTA's partial sums
+// are written from the start (over the rings); the space is sized so that they fit.
 __host__ __device__ constexpr int pass_smem_bytes(int rows, int slice, int stages) {
   const int staged = rows * act_stride(slice) + rows * slice * 4;
   const int partial = kTileRows * rows * 4;
