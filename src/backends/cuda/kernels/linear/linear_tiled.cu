@@ -273,7 +273,7 @@ template <int kTiles>
 cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   const int slice = (p.k / 32 + split - 1) / split;
   const int smem = pass_smem_bytes(kTiles * 8, slice, stages_for(kTiles));
-  if (smem > kSharedBytesOptIn) return cudaErrorInvalidValue;  // K past kMaxSplit x kMaxSliceBlocks blocks
+  if (smem > kSharedBytesOptIn) return cudaErrorInvalidValue;  // 64-row passes from K 12,320 (V4.1: K <= 8192)
   // The opt-in once an instance (a launch takes what it asks for, up to this).
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       sm90_block_linear_tiled<kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytesOptIn);
