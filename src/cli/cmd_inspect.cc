@@ -1,5 +1,6 @@
 // `dsinfer inspect`: validates a checkpoint (or just a config) and prints the layer schedule,
-// parameter and byte counts by component, part and dtype, and the KV-cache bytes per token.
+// parameter and byte counts by component, part and dtype, the KV-cache bytes per token, and with
+// --tensor-parallel N what each of N ranks would hold.
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -21,6 +22,7 @@ struct InspectOptions {
   std::string model;
   std::string config;
   int64_t max_model_len = 0;
+  int tensor_parallel = 0;  // 0: not asked
 };
 
 // Parameter counts in one unit chosen by the total, so the column reads like spec §1.5.
@@ -121,6 +123,34 @@ void print_cache(const ModelConfig& c) {
       human_bytes(static_cast<double>(sequence_cache_bytes(ref, c.max_seq_len))));
 }
 
+// What each rank holds under tensor parallelism over `ranks` (the manifest's splits; a layout the
+// config does not divide into is an error). Multi-rank runs are not built yet (issue 20): this
+// plans a deployment.
+Status print_tensor_parallel(const std::vector<TensorSpec>& manifest, const ModelConfig& c, int ranks) {
+  DSINFER_RETURN_IF_ERROR(check_tensor_parallel(manifest, c, ranks));
+  const std::map<Component, int64_t> bytes = rank_bytes(manifest, ranks);
+  fmt::print("\ntensor parallelism over {} ranks (attention and indexer heads, wo_a groups and the vocabulary split; "
+             "{} of {} routed experts a rank)\n",
+             ranks, c.n_routed_experts / ranks, c.n_routed_experts);
+  int64_t device = 0;
+  std::string parts;
+  for (const auto& [component, b] : bytes) {
+    if (component == Component::kEngramTable) continue;
+    device += b;
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", component_name(component),
+                         human_bytes(static_cast<double>(b)));
+  }
+  fmt::print("  weights per rank: {} ({})\n", human_bytes(static_cast<double>(device)), parts);
+  if (const auto e = bytes.find(Component::kEngramTable); e != bytes.end())
+    fmt::print("  engram tables: {} in host memory, once a machine (not split)\n",
+               human_bytes(static_cast<double>(e->second)));
+  const CacheSizes compact = compact_cache_sizes(c);
+  fmt::print("  caches per rank: not split (the latent KV and index keys serve every head): {} per sequence at the "
+             "context\n",
+             human_bytes(static_cast<double>(sequence_cache_bytes(compact, c.max_seq_len))));
+  return {};
+}
+
 // The tokenizer loaded exactly as generate loads it (a folder generate cannot run fails here too),
 // and the Engram compressed vocab it yields must be the config's (the reference asserts it).
 Status check_tokenizer(const std::string& dir, const ModelConfig& c) {
@@ -172,6 +202,8 @@ int run_inspect(const InspectOptions& o) {
   print_counts(manifest);
   print_decode_step(manifest, c);
   print_cache(c);
+  if (o.tensor_parallel > 0)
+    if (Status s = print_tensor_parallel(manifest, c, o.tensor_parallel); !s.ok()) return report_error(s);
   return 0;
 }
 
@@ -184,6 +216,10 @@ void register_inspect(CLI::App& app, CommandResult& result) {
   auto* config = cmd->add_option("--config", opts->config, "A config.json alone (no weights checked)");
   model->excludes(config);
   add_max_model_len_flag(cmd, opts->max_model_len);
+  cmd->add_option("--tensor-parallel", opts->tensor_parallel,
+                  "Also print what each of N tensor-parallel ranks would hold (planning; multi-rank runs are not "
+                  "built yet)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([opts, &result] {
     if (opts->model.empty() && opts->config.empty()) {
       result.exit_code = usage_error("inspect needs --model DIR or --config FILE (see dsinfer inspect --help)");

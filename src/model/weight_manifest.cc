@@ -279,6 +279,37 @@ DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const
   return d;
 }
 
+Status check_tensor_parallel(const std::vector<TensorSpec>& manifest, const ModelConfig& config, int ranks) {
+  if (ranks < 1) return error(ErrorKind::kInvalidArgument, fmt::format("tensor parallelism over {} ranks", ranks));
+  for (const auto& [experts, what] : {std::pair{config.n_routed_experts, "routed experts"},
+                                      {config.dspark_enabled() ? config.dspark_n_routed_experts : 0,
+                                       "DSpark routed experts"}})
+    if (experts % ranks != 0)
+      return error(ErrorKind::kInvalidConfig, fmt::format("tensor parallelism over {} ranks: {} {} do not divide "
+                                                          "among them",
+                                                          ranks, experts, what));
+  for (const TensorSpec& t : manifest) {
+    if (t.component == Component::kEngramTable || t.split == ShardSplit::kReplicated || t.split == ShardSplit::kExpert)
+      continue;
+    const int dim = t.split == ShardSplit::kDim0 ? 0 : 1;
+    if (t.shape.size() <= static_cast<size_t>(dim) || t.shape[dim] % ranks != 0)
+      return error(ErrorKind::kInvalidConfig,
+                   fmt::format("tensor parallelism over {} ranks: {} has {} {}, not a multiple of {}", ranks, t.name,
+                               t.shape.size() > static_cast<size_t>(dim) ? t.shape[dim] : 0,
+                               dim == 0 ? "rows" : "columns", ranks));
+  }
+  return {};
+}
+
+std::map<Component, int64_t> rank_bytes(const std::vector<TensorSpec>& manifest, int ranks) {
+  std::map<Component, int64_t> bytes;
+  for (const TensorSpec& t : manifest) {
+    const bool split = t.split != ShardSplit::kReplicated && t.component != Component::kEngramTable;
+    bytes[t.component] += split ? t.bytes() / ranks : t.bytes();
+  }
+  return bytes;
+}
+
 const char* component_name(Component c) {
   switch (c) {
     case Component::kBackbone:

@@ -75,6 +75,15 @@ struct DecodeStepBytes {
 };
 DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const ModelConfig& config);
 
+/// Tensor parallelism over `ranks` ranks in the layout of the splits above: every split tensor of
+/// the device's components (not the Engram tables, which stay in host memory once a machine)
+/// divides evenly by rows, columns or whole routed experts; else the error names the first tensor
+/// that does not.
+Status check_tensor_parallel(const std::vector<TensorSpec>& manifest, const ModelConfig& config, int ranks);
+/// The bytes one rank holds of each component in that layout: a replicated tensor whole, a split
+/// one its 1/ranks share (the Engram tables listed whole: they are not split).
+std::map<Component, int64_t> rank_bytes(const std::vector<TensorSpec>& manifest, int ranks);
+
 const char* component_name(Component c);
 const char* part_name(Part p);
 

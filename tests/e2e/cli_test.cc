@@ -53,6 +53,22 @@ TEST(Cli, InspectFlashConfigPrintsTheSpecSizes) {
   EXPECT_HAS(hf.out, "total                   763.2 B");
 }
 
+// --tensor-parallel N: what each rank would hold, and a layout the config does not divide into
+// refused with the tensor's name.
+TEST(Cli, InspectTensorParallelPlansEachRank) {
+  const std::string flash = "inspect --config " + (testing::data_dir() / "configs/v41_flash_hf.json").string();
+  const CliRun eight = run(flash + " --tensor-parallel 8");
+  ASSERT_EQ(eight.code, 0) << eight.out;
+  EXPECT_HAS(eight.out, "tensor parallelism over 8 ranks");
+  EXPECT_HAS(eight.out, "48 of 384 routed experts a rank");
+  EXPECT_HAS(eight.out, "weights per rank: ");
+  EXPECT_HAS(eight.out, "in host memory, once a machine");
+  const CliRun bad = run(flash + " --tensor-parallel 128");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_HAS(bad.out, "not a multiple of 128");
+  EXPECT_NE(run(flash + " --tensor-parallel 0").code, 0);
+}
+
 // The release's context (max_position_embeddings 1,048,576), --max-model-len within it, the cache
 // a sequence needs at it; more than the YaRN range is refused naming the flag and the range.
 TEST(Cli, ContextFromTheConfigAndMaxModelLen) {

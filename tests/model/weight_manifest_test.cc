@@ -139,5 +139,36 @@ TEST(WeightManifest, SplitsFollowTheTensorParallelLayout) {
   EXPECT_EQ(split["layers.24.attn.indexer.weights_proj.weight"], ShardSplit::kDim0);
 }
 
+// Each rank holds every replicated tensor and its 1/N share of every split one: N ranks hold the
+// split bytes once between them; a layout the config does not divide into is refused by name.
+TEST(WeightManifest, TensorParallelRanksHoldTheirShares) {
+  const ModelConfig c = flash();
+  const std::vector<TensorSpec> manifest = build_weight_manifest(c);
+  std::map<Component, int64_t> whole, replicated;
+  for (const TensorSpec& t : manifest) {
+    whole[t.component] += t.bytes();
+    if (t.split == ShardSplit::kReplicated || t.component == Component::kEngramTable)
+      replicated[t.component] += t.bytes();
+  }
+  EXPECT_EQ(rank_bytes(manifest, 1), whole);
+  for (const int ranks : {2, 4, 8}) {
+    ASSERT_TRUE(check_tensor_parallel(manifest, c, ranks).ok()) << ranks;
+    const std::map<Component, int64_t> per_rank = rank_bytes(manifest, ranks);
+    for (const auto& [component, bytes] : whole) {
+      const int64_t split = bytes - replicated[component];
+      EXPECT_EQ(per_rank.at(component), replicated[component] + split / ranks) << component_name(component);
+      EXPECT_EQ(split % ranks, 0) << component_name(component) << " at " << ranks << " ranks";
+    }
+    EXPECT_LT(per_rank.at(Component::kBackbone), whole.at(Component::kBackbone));
+  }
+  const Status experts = check_tensor_parallel(manifest, c, 3);  // 384 experts divide; DSpark's 128 do not
+  EXPECT_EQ(experts.kind(), ErrorKind::kInvalidConfig);
+  EXPECT_NE(experts.message().find("128 DSpark routed experts"), std::string::npos) << experts.message();
+  const Status heads = check_tensor_parallel(manifest, c, 128);  // 64 attention heads do not
+  EXPECT_EQ(heads.kind(), ErrorKind::kInvalidConfig);
+  EXPECT_NE(heads.message().find("not a multiple of 128"), std::string::npos) << heads.message();
+  EXPECT_EQ(check_tensor_parallel(manifest, c, 0).kind(), ErrorKind::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace dsinfer
