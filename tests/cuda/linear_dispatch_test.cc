@@ -2,9 +2,11 @@
 // and the routed experts take. Views only (nothing is read), so it runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <string_view>
 #include <vector>
 
 #include "backends/cuda/linear_dispatch.h"
+#include "backends/cuda/options.h"
 
 namespace dsinfer {
 namespace {
@@ -110,6 +112,24 @@ TEST(LinearDispatch, RoutedExperts) {
   EXPECT_FALSE(cuda::experts_on_device(routed(6)));
   experts[2].w3 = weight(LinearFormat::kFp8, 256, 512, 0);
   EXPECT_FALSE(cuda::experts_on_device(routed(6))) << "experts of two formats";
+}
+
+// DSINFER_CUDA_LINEAR as the CLI reads it: each kernel by name, anything else (wgmma, whose kernel
+// the backend no longer runs, a typo) or nothing is auto, the tiled kernel.
+TEST(LinearDispatch, KernelSwitch) {
+  const auto kernel = [](const char* value) {
+    return CudaBackendOptions::from_switches([value](const char* name) {
+             return std::string_view(name) == "DSINFER_CUDA_LINEAR" ? value : nullptr;
+           })
+        .linear_kernel;
+  };
+  EXPECT_EQ(kernel("tiled"), LinearKernel::kTiled);
+  EXPECT_EQ(kernel("exact"), LinearKernel::kExact);
+  EXPECT_EQ(kernel("mma"), LinearKernel::kMma);
+  EXPECT_EQ(kernel("gemv"), LinearKernel::kGemv);
+  EXPECT_EQ(kernel("fma"), LinearKernel::kFma);
+  EXPECT_EQ(kernel("wgmma"), LinearKernel::kAuto);
+  EXPECT_EQ(kernel(nullptr), LinearKernel::kAuto);
 }
 
 }  // namespace
