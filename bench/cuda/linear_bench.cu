@@ -313,8 +313,8 @@ int main(int argc, char** argv) {
         knobs.ctas_per_sm = 16;  // the most
         CHECK_CUDA(cudaMalloc(&wgmma_ws, dsinfer::cuda::lab::block_linear_wgmma_workspace_bytes(p, knobs)));
       }
-      // in_flight: 0 mma.sync, kTiledVariant the tiled kernel, -1 - v wgmma variant v (the lab), kGemvVariant + c the gemv kernel with
-      // chunks_in_flight c, else the FMA kernel with that many loads in flight (the library's at its
+      // in_flight: 0 mma.sync, kTiledVariant the tiled kernel, -1 - v wgmma variant v (the lab), kGemvVariant + c the
+      // gemv kernel with chunks_in_flight c, else the FMA kernel with that many loads in flight (the library's at its
       // defaults, else the lab's)
       constexpr int kGemvVariant = 100, kTiledVariant = -1000;
       auto run = [&](bool quantize, int in_flight, int blocks_per_sm, int gemv_rows = 0, int slice_blocks = 0) {

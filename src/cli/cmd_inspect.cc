@@ -129,9 +129,10 @@ void print_cache(const ModelConfig& c) {
 Status print_tensor_parallel(const std::vector<TensorSpec>& manifest, const ModelConfig& c, int ranks) {
   DSINFER_RETURN_IF_ERROR(check_tensor_parallel(manifest, c, ranks));
   const std::map<Component, int64_t> bytes = rank_bytes(manifest, ranks);
-  fmt::print("\ntensor parallelism over {} ranks (attention and indexer heads, wo_a groups and the vocabulary split; "
-             "{} of {} routed experts a rank)\n",
-             ranks, c.n_routed_experts / ranks, c.n_routed_experts);
+  fmt::print(
+      "\ntensor parallelism over {} ranks (attention and indexer heads, wo_a groups and the vocabulary split; "
+      "{} of {} routed experts a rank)\n",
+      ranks, c.n_routed_experts / ranks, c.n_routed_experts);
   int64_t device = 0;
   std::string parts;
   for (const auto& [component, b] : bytes) {
@@ -145,9 +146,10 @@ Status print_tensor_parallel(const std::vector<TensorSpec>& manifest, const Mode
     fmt::print("  engram tables: {} in host memory, once a machine (not split)\n",
                human_bytes(static_cast<double>(e->second)));
   const CacheSizes compact = compact_cache_sizes(c);
-  fmt::print("  caches per rank: not split (the latent KV and index keys serve every head): {} per sequence at the "
-             "context\n",
-             human_bytes(static_cast<double>(sequence_cache_bytes(compact, c.max_seq_len))));
+  fmt::print(
+      "  caches per rank: not split (the latent KV and index keys serve every head): {} per sequence at the "
+      "context\n",
+      human_bytes(static_cast<double>(sequence_cache_bytes(compact, c.max_seq_len))));
   return {};
 }
 

@@ -281,9 +281,9 @@ DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const
 
 Status check_tensor_parallel(const std::vector<TensorSpec>& manifest, const ModelConfig& config, int ranks) {
   if (ranks < 1) return error(ErrorKind::kInvalidArgument, fmt::format("tensor parallelism over {} ranks", ranks));
-  for (const auto& [experts, what] : {std::pair{config.n_routed_experts, "routed experts"},
-                                      {config.dspark_enabled() ? config.dspark_n_routed_experts : 0,
-                                       "DSpark routed experts"}})
+  for (const auto& [experts, what] :
+       {std::pair{config.n_routed_experts, "routed experts"},
+        {config.dspark_enabled() ? config.dspark_n_routed_experts : 0, "DSpark routed experts"}})
     if (experts % ranks != 0)
       return error(ErrorKind::kInvalidConfig, fmt::format("tensor parallelism over {} ranks: {} {} do not divide "
                                                           "among them",

@@ -187,10 +187,10 @@ TEST(CudaLinear, RowsDoNotDependOnTheBatch) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(5);
   for (const auto& [kernel, fp4, k] : {std::tuple{cuda::LinearKernel::kTiled, false, 2048},
-                                      {cuda::LinearKernel::kTiled, true, 2048},
-                                      {cuda::LinearKernel::kTiled, true, 5120},
-                                      {cuda::LinearKernel::kMma, false, 2048},
-                                      {cuda::LinearKernel::kMma, true, 2048}}) {
+                                       {cuda::LinearKernel::kTiled, true, 2048},
+                                       {cuda::LinearKernel::kTiled, true, 5120},
+                                       {cuda::LinearKernel::kMma, false, 2048},
+                                       {cuda::LinearKernel::kMma, true, 2048}}) {
     const int o = 1000, batch = 64;
     std::vector<uint8_t> w(fp4 ? o * k / 2 : o * k), ws(fp4 ? o * k / 32 : ((o + 31) / 32) * (k / 32));
     for (auto& b : w) b = fp4 ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));

@@ -118,9 +118,8 @@ TEST(LinearDispatch, RoutedExperts) {
 // the backend no longer runs, a typo) or nothing is auto, the tiled kernel.
 TEST(LinearDispatch, KernelSwitch) {
   const auto kernel = [](const char* value) {
-    return CudaBackendOptions::from_switches([value](const char* name) {
-             return std::string_view(name) == "DSINFER_CUDA_LINEAR" ? value : nullptr;
-           })
+    return CudaBackendOptions::from_switches(
+               [value](const char* name) { return std::string_view(name) == "DSINFER_CUDA_LINEAR" ? value : nullptr; })
         .linear_kernel;
   };
   EXPECT_EQ(kernel("tiled"), LinearKernel::kTiled);

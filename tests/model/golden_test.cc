@@ -27,7 +27,7 @@ constexpr double kMaxLogitError = 0.6;
 #else
 constexpr double kMaxLogitError = 0.5;  // measured floor between faithful implementations: 0.19-0.37
 #endif
-constexpr double kClearMargin = 0.75;   // about twice that floor
+constexpr double kClearMargin = 0.75;  // about twice that floor
 
 using testing::make_test_backend;
 using testing::test_backend_available;

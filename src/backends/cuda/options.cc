@@ -19,12 +19,12 @@ CudaBackendOptions CudaBackendOptions::from_switches(const std::function<const c
   }
   if (const char* k = lookup("DSINFER_CUDA_LINEAR")) {
     const std::string_view name = k;
-    o.linear_kernel = name == "fma"    ? cuda::LinearKernel::kFma
-                      : name == "gemv" ? cuda::LinearKernel::kGemv
-                      : name == "mma"  ? cuda::LinearKernel::kMma
+    o.linear_kernel = name == "fma"     ? cuda::LinearKernel::kFma
+                      : name == "gemv"  ? cuda::LinearKernel::kGemv
+                      : name == "mma"   ? cuda::LinearKernel::kMma
                       : name == "tiled" ? cuda::LinearKernel::kTiled
                       : name == "exact" ? cuda::LinearKernel::kExact
-                                       : cuda::LinearKernel::kAuto;
+                                        : cuda::LinearKernel::kAuto;
   }
   return o;
 }

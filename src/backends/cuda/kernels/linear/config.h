@@ -85,12 +85,12 @@ static_assert(kInFlight >= 1);
 
 /// linear_tiled.cu: the decode kernel, 64 weight rows a CTA, K split over a cluster.
 namespace tiled_kernel {
-inline constexpr int kWarps = 4;                // per CTA, 16 weight rows each (the mma's M)
-inline constexpr int kTileRows = kWarps * 16;   // weight rows a CTA
-inline constexpr int kMaxNTiles = 8;            // activation rows a pass: 8 tiles of 8
-inline constexpr int kMaxSplit = 8;             // K slices of a row tile: a portable cluster
-inline constexpr int kMinSliceBlocks = 8;       // a slice's K blocks at least (the ring's fill and the reduction)
-inline constexpr int kMaxSliceBlocks = 32;      // a slice's K blocks, where the split allows (shared memory)
+inline constexpr int kWarps = 4;               // per CTA, 16 weight rows each (the mma's M)
+inline constexpr int kTileRows = kWarps * 16;  // weight rows a CTA
+inline constexpr int kMaxNTiles = 8;           // activation rows a pass: 8 tiles of 8
+inline constexpr int kMaxSplit = 8;            // K slices of a row tile: a portable cluster
+inline constexpr int kMinSliceBlocks = 8;      // a slice's K blocks at least (the ring's fill and the reduction)
+inline constexpr int kMaxSliceBlocks = 32;     // a slice's K blocks, where the split allows (shared memory)
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 // An fp8 scale covers 32 rows: a warp's 16-row tile (16-aligned) never straddles two.
 static_assert(kScaleBlock % 16 == 0 && kTileRows % kScaleBlock == 0);

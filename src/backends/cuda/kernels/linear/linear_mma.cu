@@ -23,8 +23,8 @@
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
-#include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/block_fragments.cuh"
+#include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
 

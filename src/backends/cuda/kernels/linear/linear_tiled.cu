@@ -148,8 +148,8 @@ __device__ inline void ring_load(const BlockLinearParams& p, const Operand& o, i
     }
   } else {
     const int row = r0 + lane / 2;
-    cp_async16(slot + lane * 16, o.w + static_cast<int64_t>(min(row, p.out - 1)) * p.w_stride + b * 32 + (lane % 2) * 16,
-               row < p.out);
+    cp_async16(slot + lane * 16,
+               o.w + static_cast<int64_t>(min(row, p.out - 1)) * p.w_stride + b * 32 + (lane % 2) * 16, row < p.out);
   }
 }
 
@@ -169,8 +169,8 @@ __device__ inline void ring_raw(bool fp4, const uint8_t* slot, int g, int t, uin
 // activations and scales staged once, then each warp's blocks through its ring, kStages - 1
 // blocks in flight ahead of the one in use (a commit group a block, empty past the slice).
 template <int NT, int kStages>
-__device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Operand& o, int n0, int rows,
-                                           int tile_r0, int kb0, int kb1, uint8_t* smem, float (&acc)[NT][4]) {
+__device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Operand& o, int n0, int rows, int tile_r0,
+                                           int kb0, int kb1, uint8_t* smem, float (&acc)[NT][4]) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int count = kb1 - kb0, r0 = tile_r0 + warp * 16;
   uint8_t* ring = smem + warp * kStages * kRingBlockBytes;
@@ -190,8 +190,8 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
   const uint8_t* sw_g = wscales + (p.fp4 ? (warp * 16 + g) * count : (warp * 16 / 32) * count);
   const uint8_t* sw_g8 = wscales + (p.fp4 ? (warp * 16 + g + 8) * count : (warp * 16 / 32) * count);
   for (int rel = 0; rel < count; ++rel) {
-    cp_async_wait<kStages - 2>();  // block rel is in its slot (this lane's copies)
-    __syncwarp();                  // and every lane's
+    cp_async_wait<kStages - 2>();   // block rel is in its slot (this lane's copies)
+    __syncwarp();                   // and every lane's
     if (rel + kStages - 1 < count)  // into the slot the previous block left
       ring_load(p, o, r0, kb0 + rel + kStages - 1, ring + ((rel + kStages - 1) % kStages) * kRingBlockBytes);
     cp_async_commit();
@@ -230,7 +230,8 @@ __device__ __forceinline__ void pass_to_smem(const BlockLinearParams& p, const O
 #pragma unroll
   for (int j = 0; j < T; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) part[(warp * 16 + g + (e >= 2 ? 8 : 0)) * (T * 8) + j * 8 + 2 * t + (e & 1)] = acc[j][e];
+    for (int e = 0; e < 4; ++e)
+      part[(warp * 16 + g + (e >= 2 ? 8 : 0)) * (T * 8) + j * 8 + 2 * t + (e & 1)] = acc[j][e];
 }
 
 // Ring stages a warp for T tiles: more tiles stage more activations, so fewer blocks in flight.

@@ -39,11 +39,11 @@ enum class LinearKernel {
            // kGemv at n = 1 (kFma where it does not apply), kMma above
   kTiled,  // f16 tensor cores, fp32 sums: 64 weight rows a CTA, K split over a cluster by shape
            // alone, the activations staged in shared memory; any n (passes of 64), batch-invariant
-  kGemv,  // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
-          // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
-  kFma,   // CUDA cores: one warp per output row, fp32 FMAs
-  kMma,   // f16 tensor cores (mma.sync m16n8k16), any n, per-row sums independent of n, rounded
-          // step by step as the CPU (its exact block sums on over 99.9 % of outputs)
+  kGemv,   // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
+           // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
+  kFma,    // CUDA cores: one warp per output row, fp32 FMAs
+  kMma,    // f16 tensor cores (mma.sync m16n8k16), any n, per-row sums independent of n, rounded
+           // step by step as the CPU (its exact block sums on over 99.9 % of outputs)
 };
 
 /// y = bf16(sum over K blocks b of (P_b * sx_b) * sw_b), P_b = sum of code products in block b,
@@ -60,7 +60,7 @@ struct BlockLinearParams {
   LinearKernel kernel = LinearKernel::kAuto;
   int tiled_slice_blocks = 0;  // kTiled: the most K blocks a slice, where the split allows (0: the default;
                                // the benchmark's sweeps: it changes the sums' order)
-  int gemv_rows = 0;  // kGemv at n = 1: weight rows a warp, 8 (linear_gemv_rows.cuh) or 1; 0: by shape
+  int gemv_rows = 0;           // kGemv at n = 1: weight rows a warp, 8 (linear_gemv_rows.cuh) or 1; 0: by shape
   // Routed (kTiled, kFma and kGemv): group g's weights are route_table[routes[g / per_route] * per_route +
   // g % per_route] (op[g].w and w_scales unused), the experts chosen on the device; an id
   // outside [0, route_count) gives zeros.
