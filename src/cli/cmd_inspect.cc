@@ -145,11 +145,7 @@ Status print_tensor_parallel(const std::vector<TensorSpec>& manifest, const Mode
   if (const auto e = bytes.find(Component::kEngramTable); e != bytes.end())
     fmt::print("  engram tables: {} in host memory, once a machine (not split)\n",
                human_bytes(static_cast<double>(e->second)));
-  const CacheSizes compact = compact_cache_sizes(c);
-  fmt::print(
-      "  caches per rank: not split (the latent KV and index keys serve every head): {} per sequence at the "
-      "context\n",
-      human_bytes(static_cast<double>(sequence_cache_bytes(compact, c.max_seq_len))));
+  fmt::print("  caches per rank: not split (the latent KV and index keys serve every head): the KV cache above\n");
   return {};
 }
 

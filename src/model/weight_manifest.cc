@@ -279,6 +279,16 @@ DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const
   return d;
 }
 
+namespace {
+
+// Whether ranks hold shares of the tensor rather than all of it: the Engram tables stay whole, in
+// host memory once a machine.
+bool split_across_ranks(const TensorSpec& t) {
+  return t.split != ShardSplit::kReplicated && t.component != Component::kEngramTable;
+}
+
+}  // namespace
+
 Status check_tensor_parallel(const std::vector<TensorSpec>& manifest, const ModelConfig& config, int ranks) {
   if (ranks < 1) return error(ErrorKind::kInvalidArgument, fmt::format("tensor parallelism over {} ranks", ranks));
   for (const auto& [experts, what] :
@@ -289,14 +299,12 @@ Status check_tensor_parallel(const std::vector<TensorSpec>& manifest, const Mode
                                                           "among them",
                                                           ranks, experts, what));
   for (const TensorSpec& t : manifest) {
-    if (t.component == Component::kEngramTable || t.split == ShardSplit::kReplicated || t.split == ShardSplit::kExpert)
-      continue;
-    const int dim = t.split == ShardSplit::kDim0 ? 0 : 1;
-    if (t.shape.size() <= static_cast<size_t>(dim) || t.shape[dim] % ranks != 0)
+    if (!split_across_ranks(t) || t.split == ShardSplit::kExpert) continue;  // experts: counted above
+    const size_t dim = t.split == ShardSplit::kDim0 ? 0 : 1;
+    if (t.shape[dim] % ranks != 0)
       return error(ErrorKind::kInvalidConfig,
                    fmt::format("tensor parallelism over {} ranks: {} has {} {}, not a multiple of {}", ranks, t.name,
-                               t.shape.size() > static_cast<size_t>(dim) ? t.shape[dim] : 0,
-                               dim == 0 ? "rows" : "columns", ranks));
+                               t.shape[dim], dim == 0 ? "rows" : "columns", ranks));
   }
   return {};
 }
@@ -304,8 +312,7 @@ Status check_tensor_parallel(const std::vector<TensorSpec>& manifest, const Mode
 std::map<Component, int64_t> rank_bytes(const std::vector<TensorSpec>& manifest, int ranks) {
   std::map<Component, int64_t> bytes;
   for (const TensorSpec& t : manifest) {
-    const bool split = t.split != ShardSplit::kReplicated && t.component != Component::kEngramTable;
-    bytes[t.component] += split ? t.bytes() / ranks : t.bytes();
+    bytes[t.component] += split_across_ranks(t) ? t.bytes() / ranks : t.bytes();
   }
   return bytes;
 }
