@@ -4,8 +4,12 @@
 // and the selections live in the backend's memory; positions and window slots are built on the host
 // (window_slots.h).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -36,19 +40,6 @@ void copy_rows(Backend& be, T* dst, const T* src, int64_t width, int64_t count, 
   }
 }
 
-// Writes `rows` (compressed positions first, first + 1, ... of `layer`) into the layer's pool
-// through the sequence's block table: one scatter over pool rows the device reads, so a decode
-// step's call does not depend on where its rows go.
-void publish_rows(Backend& be, const CacheStore& store, const DeviceArray<uint16_t>& pool, const TensorView& rows,
-                  int layer, std::span<const int32_t> blocks, int64_t first) {
-  const int64_t count = rows.size(0), width = rows.size(1);
-  std::vector<int32_t> at(count);
-  for (int64_t i = 0; i < count; ++i) at[i] = static_cast<int32_t>(store.row(layer, blocks, first + i));
-  const DeviceArray<int32_t> dat(be, std::span<const int32_t>(at));
-  be.scatter_rows({rows, dat.view(DType::kI32, {count}),
-                   pool.view(DType::kBF16, {static_cast<int64_t>(pool.size()) / width, width})});
-}
-
 }  // namespace
 
 Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& out) {
@@ -71,26 +62,35 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   at_pos.apply(b.be, kv.view(DType::kBF16, {n, 1, hd}), 0, false);
   b.be.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
 
-  for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
-    ForwardChunk& ch = b.chunks[ci];
-    LayerCache& cache = ch.state->layers[l];
-    const int64_t s = b.size(ci), row0 = b.offset[ci], start = ch.start_pos;
+  const DeviceArray<uint16_t>& rings = store_->windows(l);
+  for (size_t g = 0; g < b.groups.size(); ++g) {
+    const Batch::Group& gr = b.groups[g];
+    const int64_t m = gr.rows, row0 = gr.row0;
 
     // Window rows and each query's window slots, in the reference's order (spec §5.2).
     DeviceArray<uint16_t> prefill_rows;  // a prefill's window: cached rows before the chunk, then its own
     TensorView wrows;
-    std::vector<int32_t> widx;
+    std::vector<int32_t> widx, ring_rows;  // [m, width]; a decode token's row of the rings
     int64_t width = 0;
-    if (ch.decode) {
-      wrows = cache.window.view(DType::kBF16, {win, hd});  // the token's row goes in at its last slot (below)
+    if (gr.decode) {  // every sequence's ring, rows of one pool; a token's row goes in at its last slot, p % win
+      wrows = rings.view(DType::kBF16, {static_cast<int64_t>(rings.size()) / hd, hd});
       width = win;
-      widx = decode_window_slots(start, win);
+      for (size_t ci = gr.first; ci < gr.end; ++ci) {
+        const ForwardChunk& ch = b.chunks[ci];
+        const int64_t ring0 = ch.state->slot.id() * win;
+        for (int32_t slot : decode_window_slots(ch.start_pos, win))
+          widx.push_back(slot < 0 ? -1 : static_cast<int32_t>(ring0 + slot));
+        ring_rows.push_back(static_cast<int32_t>(ring0 + ch.start_pos % win));
+      }
     } else {
+      const ForwardChunk& ch = b.chunks[gr.first];
+      uint16_t* ring = rings.data() + ch.state->slot.id() * win * hd;
+      const int64_t s = m, start = ch.start_pos;
       PrefillWindow pw = prefill_window(start, s, ch.prompt_len, win);
       const int64_t h0 = pw.first_cached, cached = pw.cached;
       prefill_rows = b.scratch<uint16_t>((cached + s) * hd);
       copy_rows(
-          b.be, prefill_rows.data(), cache.window.data(), hd, cached, [](int64_t i) { return i; },
+          b.be, prefill_rows.data(), ring, hd, cached, [](int64_t i) { return i; },
           [&](int64_t i) { return (h0 + i) % win; });
       b.be.copy_on_device(prefill_rows.data() + cached * hd, kv.data() + row0 * hd, s * hd * 2);
       wrows = prefill_rows.view(DType::kBF16, {cached + s, hd});
@@ -98,7 +98,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
       widx = std::move(pw.slots);
       const int64_t kept = std::min(s, win);  // the ring keeps the last window
       copy_rows(
-          b.be, cache.window.data(), kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % win; },
+          b.be, ring, kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % win; },
           [&](int64_t i) { return row0 + s - kept + i; });
     }
     const int64_t n_win_rows = wrows.size(0);
@@ -108,30 +108,30 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     int64_t k = 0;
     const int src = c.kv_source_of(l);
     if (r > 0) {
-      DSINFER_RETURN_IF_ERROR(compressed_kv(l, b, ci, x, qrv));
+      DSINFER_RETURN_IF_ERROR(compressed_kv(l, b, g, x, qrv));
       const DeviceArray<uint16_t>& pool = store_->compressed(src);
       crows = pool.view(DType::kBF16, {static_cast<int64_t>(pool.size()) / hd, hd});
-      k = b.topk_k[ci];
+      k = b.topk_k[g];
     }
     // The window's slots, then the selected compressed positions as rows of the shared pool
-    // (through the block table, on the device: the selection never leaves it).
-    std::vector<int32_t> idx(s * (width + k), -1);
-    for (int64_t i = 0; i < s; ++i) std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
+    // (through the block tables, on the device: the selection never leaves it); then the rows the
+    // decode tokens go in at.
+    std::vector<int32_t> idx(m * (width + k), -1);
+    for (int64_t i = 0; i < m; ++i) std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
+    idx.insert(idx.end(), ring_rows.begin(), ring_rows.end());
     const DeviceArray<int32_t> didx = b.upload(idx);
-    if (ch.decode)  // the token's row into the ring: at its list's last window slot, p % win (a slot the device reads)
-      b.be.scatter_rows({rows_of(kvv, row0, 1), didx.view(DType::kI32, {1}, width - 1), wrows});
+    if (gr.decode) b.be.scatter_rows({rows_of(kvv, row0, m), didx.view(DType::kI32, {m}, m * (width + k)), wrows});
     if (k > 0) {
-      TensorView selected_rows = didx.view(DType::kI32, {s, k}, width);
+      TensorView selected_rows = didx.view(DType::kI32, {m, k}, width);
       selected_rows.stride[0] = width + k;
-      const DeviceArray<int32_t>& blocks = b.block_table(ci);
-      b.be.paged_rows({b.topk[ci].view(DType::kI32, {s, k}),
-                       blocks.view(DType::kI32, {static_cast<int64_t>(blocks.size())}), store_->rows_per_block(src),
-                       n_win_rows, selected_rows});
+      b.be.paged_rows({b.topk[g].view(DType::kI32, {m, k}),
+                       {b.block_table(g), store_->rows_per_block(src), n_win_rows},
+                       selected_rows});
     }
-    b.be.sparse_attn({q.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd), wrows, crows,
-                      didx.view(DType::kI32, {s, width + k}), w.attn_sink,
+    b.be.sparse_attn({q.view(DType::kBF16, {m, heads, hd}, row0 * heads * hd), wrows, crows,
+                      didx.view(DType::kI32, {m, width + k}), w.attn_sink,
                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
-                      o.view(DType::kBF16, {s, heads, hd}, row0 * heads * hd)});
+                      o.view(DType::kBF16, {m, heads, hd}, row0 * heads * hd)});
   }
   at_pos.apply(b.be, o.view(DType::kBF16, {n, heads, hd}), 0, /*inverse=*/true);
 
@@ -151,212 +151,366 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   return {};
 }
 
-Status Model::compressed_kv(int l, Batch& b, size_t ci, const TensorView& x, const TensorView& qr) {
+void Model::publish_rows(Batch& b, const DeviceArray<uint16_t>& pool, const TensorView& rows, int layer,
+                         const std::vector<CompletedGroup>& done) const {
+  const int64_t width = rows.size(1), r = config_.compress_ratio(layer);
+  std::vector<int32_t> at;
+  for (const CompletedGroup& d : done)
+    at.push_back(static_cast<int32_t>(store_->row(layer, d.seq->blocks.blocks(), d.pos / r)));
+  const DeviceArray<int32_t> dat = b.upload(at);
+  b.be.scatter_rows({rows, dat.view(DType::kI32, {static_cast<int64_t>(at.size())}),
+                     pool.view(DType::kBF16, {static_cast<int64_t>(pool.size()) / width, width})});
+}
+
+Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, const TensorView& qr) {
   const ModelConfig& c = config_;
   const AttentionWeights& w = weights_.layers[l].attn;
   const RopeTable& rope = *rope_[l];
-  ForwardChunk& ch = b.chunks[ci];
-  SequenceState& st = *ch.state;
+  const Batch::Group& gr = b.groups[g];
   const int r = c.compress_ratio(l);
-  const int64_t s = b.size(ci), row0 = b.offset[ci], start = ch.start_pos, hd = c.head_dim;
-  const TensorView xc = rows_of(x, row0, s);
+  const int64_t m = gr.rows, row0 = gr.row0, hd = c.head_dim;
+  const TensorView xg = rows_of(x, row0, m);
 
-  // Compressor (kv sources): the pre-RoPE latents of the groups this chunk completes.
+  // Compressor (kv sources): the pre-RoPE latents of the groups this call completes.
   DeviceArray<uint16_t> latent(b.be);
-  std::vector<int64_t> group_pos;  // first token of each completed group
+  std::vector<CompletedGroup> done;
   if (c.is_kv_source(l)) {
-    LayerCache& cache = st.layers[l];
     if (r == 1) {
-      latent = b.scratch<uint16_t>(s * hd);
-      const TensorView lv = latent.view(DType::kBF16, {s, hd});
-      b.be.linear({xc, &w.comp_wkv, lv});
+      latent = b.scratch<uint16_t>(m * hd);
+      const TensorView lv = latent.view(DType::kBF16, {m, hd});
+      b.be.linear({xg, &w.comp_wkv, lv});
       b.be.rms_norm({lv, w.comp_norm, c.norm_eps, lv});
-      for (int64_t i = 0; i < s; ++i) group_pos.push_back(start + i);
+      for (int64_t i = 0; i < m; ++i) done.push_back({b.chunks[b.chunk_of(gr, i)].state, b.pos[row0 + i]});
     } else {
-      DeviceArray<float> kvf = b.scratch<float>(s * hd), score = b.scratch<float>(s * hd);
-      b.be.linear({xc, &w.comp_wkv, kvf.view(DType::kF32, {s, hd})});
-      b.be.linear({xc, &w.comp_wgate, score.view(DType::kF32, {s, hd})});
-      // State slot p % 2; a group completes at odd p with the pair (slot 0, slot 1). A group begun
-      // in an earlier call takes its first row from the state; the rest are consecutive rows.
-      for (int64_t p = start; p < start + s; ++p)
-        if (p % 2 == 1) group_pos.push_back(p - 1);
-      const int64_t g = static_cast<int64_t>(group_pos.size());
-      DeviceArray<float> pairs = b.scratch<float>(g * 2 * hd), pair_scores = b.scratch<float>(g * 2 * hd);
-      for (auto [dst, state, rows] :
-           {std::tuple{&pairs, &cache.kv_state, &kvf}, {&pair_scores, &cache.score_state, &score}}) {
-        int64_t first = 0, filled = 0;  // first chunk row of a whole pair; floats of `dst` written
-        if (g && start % 2 == 1) {
-          b.be.copy_on_device(dst->data(), state->data(), hd * 4);
-          b.be.copy_on_device(dst->data() + hd, rows->data(), hd * 4);
-          first = 1, filled = 2 * hd;
+      DeviceArray<float> kvf = b.scratch<float>(m * hd), score = b.scratch<float>(m * hd);
+      b.be.linear({xg, &w.comp_wkv, kvf.view(DType::kF32, {m, hd})});
+      b.be.linear({xg, &w.comp_wgate, score.view(DType::kF32, {m, hd})});
+      // A sequence's partial group: rows 2 * slot + p % 2 of the state pools. A group completes at
+      // odd p with the pair (row 0, row 1).
+      const std::array<std::pair<const DeviceArray<float>*, DeviceArray<float>*>, 2> states = {
+          std::pair{&store_->kv_states(l), &kvf}, std::pair{&store_->score_states(l), &score}};
+      DeviceArray<float> pairs(b.be), pair_scores(b.be);
+      if (gr.decode) {
+        // Each token into its row of the partial groups, then the pairs of the groups completed.
+        std::vector<int32_t> at;  // [m] each token's state row, then [2 * groups] the pairs' rows
+        for (size_t ci = gr.first; ci < gr.end; ++ci) {
+          const ForwardChunk& ch = b.chunks[ci];
+          at.push_back(static_cast<int32_t>(2 * ch.state->slot.id() + ch.start_pos % 2));
+          if (ch.start_pos % 2 == 1) done.push_back({ch.state, ch.start_pos - 1});
         }
-        if (filled < g * 2 * hd)
-          b.be.copy_on_device(dst->data() + filled, rows->data() + first * hd, (g * 2 * hd - filled) * 4);
-        for (int64_t slot = 0; slot < 2; ++slot) {  // the last row of each parity becomes its slot
-          const int64_t last = start + s - 1 - ((start + s - 1 - slot) % 2 + 2) % 2;
-          if (last >= start) b.be.copy_on_device(state->data() + slot * hd, rows->data() + (last - start) * hd, hd * 4);
+        for (const CompletedGroup& d : done)
+          at.insert(at.end(),
+                    {static_cast<int32_t>(2 * d.seq->slot.id()), static_cast<int32_t>(2 * d.seq->slot.id() + 1)});
+        const int64_t groups = static_cast<int64_t>(done.size());
+        const DeviceArray<int32_t> dat = b.upload(at);
+        pairs = b.scratch<float>(groups * 2 * hd), pair_scores = b.scratch<float>(groups * 2 * hd);
+        for (auto [dst, state] : {std::pair{&pairs, states[0]}, std::pair{&pair_scores, states[1]}}) {
+          const TensorView pool = state.first->view(DType::kF32, {static_cast<int64_t>(state.first->size()) / hd, hd});
+          b.be.scatter_rows({state.second->view(DType::kF32, {m, hd}), dat.view(DType::kI32, {m}), pool});
+          if (groups)
+            b.be.gather_rows({pool, dat.view(DType::kI32, {2 * groups}, m), dst->view(DType::kF32, {2 * groups, hd})});
+        }
+      } else {
+        // State row p % 2; a group begun in an earlier call takes its first row from the state;
+        // the rest are consecutive rows of the chunk.
+        const ForwardChunk& ch = b.chunks[gr.first];
+        const int64_t s = m, start = ch.start_pos;
+        for (int64_t p = start; p < start + s; ++p)
+          if (p % 2 == 1) done.push_back({ch.state, p - 1});
+        const int64_t groups = static_cast<int64_t>(done.size());
+        pairs = b.scratch<float>(groups * 2 * hd), pair_scores = b.scratch<float>(groups * 2 * hd);
+        for (auto [dst, state] : {std::pair{&pairs, states[0]}, std::pair{&pair_scores, states[1]}}) {
+          float* slot = state.first->data() + 2 * ch.state->slot.id() * hd;
+          const DeviceArray<float>& rows = *state.second;
+          int64_t first = 0, filled = 0;  // first chunk row of a whole pair; floats of `dst` written
+          if (groups && start % 2 == 1) {
+            b.be.copy_on_device(dst->data(), slot, hd * 4);
+            b.be.copy_on_device(dst->data() + hd, rows.data(), hd * 4);
+            first = 1, filled = 2 * hd;
+          }
+          if (filled < groups * 2 * hd)
+            b.be.copy_on_device(dst->data() + filled, rows.data() + first * hd, (groups * 2 * hd - filled) * 4);
+          for (int64_t parity = 0; parity < 2; ++parity) {  // the last row of each parity becomes its state row
+            const int64_t last = start + s - 1 - ((start + s - 1 - parity) % 2 + 2) % 2;
+            if (last >= start) b.be.copy_on_device(slot + parity * hd, rows.data() + (last - start) * hd, hd * 4);
+          }
         }
       }
-      latent = b.scratch<uint16_t>(g * hd);
-      if (g) {
-        const TensorView lv = latent.view(DType::kBF16, {g, hd});
-        b.be.compress_pool({pairs.view(DType::kF32, {g, 2, hd}), pair_scores.view(DType::kF32, {g, 2, hd}), lv});
+      const int64_t groups = static_cast<int64_t>(done.size());
+      latent = b.scratch<uint16_t>(groups * hd);
+      if (groups) {
+        const TensorView lv = latent.view(DType::kBF16, {groups, hd});
+        b.be.compress_pool(
+            {pairs.view(DType::kF32, {groups, 2, hd}), pair_scores.view(DType::kF32, {groups, 2, hd}), lv});
         b.be.rms_norm({lv, w.comp_norm, c.norm_eps, lv});
       }
     }
   }
-  const int64_t groups = static_cast<int64_t>(group_pos.size());
 
-  if (c.is_index_source(l)) DSINFER_RETURN_IF_ERROR(indexer(l, b, ci, xc, rows_of(qr, row0, s), latent, group_pos));
+  if (c.is_index_source(l)) DSINFER_RETURN_IF_ERROR(indexer(l, b, g, xg, rows_of(qr, row0, m), latent, done));
 
   // Publish the rotated, fp4 fake-quantised latents into this layer's compressed cache (spec §6.2).
-  if (groups) {
+  if (const int64_t groups = static_cast<int64_t>(done.size())) {
+    std::vector<int64_t> group_pos;
+    for (const CompletedGroup& d : done) group_pos.push_back(d.pos);
+    const TensorView lv = latent.view(DType::kBF16, {groups, hd});
     RopeRows(b.be, rope, group_pos).apply(b.be, latent.view(DType::kBF16, {groups, 1, hd}), 0, false);
-    b.be.fake_quant({latent.view(DType::kBF16, {groups, hd}), FakeQuant::kFp4E4M3Group16});
-    const int64_t j0 = group_pos.front() / r;
-    publish_rows(b.be, *store_, store_->compressed(l), latent.view(DType::kBF16, {groups, hd}), l, st.blocks.blocks(),
-                 j0);
-    st.layers[l].compressed_rows = std::max(st.layers[l].compressed_rows, j0 + groups);
+    b.be.fake_quant({lv, FakeQuant::kFp4E4M3Group16});
+    publish_rows(b, store_->compressed(l), lv, l, done);
+    for (const CompletedGroup& d : done)
+      d.seq->layers[l].compressed_rows = std::max(d.seq->layers[l].compressed_rows, d.pos / r + 1);
   }
   // Config validation guarantees an index source of this ratio ran earlier in this call.
-  DSINFER_CHECK(static_cast<int64_t>(b.topk[ci].size()) == s * b.topk_k[ci], "layer {}: no published top-k", l);
+  DSINFER_CHECK(static_cast<int64_t>(b.topk[g].size()) == m * b.topk_k[g], "layer {}: no published top-k", l);
   return {};
 }
 
-Status Model::indexer(int l, Batch& b, size_t ci, const TensorView& xc, const TensorView& qrc,
-                      const DeviceArray<uint16_t>& latent, const std::vector<int64_t>& group_pos) {
+Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const TensorView& qrg,
+                      const DeviceArray<uint16_t>& latent, const std::vector<CompletedGroup>& done) {
   const ModelConfig& c = config_;
   const AttentionWeights& w = weights_.layers[l].attn;
   const RopeTable& rope = *rope_[l];
-  ForwardChunk& ch = b.chunks[ci];
-  SequenceState& st = *ch.state;
+  const Batch::Group& gr = b.groups[g];
   const int r = c.compress_ratio(l);
-  const int64_t s = xc.size(0), start = ch.start_pos, end = start + s, T = end / r;
-  const int64_t hi = c.index_n_heads, di = c.index_head_dim;
-  const LayerReplay* replay = b.replay(ci, l);
+  const int64_t m = gr.rows, hi = c.index_n_heads, di = c.index_head_dim;
 
   // Index keys of a key owner, from the pre-RoPE latents (spec §7.1); the shared slot moves here.
-  const int64_t groups = static_cast<int64_t>(group_pos.size());
+  const int64_t groups = static_cast<int64_t>(done.size());
   if (c.is_kv_source(l) && groups) {
+    std::vector<int64_t> group_pos;
+    for (const CompletedGroup& d : done) group_pos.push_back(d.pos);
     DeviceArray<uint16_t> keys = b.scratch<uint16_t>(groups * di);
     const TensorView kv = keys.view(DType::kBF16, {groups, di});
     b.be.linear({latent.view(DType::kBF16, {groups, c.head_dim}), &w.idx_wk, kv});
     b.be.rms_norm({kv, w.idx_k_norm, c.norm_eps, kv});
     RopeRows(b.be, rope, group_pos).apply(b.be, keys.view(DType::kBF16, {groups, 1, di}), 0, false);
     b.be.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
-    const int64_t j0 = group_pos.front() / r;
-    publish_rows(b.be, *store_, store_->index_keys(l), kv, l, st.blocks.blocks(), j0);
-    st.layers[l].index_key_rows = std::max(st.layers[l].index_key_rows, j0 + groups);
-    st.index_key_owner = l;
+    publish_rows(b, store_->index_keys(l), kv, l, done);
+    for (const CompletedGroup& d : done) {
+      d.seq->layers[l].index_key_rows = std::max(d.seq->layers[l].index_key_rows, d.pos / r + 1);
+      d.seq->index_key_owner = l;
+    }
   }
+  // Each row's compressed positions: a decode token sees (p + 1) / r; a prefill chunk's queries
+  // see (start + i + 1) / r of the chunk's T = (start + s) / r.
+  std::vector<int64_t> row_T(m);
+  std::vector<int32_t> visible(m);
+  for (int64_t i = 0; i < m; ++i) {
+    const ForwardChunk& ch = b.chunks[b.chunk_of(gr, i)];
+    const int64_t end = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+    row_T[i] = end / r;
+    visible[i] = static_cast<int32_t>(gr.decode ? row_T[i] : (ch.start_pos + i + 1) / r);
+  }
+  const int64_t T = *std::max_element(row_T.begin(), row_T.end());
   // A piece of a prompt computes what the one-shot prefill computes, where every owner publishes
   // the keys of all the groups so far and so reads its own: even a piece that completes no group.
   // Only a decode step keeps the reference's stale slot (spec §15 10a).
-  if (c.is_kv_source(l) && !ch.decode && T > 0) st.index_key_owner = l;
+  if (c.is_kv_source(l) && !gr.decode && T > 0) b.chunks[gr.first].state->index_key_owner = l;
   const int64_t cols = b.columns(T, c.index_topk), k = std::min<int64_t>(c.index_topk, cols);
-  b.topk_k[ci] = k;
-  b.topk[ci] = b.scratch<int32_t>(s * k);
+  b.topk_k[g] = k;
+  b.topk[g] = b.scratch<int32_t>(m * k);
   if (T == 0) {
-    b.record(ci, fmt::format("layer{}.topk_idxs", l), DType::kI32, {s, 0}, nullptr);
+    for (size_t ci = gr.first; ci < gr.end; ++ci)
+      b.record(ci, fmt::format("layer{}.topk_idxs", l), DType::kI32, {b.size(ci), 0}, nullptr);
     return {};
   }
 
-  DeviceArray<uint16_t> q = b.scratch<uint16_t>(s * hi * di), wts = b.scratch<uint16_t>(s * hi);
-  b.be.linear({qrc, &w.idx_wq_b, q.view(DType::kBF16, {s, hi * di})});
-  b.rope_at_positions(rope).apply(b.be, q.view(DType::kBF16, {s, hi, di}), b.offset[ci], false);
-  b.be.fake_quant({q.view(DType::kBF16, {s, hi * di}), FakeQuant::kFp4E8M0Group32});
-  b.be.linear({xc, &w.idx_weights_proj, wts.view(DType::kBF16, {s, hi})});
+  DeviceArray<uint16_t> q = b.scratch<uint16_t>(m * hi * di), wts = b.scratch<uint16_t>(m * hi);
+  b.be.linear({qrg, &w.idx_wq_b, q.view(DType::kBF16, {m, hi * di})});
+  b.rope_at_positions(rope).apply(b.be, q.view(DType::kBF16, {m, hi, di}), gr.row0, false);
+  b.be.fake_quant({q.view(DType::kBF16, {m, hi * di}), FakeQuant::kFp4E8M0Group32});
+  b.be.linear({xg, &w.idx_weights_proj, wts.view(DType::kBF16, {m, hi})});
   const float wscale =
       static_cast<float>(std::pow(static_cast<double>(di), -0.5) * std::pow(static_cast<double>(hi), -0.5));
 
-  const int owner = st.index_key_owner;
-  if (owner < 0 || st.layers[owner].index_key_rows < T)
-    return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
-  // The owner's keys of positions [0, T), read from the pool through the block table (padded
-  // columns name row 0: never read, they lie past every query's visible columns), and each query's
-  // visible columns: made once per chunk, owner and ratio in a call, for every index layer reading them.
-  auto [rows, fresh] = b.indexer_rows.try_emplace({ci, owner, r});
-  if (fresh) {
-    std::vector<int32_t> key_rows(cols, 0), visible(s);
-    for (int64_t tau = 0; tau < T; ++tau)
-      key_rows[tau] = static_cast<int32_t>(store_->row(owner, st.blocks.blocks(), tau));
-    for (int64_t i = 0; i < s; ++i) visible[i] = static_cast<int32_t>(ch.decode ? T : (start + i + 1) / r);
-    rows->second = {b.upload(key_rows), b.upload(visible)};
+  // The key owner each row scores against (spec §6.4): at a decode step the sequences of a group
+  // may read different layers' keys; rows that see no key go with the first owner.
+  std::map<int, std::vector<int64_t>> by_owner;
+  std::vector<int64_t> blind;
+  for (int64_t i = 0; i < m; ++i) {
+    if (row_T[i] == 0) {
+      blind.push_back(i);
+      continue;
+    }
+    const SequenceState& st = *b.chunks[b.chunk_of(gr, i)].state;
+    const int owner = st.index_key_owner;
+    if (owner < 0 || st.layers[owner].index_key_rows < row_T[i])
+      return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
+    by_owner[owner].push_back(i);
   }
-  const DeviceArray<int32_t>&dkey_rows = rows->second.key_rows, &dvisible = rows->second.visible;
-  const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
-  const TensorView keys = key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di});
+  if (!blind.empty()) {
+    std::vector<int64_t>& first = by_owner.begin()->second;
+    first.insert(first.end(), blind.begin(), blind.end());
+    std::sort(first.begin(), first.end());
+  }
 
-  // The candidate pool: made by the candidate source (or replayed) for all the chunk's queries, as
+  // The candidate pool: made by the candidate source (or replayed) for all the group's queries, as
   // block numbers; the layers after it expand a query block's rows into a mask.
   const int64_t bs = c.candidate_block_size;
-  const int64_t kb = std::min<int64_t>(c.candidate_topk_blocks, (cols + bs - 1) / bs);
+  const auto blocks_of = [&](int64_t columns) {
+    return std::min<int64_t>(c.candidate_topk_blocks, (columns + bs - 1) / bs);
+  };
+  const int64_t kb = blocks_of(cols);
   const bool makes_candidates = c.is_candidate_source(l), reads_candidates = !makes_candidates && c.uses_candidates(l);
-  bool candidates_given = false;
   if (makes_candidates) {
-    b.candidates_T[ci] = cols, b.candidates_kb[ci] = kb;
-    if (replay && !replay->candidates.empty()) {
-      auto given = candidate_block_ids(replay->candidates, s, cols, bs, kb);
-      if (!given.ok())
-        return error(ErrorKind::kInvalidArgument, fmt::format("layer {}: {}", l, given.status().message()));
-      b.candidates[ci] = b.upload(*given);
-      candidates_given = true;
-    } else {
-      b.candidates[ci] = b.scratch<int32_t>(s * kb);
-    }
+    b.candidates_T[g] = cols, b.candidates_kb[g] = kb;
+    b.candidates[g] = b.scratch<int32_t>(m * kb);
   } else if (reads_candidates &&
-             (b.candidates_T[ci] != cols || static_cast<int64_t>(b.candidates[ci].size()) != s * b.candidates_kb[ci])) {
+             (b.candidates_T[g] != cols || static_cast<int64_t>(b.candidates[g].size()) != m * b.candidates_kb[g])) {
     return error(ErrorKind::kInternal, fmt::format("layer {}: candidate mask missing", l));
   }
-  const bool topk_given = replay && !replay->topk.empty();
-  if (topk_given) {
-    if (static_cast<int64_t>(replay->topk.size()) != s * k)
-      return error(ErrorKind::kInvalidArgument,
-                   fmt::format("layer {}: the replayed top-k holds {} values, not {}", l, replay->topk.size(), s * k));
-    b.topk[ci].upload(replay->topk);
+  const int64_t rkb = b.candidates_kb[g];
+
+  // Selections the taps replay, by row: a chunk's own k (and candidate blocks), padded with -1s to
+  // the group's.
+  std::vector<int32_t> topk_rows, topk_given, cand_rows, cand_given;
+  for (size_t ci = gr.first; ci < gr.end; ++ci) {
+    const LayerReplay* replay = b.replay(ci, l);
+    if (!replay) continue;
+    const int64_t s = b.size(ci), i0 = b.offset[ci] - gr.row0;
+    const int64_t own_cols = b.columns(row_T[i0], c.index_topk), own_k = std::min<int64_t>(c.index_topk, own_cols);
+    if (!replay->topk.empty()) {
+      if (static_cast<int64_t>(replay->topk.size()) != s * own_k)
+        return error(ErrorKind::kInvalidArgument, fmt::format("layer {}: the replayed top-k holds {} values, not {}", l,
+                                                              replay->topk.size(), s * own_k));
+      for (int64_t i = 0; i < s; ++i) {
+        topk_rows.push_back(static_cast<int32_t>(i0 + i));
+        topk_given.insert(topk_given.end(), &replay->topk[i * own_k], &replay->topk[(i + 1) * own_k]);
+        topk_given.resize(topk_given.size() + (k - own_k), -1);
+      }
+    }
+    if (makes_candidates && !replay->candidates.empty()) {
+      const int64_t own_kb = blocks_of(own_cols);
+      auto ids = candidate_block_ids(replay->candidates, s, own_cols, bs, own_kb);
+      if (!ids.ok()) return error(ErrorKind::kInvalidArgument, fmt::format("layer {}: {}", l, ids.status().message()));
+      for (int64_t i = 0; i < s; ++i) {
+        cand_rows.push_back(static_cast<int32_t>(i0 + i));
+        cand_given.insert(cand_given.end(), &(*ids)[i * own_kb], &(*ids)[(i + 1) * own_kb]);
+        cand_given.resize(cand_given.size() + (kb - own_kb), -1);
+      }
+    }
   }
+  const bool all_topk = static_cast<int64_t>(topk_rows.size()) == m;
+  const bool all_candidates = !makes_candidates || static_cast<int64_t>(cand_rows.size()) == m;
 
   // Score, select and drop a block of queries at a time: the scores and masks of a block are all
   // that the selections hold at once, so a long prompt's prefill stays linear in its length.
-  if (!(topk_given && (!makes_candidates || candidates_given))) {
-    const int64_t block = std::min(s, indexer_query_block(cols));
-    DeviceArray<float> dscores = b.scratch<float>(block * cols);
-    DeviceArray<uint8_t> dmask = b.scratch<uint8_t>(reads_candidates ? block * cols : 0);
-    for (int64_t i0 = 0; i0 < s; i0 += block) {
-      const int64_t m = std::min(block, s - i0);
-      const TensorView scores = dscores.view(DType::kF32, {m, cols}), dvis = dvisible.view(DType::kI32, {m}, i0);
-      b.be.indexer_scores({q.view(DType::kBF16, {m, hi, di}, i0 * hi * di), keys,
-                           wts.view(DType::kBF16, {m, hi}, i0 * hi), dvis, scores, dkey_rows.view(DType::kI32, {cols}),
-                           wscale});
-      if (makes_candidates && !candidates_given)
-        b.be.candidate_blocks(
-            {scores, dvis, c.candidate_topk_blocks, bs, b.candidates[ci].view(DType::kI32, {m, kb}, i0 * kb)});
-      if (topk_given) continue;
-      TensorView mask;
-      if (reads_candidates) {
-        const int64_t rkb = b.candidates_kb[ci];
-        mask = dmask.view(DType::kU8, {m, cols});
-        b.be.candidate_mask({b.candidates[ci].view(DType::kI32, {m, rkb}, i0 * rkb), bs, mask});
+  if (!(all_topk && all_candidates)) {
+    for (const auto& [owner, rows] : by_owner) {
+      const int64_t mp = static_cast<int64_t>(rows.size());
+      const bool whole = mp == m;  // else this owner's rows are gathered and their selections scattered back
+      Batch::IndexerRows& ir = b.indexer_rows[{g, owner, r}];
+      if (ir.host_rows != rows) {
+        ir.host_rows = rows;
+        std::vector<int32_t> ids, vis;
+        for (int64_t i : rows) ids.push_back(static_cast<int32_t>(i)), vis.push_back(visible[i]);
+        ir.rows = b.upload(ids), ir.visible = b.upload(vis);
+        if (!whole) {  // part of a decode group: its rows' block tables
+          const TensorView all = b.block_table(g);
+          const size_t width = static_cast<size_t>(all.size(1));
+          std::vector<int32_t> tables;
+          for (int64_t i : rows) {
+            const std::vector<int32_t> t = b.tables(gr.first + i, gr.first + i + 1, width);
+            tables.insert(tables.end(), t.begin(), t.end());
+          }
+          ir.tables = b.upload(tables);
+        }
       }
-      b.be.topk({scores, mask, dvis, b.topk[ci].view(DType::kI32, {m, k}, i0 * k)});
+      const TensorView table = whole ? b.block_table(g) : ir.tables.view(DType::kI32, {mp, b.block_table(g).size(1)});
+      const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
+      const TensorView keys = key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di});
+      const TensorView row_ids = ir.rows.view(DType::kI32, {mp});
+      // This owner's queries, weights and selections: the group's own, or gathered copies.
+      DeviceArray<uint16_t> pq(b.be), pw(b.be);
+      DeviceArray<int32_t> ptopk(b.be), pcand(b.be), pread(b.be);
+      TensorView qv = q.view(DType::kBF16, {m, hi * di}), wv = wts.view(DType::kBF16, {m, hi});
+      TensorView topk_out = b.topk[g].view(DType::kI32, {m, k});
+      TensorView cand_out = makes_candidates ? b.candidates[g].view(DType::kI32, {m, kb}) : TensorView{};
+      TensorView cand_in = reads_candidates ? b.candidates[g].view(DType::kI32, {m, rkb}) : TensorView{};
+      if (!whole) {
+        pq = b.scratch<uint16_t>(mp * hi * di), pw = b.scratch<uint16_t>(mp * hi);
+        b.be.gather_rows({qv, row_ids, pq.view(DType::kBF16, {mp, hi * di})});
+        b.be.gather_rows({wv, row_ids, pw.view(DType::kBF16, {mp, hi})});
+        qv = pq.view(DType::kBF16, {mp, hi * di}), wv = pw.view(DType::kBF16, {mp, hi});
+        ptopk = b.scratch<int32_t>(mp * k), topk_out = ptopk.view(DType::kI32, {mp, k});
+        if (makes_candidates) pcand = b.scratch<int32_t>(mp * kb), cand_out = pcand.view(DType::kI32, {mp, kb});
+        if (reads_candidates) {
+          pread = b.scratch<int32_t>(mp * rkb);
+          b.be.gather_rows({cand_in, row_ids, pread.view(DType::kI32, {mp, rkb})});
+          cand_in = pread.view(DType::kI32, {mp, rkb});
+        }
+      }
+      const int64_t block = std::min(mp, indexer_query_block(cols));
+      DeviceArray<float> dscores = b.scratch<float>(block * cols);
+      DeviceArray<uint8_t> dmask = b.scratch<uint8_t>(reads_candidates ? block * cols : 0);
+      for (int64_t i0 = 0; i0 < mp; i0 += block) {
+        const int64_t mb = std::min(block, mp - i0);
+        const TensorView scores = dscores.view(DType::kF32, {mb, cols}), dvis = ir.visible.view(DType::kI32, {mb}, i0);
+        const TensorView block_table = table.ndim == 2 ? rows_of(table, i0, mb) : table;
+        b.be.indexer_scores({(whole ? q : pq).view(DType::kBF16, {mb, hi, di}, i0 * hi * di),
+                             keys,
+                             rows_of(wv, i0, mb),
+                             dvis,
+                             scores,
+                             {block_table, store_->rows_per_block(owner), 0},
+                             wscale});
+        if (makes_candidates && !all_candidates)
+          b.be.candidate_blocks({scores, dvis, c.candidate_topk_blocks, bs, rows_of(cand_out, i0, mb)});
+        if (all_topk) continue;
+        TensorView mask;
+        if (reads_candidates) {
+          mask = dmask.view(DType::kU8, {mb, cols});
+          b.be.candidate_mask({rows_of(cand_in, i0, mb), bs, mask});
+        }
+        b.be.topk({scores, mask, dvis, rows_of(topk_out, i0, mb)});
+      }
+      if (!whole) {
+        if (!all_topk) b.be.scatter_rows({topk_out, row_ids, b.topk[g].view(DType::kI32, {m, k})});
+        if (makes_candidates && !all_candidates)
+          b.be.scatter_rows({cand_out, row_ids, b.candidates[g].view(DType::kI32, {m, kb})});
+      }
     }
   }
-  if (makes_candidates && b.wants_tensors(ci)) {  // dumped as the reference's mask over the columns
-    const std::vector<int32_t> ids = b.candidates[ci].download();
-    std::vector<uint8_t> mask;
-    for (int64_t i = 0; i < s; ++i) {
-      const std::vector<uint8_t> row = candidate_mask(std::span(ids).subspan(i * kb, kb), bs, cols);
-      mask.insert(mask.end(), row.begin(), row.end());
-    }
-    b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, cols}, mask.data());
+  // The replayed rows over the computed ones.
+  for (auto [rows, given, out, width] : {std::tuple{&topk_rows, &topk_given, &b.topk[g], k},
+                                         std::tuple{&cand_rows, &cand_given, &b.candidates[g], kb}}) {
+    if (rows->empty() || width == 0) continue;
+    const int64_t count = static_cast<int64_t>(rows->size());
+    const DeviceArray<int32_t> drows = b.upload(*rows), dgiven = b.upload(*given);
+    b.be.scatter_rows({dgiven.view(DType::kI32, {count, width}), drows.view(DType::kI32, {count}),
+                       out->view(DType::kI32, {m, width})});
   }
-  if (b.wants_tensors(
-          ci)) {  // dumped as the reference passes them to sparse_attn: offset by its window rows (s or win)
-    std::vector<int32_t> dumped = b.topk[ci].download();
-    const int64_t offset = ch.decode ? c.window_size : s;
-    for (int32_t& v : dumped)
-      if (v >= 0) v += static_cast<int32_t>(offset);
-    b.record(ci, fmt::format("layer{}.topk_idxs", l), DType::kI32, {s, k}, dumped.data());
+
+  // Dumped per chunk as the reference lays them out: the candidates as a mask over the chunk's
+  // columns, the top-k offset by the chunk's window rows (s or win) as it passes them to sparse_attn.
+  const bool dumps = [&] {
+    for (size_t ci = gr.first; ci < gr.end; ++ci)
+      if (b.wants_tensors(ci)) return true;
+    return false;
+  }();
+  if (!dumps) return {};
+  const std::vector<int32_t> topk = b.topk[g].download();
+  const std::vector<int32_t> ids = makes_candidates ? b.candidates[g].download() : std::vector<int32_t>{};
+  for (size_t ci = gr.first; ci < gr.end; ++ci) {
+    if (!b.wants_tensors(ci)) continue;
+    const int64_t s = b.size(ci), i0 = b.offset[ci] - gr.row0;
+    const int64_t own_cols = b.columns(row_T[i0], c.index_topk), own_k = std::min<int64_t>(c.index_topk, own_cols);
+    if (makes_candidates) {
+      std::vector<uint8_t> mask;
+      for (int64_t i = i0; i < i0 + s; ++i) {
+        const std::vector<uint8_t> row = candidate_mask(std::span(ids).subspan(i * kb, kb), bs, own_cols);
+        mask.insert(mask.end(), row.begin(), row.end());
+      }
+      b.record(ci, fmt::format("layer{}.candidates", l), DType::kU8, {s, own_cols}, mask.data());
+    }
+    std::vector<int32_t> dumped;
+    const int64_t offset = gr.decode ? c.window_size : s;
+    for (int64_t i = i0; i < i0 + s; ++i)
+      for (int64_t j = 0; j < own_k; ++j) {
+        const int32_t v = topk[i * k + j];
+        dumped.push_back(v >= 0 ? v + static_cast<int32_t>(offset) : v);
+      }
+    b.record(ci, fmt::format("layer{}.topk_idxs", l), DType::kI32, {s, own_k}, dumped.data());
   }
   return {};
 }

@@ -2,6 +2,7 @@
 #include "model/cache_store.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -19,9 +20,42 @@ CacheStore::CacheStore(const ModelConfig& config, Backend& backend, int64_t bloc
   DSINFER_CHECK(block_tokens > 0 && block_tokens % 2 == 0, "cache blocks of {} positions", block_tokens);
   compressed_.resize(config.n_layers);
   index_keys_.resize(config.n_layers);
-  for (int l = 0; l < config.n_layers; ++l)
-    if (config.is_kv_source(l))
-      compressed_[l] = DeviceArray<uint16_t>(backend), index_keys_[l] = DeviceArray<uint16_t>(backend);
+  windows_.resize(config.n_layers);
+  kv_states_.resize(config.n_layers);
+  score_states_.resize(config.n_layers);
+  for (int l = 0; l < config.n_layers; ++l) {
+    windows_[l] = DeviceArray<uint16_t>(backend);
+    if (!config.is_kv_source(l)) continue;
+    compressed_[l] = DeviceArray<uint16_t>(backend), index_keys_[l] = DeviceArray<uint16_t>(backend);
+    if (pools_partial_groups(l))
+      kv_states_[l] = DeviceArray<float>(backend), score_states_[l] = DeviceArray<float>(backend);
+  }
+}
+
+int32_t CacheStore::take_slot() {
+  const int64_t ring = int64_t{config_.window_size} * config_.head_dim, state = 2 * int64_t{config_.head_dim};
+  if (free_slots_.empty()) {  // double the pools; the new slots are taken last first
+    const int grown = std::max(2 * slots_, 4);
+    for (int l = 0; l < config_.n_layers; ++l) {
+      windows_[l].resize(grown * ring);
+      if (!pools_partial_groups(l)) continue;
+      kv_states_[l].resize(grown * state);
+      score_states_[l].resize(grown * state);
+    }
+    for (int s = grown - 1; s >= slots_; --s) free_slots_.push_back(s);
+    slots_ = grown;
+  }
+  const int32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  const std::vector<float> empty(state, -std::numeric_limits<float>::infinity());  // no score yet: weight 0
+  for (int l = 0; l < config_.n_layers; ++l) {
+    Backend& be = windows_[l].backend();
+    be.zero(windows_[l].data() + slot * ring, ring * sizeof(uint16_t));
+    if (!pools_partial_groups(l)) continue;
+    be.zero(kv_states_[l].data() + slot * state, state * sizeof(float));
+    be.copy_to_device(score_states_[l].data() + slot * state, empty.data(), state * sizeof(float));
+  }
+  return slot;
 }
 
 int64_t CacheStore::blocks_for(int64_t positions) const {

@@ -5,13 +5,15 @@
 // [j * block_tokens, (j + 1) * block_tokens), i.e. rows [id * block_tokens / r, ...) of a ratio-r
 // layer's pools, so a sequence holds memory for the positions it has and no more. Unbounded, the
 // pools grow (doubling) as blocks are taken; bounded by a budget's layout (the server's), the
-// store hands out its blocks and counts each sequence's fixed caches (window rings, the
-// compressor's partial groups: each sequence's own memory) as `fixed_blocks` of them, so that the
-// running sequences stay inside the budget.
+// store hands out its blocks and counts each sequence's fixed caches as `fixed_blocks` of them,
+// so that the running sequences stay inside the budget. The fixed caches (each layer's window ring,
+// each ratio-2 kv source's partial group) live in pools of their own, a slot a sequence, so that
+// the attention of a decode batch reads every sequence's ring from one tensor.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -55,10 +57,24 @@ class CacheStore {
     return blocks[group / per] * per + group % per;
   }
 
+  /// A slot of the fixed caches for a new sequence, its rings zeroed and its partial groups empty
+  /// (the pools grow by doubling); given back with release_slot.
+  int32_t take_slot();
+  void release_slot(int32_t slot) { free_slots_.push_back(slot); }
+  int slots_in_use() const { return slots_ - static_cast<int>(free_slots_.size()); }
+  /// Layer l's window rings: [slots * window, head_dim] bf16; slot s holds rows [s * window, (s + 1) * window).
+  const DeviceArray<uint16_t>& windows(int layer) const { return windows_[layer]; }
+  /// A ratio-2 kv source's partial groups: [slots * 2, head_dim] f32 each; slot s holds rows 2s, 2s + 1.
+  const DeviceArray<float>& kv_states(int layer) const { return kv_states_[layer]; }
+  const DeviceArray<float>& score_states(int layer) const { return score_states_[layer]; }
+
  private:
   CacheStore(const ModelConfig& config, Backend& backend, int64_t block_tokens, int capacity, bool bounded,
              int64_t fixed_blocks);
   void cover_block(int32_t block);  // the pools reach block `block`
+  bool pools_partial_groups(int layer) const {
+    return config_.is_kv_source(layer) && config_.compress_ratio(layer) == 2;
+  }
 
   const ModelConfig& config_;
   int64_t block_tokens_;
@@ -67,6 +83,36 @@ class CacheStore {
   BlockPool pool_;
   int64_t pool_blocks_ = 0;  // blocks the pools hold memory for: ids [0, pool_blocks_)
   std::vector<DeviceArray<uint16_t>> compressed_, index_keys_;  // by layer; empty but for kv sources
+  std::vector<DeviceArray<uint16_t>> windows_;                  // by layer
+  std::vector<DeviceArray<float>> kv_states_, score_states_;    // by layer; empty but for ratio-2 kv sources
+  int slots_ = 0;                                               // slots the pools hold
+  std::vector<int32_t> free_slots_;
+};
+
+/// A sequence's slot of a CacheStore's fixed caches, given back when it goes (move-only).
+class CacheSlot {
+ public:
+  CacheSlot() = default;
+  explicit CacheSlot(CacheStore* store) : store_(store), id_(store->take_slot()) {}
+  CacheSlot(CacheSlot&& o) noexcept { *this = std::move(o); }
+  CacheSlot& operator=(CacheSlot&& o) noexcept {
+    if (this != &o) {
+      if (store_) store_->release_slot(id_);
+      store_ = std::exchange(o.store_, nullptr);
+      id_ = o.id_;
+    }
+    return *this;
+  }
+  CacheSlot(const CacheSlot&) = delete;
+  CacheSlot& operator=(const CacheSlot&) = delete;
+  ~CacheSlot() {
+    if (store_) store_->release_slot(id_);
+  }
+  int32_t id() const { return id_; }
+
+ private:
+  CacheStore* store_ = nullptr;
+  int32_t id_ = -1;
 };
 
 /// A sequence's blocks of a CacheStore (and its fixed caches' count), returned to it when the table

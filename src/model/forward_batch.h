@@ -3,6 +3,7 @@
 // the selections live in the backend's memory; positions and ids are host data.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <span>
@@ -72,20 +73,32 @@ struct Model::Batch {
   std::vector<int64_t> hashes;  // [n, engram layers, columns]
   DeviceArray<uint16_t> x;      // [n, hc, dim] the residual stream
   DeviceArray<float> pre;       // [n, hc] the pending pre-mix
-  // Published by the most recent index source / candidate source in this call, per chunk, in the
+  /// The attention's groups of rows: a prefill chunk alone, or a run of consecutive decode chunks
+  /// (a token each) that runs as one batch, each row reading its own sequence's ring and tables.
+  struct Group {
+    size_t first = 0, end = 0;  // chunks [first, end)
+    bool decode = false;
+    int64_t row0 = 0, rows = 0;  // rows [row0, row0 + rows) of the call
+  };
+  std::vector<Group> groups;
+  // Published by the most recent index source / candidate source in this call, per group, in the
   // backend's memory (no step waits for the host to choose).
-  std::vector<DeviceArray<int32_t>> topk;  // [s, k] compressed positions or -1
+  std::vector<DeviceArray<int32_t>> topk;  // [rows, k] compressed positions or -1
   std::vector<int64_t> topk_k;
-  std::vector<DeviceArray<int32_t>> candidates;      // [s, candidates_kb]: kept block numbers, then -1s
+  std::vector<DeviceArray<int32_t>> candidates;      // [rows, candidates_kb]: kept block numbers, then -1s
   std::vector<int64_t> candidates_T, candidates_kb;  // the score columns they cover; numbers a row
-  // The indexer's key rows [columns] and visible columns [s] by (chunk, key owner, ratio): the
-  // index layers that score one owner's keys share them.
+  // The rows of a group that score one key owner's keys, their visible columns, and (a part of a
+  // decode group) their block tables, by (group, key owner, ratio): the index layers that score one
+  // owner's keys with the same rows share them.
   struct IndexerRows {
-    DeviceArray<int32_t> key_rows, visible;
+    std::vector<int64_t> host_rows;
+    DeviceArray<int32_t> rows, visible, tables;
   };
   std::map<std::tuple<size_t, int, int>, IndexerRows> indexer_rows;
 
   int64_t size(size_t c) const { return offset[c + 1] - offset[c]; }
+  /// The chunk of row i of group g.
+  size_t chunk_of(const Group& g, int64_t i) const { return g.decode ? g.first + static_cast<size_t>(i) : g.first; }
 
   /// Bad input, named: chunks without a sequence or tokens, positions past max_seq_len, token ids
   /// outside the vocab.
@@ -120,12 +133,21 @@ struct Model::Batch {
       for (int64_t i = 0; i < s; ++i) pos.push_back(ch.start_pos + i), ids.push_back(ch.tokens[i]);
     }
     n = offset.back();
-    topk.clear(), topk.resize(cs.size());
-    topk_k.assign(cs.size(), 0);
-    candidates.clear(), candidates.resize(cs.size());
-    candidates_T.assign(cs.size(), 0);
-    candidates_kb.assign(cs.size(), 0);
-    block_tables_.clear(), block_tables_.resize(cs.size());
+    groups.clear();
+    for (size_t c = 0; c < cs.size(); ++c) {
+      if (cs[c].decode && !groups.empty() && groups.back().decode) {
+        groups.back().end = c + 1, groups.back().rows += 1;
+        continue;
+      }
+      groups.push_back({c, c + 1, cs[c].decode, offset[c], size(c)});
+    }
+    const size_t ng = groups.size();
+    topk.clear(), topk.resize(ng);
+    topk_k.assign(ng, 0);
+    candidates.clear(), candidates.resize(ng);
+    candidates_T.assign(ng, 0);
+    candidates_kb.assign(ng, 0);
+    block_tables_.clear(), block_tables_.resize(ng);
   }
 
   /// 0 .. n - 1 in the backend's memory (every token's own row), copied at its first use in the call.
@@ -144,18 +166,28 @@ struct Model::Batch {
   /// visible columns: scored -inf, never chosen (a row with fewer than k others ends in -1s).
   int64_t columns(int64_t T, int64_t topk) const { return fixed_shapes && T > 0 ? (T + topk - 1) / topk * topk : T; }
 
-  /// Chunk c's block table in the backend's memory, copied at its first use in the call (forward
-  /// covers every position first, so the table does not change during the call); with fixed
-  /// shapes padded to a multiple of kTableBucket entries (0s: read for no position).
+  /// Group g's block tables in the backend's memory, copied at their first use in the call (forward
+  /// covers every position first, so they do not change during the call): a prefill chunk's table
+  /// [b], a decode group's [rows, b] (a row's sequence a row, 0s past its end: the null block);
+  /// with fixed shapes b is padded to a multiple of kTableBucket entries (0s: read for no position).
   static constexpr size_t kTableBucket = 16;
-  const DeviceArray<int32_t>& block_table(size_t c) {
-    if (block_tables_[c].empty()) {
+  TensorView block_table(size_t g) {
+    const Group& gr = groups[g];
+    size_t width = 0;
+    for (size_t c = gr.first; c < gr.end; ++c) width = std::max(width, chunks[c].state->blocks.blocks().size());
+    if (fixed_shapes) width = (width + kTableBucket - 1) / kTableBucket * kTableBucket;
+    if (block_tables_[g].empty()) block_tables_[g] = upload(tables(gr.first, gr.end, width));
+    const auto w = static_cast<int64_t>(width);
+    return gr.decode ? block_tables_[g].view(DType::kI32, {gr.rows, w}) : block_tables_[g].view(DType::kI32, {w});
+  }
+  /// The block tables of chunks [first, end), `width` entries each (0s past a table's end).
+  std::vector<int32_t> tables(size_t first, size_t end, size_t width) const {
+    std::vector<int32_t> t(width * (end - first), 0);
+    for (size_t c = first; c < end; ++c) {
       const std::span<const int32_t> blocks = chunks[c].state->blocks.blocks();
-      std::vector<int32_t> table(blocks.begin(), blocks.end());
-      if (fixed_shapes) table.resize((table.size() + kTableBucket - 1) / kTableBucket * kTableBucket, 0);
-      block_tables_[c] = upload(table);
+      std::copy(blocks.begin(), blocks.end(), t.begin() + static_cast<int64_t>((c - first) * width));
     }
-    return block_tables_[c];
+    return t;
   }
 
   /// The selections the taps hand chunk c's layer, or null.
@@ -182,7 +214,7 @@ struct Model::Batch {
 
  private:
   std::map<const RopeTable*, RopeRows> rope_;
-  std::vector<DeviceArray<int32_t>> block_tables_;
+  std::vector<DeviceArray<int32_t>> block_tables_;  // by group
   DeviceArray<int32_t> token_rows_;
 
   static size_t debug_bytes(const DebugTensor& t) {

@@ -13,19 +13,11 @@
 #include "model/weight_manifest.h"
 
 namespace dsinfer {
-SequenceState make_sequence_state(const ModelConfig& c, Backend& backend, CacheStore& store) {
+SequenceState make_sequence_state(const ModelConfig& c, CacheStore& store) {
   SequenceState s;
+  s.slot = CacheSlot(&store);
   s.blocks = BlockTable(&store);
   s.layers.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerCache& lc = s.layers[l];
-    lc.window = DeviceArray<uint16_t>(backend, static_cast<size_t>(c.window_size) * c.head_dim);
-    if (c.is_kv_source(l) && c.compress_ratio(l) == 2) {
-      lc.kv_state = DeviceArray<float>(backend, 2 * c.head_dim);
-      const std::vector<float> empty(2 * c.head_dim, -std::numeric_limits<float>::infinity());
-      lc.score_state = DeviceArray<float>(backend, std::span<const float>(empty));
-    }
-  }
   return s;
 }
 
@@ -65,8 +57,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
 namespace {
 
 Status replaceable(const CacheStore& store, int64_t block_tokens) {
-  if (store.pool().num_in_use() != 0 || store.pool().num_free() != store.pool().capacity())
-    return error(ErrorKind::kInvalidArgument, "the cache store cannot be replaced while sequences hold blocks");
+  if (store.pool().num_in_use() != 0 || store.pool().num_free() != store.pool().capacity() || store.slots_in_use() != 0)
+    return error(ErrorKind::kInvalidArgument, "the cache store cannot be replaced while sequences hold caches");
   if (block_tokens <= 0 || block_tokens % 2 != 0)
     return error(ErrorKind::kInvalidArgument,
                  fmt::format("cache blocks must hold an even number of positions, not {}", block_tokens));
@@ -109,6 +101,14 @@ Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<co
     g += run;
   }
   seq.layers[layer].compressed_rows = seq.layers[layer].index_key_rows = groups;
+  return {};
+}
+
+Status Model::write_window(SequenceState& seq, int layer, std::span<const uint16_t> ring) {
+  const int64_t size = int64_t{config_.window_size} * config_.head_dim;
+  if (layer < 0 || layer >= config_.n_layers || static_cast<int64_t>(ring.size()) != size)
+    return error(ErrorKind::kInvalidArgument, fmt::format("a window ring of layer {} is {} values", layer, size));
+  backend_.copy_to_device(store_->windows(layer).data() + seq.slot.id() * size, ring.data(), size * 2);
   return {};
 }
 
@@ -176,11 +176,13 @@ Status Model::run(Batch& b, const TensorView& logits) {
   const int64_t nc = static_cast<int64_t>(chunks.size());
   DeviceArray<uint16_t> last_x = b.scratch<uint16_t>(nc * hc * dim), collapsed = b.scratch<uint16_t>(nc * dim);
   DeviceArray<float> last_pre = b.scratch<float>(nc * hc);
-  for (int64_t ci = 0; ci < nc; ++ci) {
-    const int64_t t = b.offset[ci + 1] - 1;
-    b.be.copy_on_device(last_x.data() + ci * hc * dim, b.x.data() + t * hc * dim, hc * dim * 2);
-    b.be.copy_on_device(last_pre.data() + ci * hc, b.pre.data() + t * hc, hc * 4);
-  }
+  std::vector<int32_t> last(nc);
+  for (int64_t ci = 0; ci < nc; ++ci) last[ci] = static_cast<int32_t>(b.offset[ci + 1] - 1);
+  const DeviceArray<int32_t> dlast = b.upload(last);
+  b.be.gather_rows({b.x.view(DType::kBF16, {n, hc * dim}), dlast.view(DType::kI32, {nc}),
+                    last_x.view(DType::kBF16, {nc, hc * dim})});
+  b.be.gather_rows(
+      {b.pre.view(DType::kF32, {n, hc}), dlast.view(DType::kI32, {nc}), last_pre.view(DType::kF32, {nc, hc})});
   const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
   b.be.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
   b.be.rms_norm({xc, weights_.norm, c.norm_eps, xc});

@@ -61,7 +61,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   /// The loaded weights (views into the backend's memory): for tools and benchmarks.
   const ModelWeights& weights() const { return weights_; }
-  SequenceState new_sequence() const { return make_sequence_state(config_, backend_, *store_); }
+  SequenceState new_sequence() const { return make_sequence_state(config_, *store_); }
 
   /// Replaces the store of the growing caches with an unbounded one of blocks of `block_tokens`
   /// positions, or with one bounded by a budget's layout (the server's); kInvalidArgument while a
@@ -79,6 +79,9 @@ class Model {
   /// tests and benchmarks that need a long context without running one.
   Status write_compressed_cache(SequenceState& seq, int layer, std::span<const uint16_t> compressed,
                                 std::span<const uint16_t> index_keys);
+  /// Puts a layer's window ring (bf16, window_size x head_dim, row = position % window_size) into
+  /// `seq`, for the same tests and benchmarks.
+  Status write_window(SequenceState& seq, int layer, std::span<const uint16_t> ring);
 
   /// The indexer scores, selects and drops this many queries of a chunk at a time (each query's
   /// selections are its own, so the block changes no result): by default as many as keep the
@@ -101,9 +104,19 @@ class Model {
   Status run(Batch& b, const TensorView& logits);  // forward's ops, into the logits
   Status block(int layer, Batch& b);
   Status attention(int layer, Batch& b, const TensorView& x, const TensorView& out);
-  Status compressed_kv(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr);
-  Status indexer(int layer, Batch& b, size_t chunk, const TensorView& x, const TensorView& qr,
-                 const DeviceArray<uint16_t>& latent, const std::vector<int64_t>& group_pos);
+  /// A compressed position a call completes: its sequence and the group's first position.
+  struct CompletedGroup {
+    SequenceState* seq;
+    int64_t pos;
+  };
+  Status compressed_kv(int layer, Batch& b, size_t group, const TensorView& x, const TensorView& qr);
+  Status indexer(int layer, Batch& b, size_t group, const TensorView& x, const TensorView& qr,
+                 const DeviceArray<uint16_t>& latent, const std::vector<CompletedGroup>& done);
+  /// Writes `rows` (the latents or keys of `done`, in order) into `pool`, layer `layer`'s, at each
+  /// one's row: one scatter over rows the device reads, so a decode step's call does not depend
+  /// on where its rows go.
+  void publish_rows(Batch& b, const DeviceArray<uint16_t>& pool, const TensorView& rows, int layer,
+                    const std::vector<CompletedGroup>& done) const;
   void moe(int layer, Batch& b, const TensorView& x, const TensorView& out);
   void engram(int layer, Batch& b);
 

@@ -1,8 +1,8 @@
 // SequenceState: everything the model keeps for one sequence between forward calls (spec §14b.1):
-// each layer's window ring and ratio-2 partial group, the blocks holding the kv sources' compressed
-// KV and index keys (in the model's CacheStore), the Engram token history, and the reference's
-// shared index-key slot. The caches live in the model backend's memory; the history and the
-// bookkeeping on the host.
+// its slot of the fixed caches (each layer's window ring and ratio-2 partial group) and the blocks
+// holding the kv sources' compressed KV and index keys (both in the model's CacheStore), the Engram
+// token history, and the reference's shared index-key slot. The caches live in the model backend's
+// memory; the history and the bookkeeping on the host.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +15,6 @@
 namespace dsinfer {
 
 struct LayerCache {
-  DeviceArray<uint16_t> window;    // [win, hd] bf16 (fp8 fake-quantised), slot = position % win
-  DeviceArray<float> kv_state;     // [2, hd] ratio-2 partial group, slot = position % 2
-  DeviceArray<float> score_state;  // [2, hd]
   // Kv sources: how many compressed positions have rows in the store (compressed KV bf16, fp4
   // fake-quantised; index keys likewise); reads stay below them.
   int64_t compressed_rows = 0, index_key_rows = 0;
@@ -25,6 +22,10 @@ struct LayerCache {
 
 struct SequenceState {
   std::vector<LayerCache> layers;
+  // The store's slot of this sequence's fixed caches: each layer's window ring ([win, hd] bf16, fp8
+  // fake-quantised, row = position % win) and each ratio-2 kv source's partial group ([2, hd] f32
+  // kv and score, row = position % 2).
+  CacheSlot slot;
   BlockTable blocks;                    // positions [j * block_tokens, ...) of the growing caches live in block j
   std::vector<int64_t> engram_history;  // compressed token ids by position
   // The layer whose index keys the reference's shared slot points at: moved only when a key owner
@@ -33,6 +34,6 @@ struct SequenceState {
   int64_t length = 0;  // positions [0, length) are cached
 };
 
-SequenceState make_sequence_state(const ModelConfig& c, Backend& backend, CacheStore& store);
+SequenceState make_sequence_state(const ModelConfig& c, CacheStore& store);
 
 }  // namespace dsinfer

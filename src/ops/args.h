@@ -91,6 +91,15 @@ struct HcPostArgs {
   bool operator==(const HcPostArgs&) const = default;
 };
 
+/// Where the positions of paged caches lie in their pool (CacheStore): position p of query row i
+/// is row base + table[p / per] * per + p % per (per = rows_per_block), where table is `blocks`
+/// itself (one sequence's table for every row) or its row i (a sequence a row: a decode batch).
+struct PagedTable {
+  TensorView blocks;  // [b] or [n, b] int32 block ids
+  int64_t rows_per_block = 0, base = 0;
+  bool operator==(const PagedTable&) const = default;
+};
+
 /// Attention of each query over its own list of KV rows, with a sink (spec §5.3). Row index i
 /// < window.size(0) reads window[i], else compressed[i - window.size(0)]; -1 is an empty slot.
 struct SparseAttnArgs {
@@ -107,11 +116,11 @@ struct SparseAttnArgs {
 /// Indexer scores (spec §7.2): I[t, tau] = bf16(sum_h bf16(relu(bf16(q[t,h] . K[tau])) * w[t,h])).
 struct IndexerScoresArgs {
   TensorView q;               // [n, h_idx, d_idx] bf16 (fp4 fake-quantised)
-  TensorView keys;            // [T, d_idx] bf16
+  TensorView keys;            // [T, d_idx] bf16, or the pool key_table reads
   TensorView weights;         // [n, h_idx] bf16, scaled by weight_scale (rounded to bf16) before use
   TensorView visible;         // [n] int32: columns >= visible[t] are -inf (pass T to mask nothing)
   TensorView out;             // [n, T] f32 holding bf16 values (-inf where masked)
-  TensorView key_rows;        // [T] int32: key tau is row key_rows[tau] of `keys` (a paged pool); empty: row tau
+  PagedTable key_table;       // key tau of query t is its row of `keys` (a paged pool); no blocks: row tau
   float weight_scale = 1.0f;  // d_idx^-1/2 * h_idx^-1/2 (spec §7.2)
   bool operator==(const IndexerScoresArgs&) const = default;
 };
@@ -148,12 +157,11 @@ struct TopkArgs {
   bool operator==(const TopkArgs&) const = default;
 };
 
-/// Positions of a paged cache to rows of its pool: out[i][j] = -1 for position -1, else base +
-/// blocks[p / per] * per + p % per (per = rows_per_block), as CacheStore::row.
+/// Positions of a paged cache to rows of its pool: out[i][j] = -1 for position -1, else row i's
+/// row of position p in `table`.
 struct PagedRowsArgs {
   TensorView positions;  // [n, k] int32
-  TensorView blocks;     // [b] int32: the sequence's block table
-  int64_t rows_per_block = 0, base = 0;
+  PagedTable table;
   TensorView out;  // [n, k] int32, any row stride
   bool operator==(const PagedRowsArgs&) const = default;
 };
@@ -205,11 +213,12 @@ struct EngramGateArgs {
   bool operator==(const EngramGateArgs&) const = default;
 };
 
-/// out[i] = src[rows[i]]: the tokens routed to one expert.
+/// out[i] = src[rows[i]]: the tokens routed to one expert, a decode batch's cache rows. Rows of
+/// any 2- or 4-byte type (bf16, f32, int32), copied as they are.
 struct GatherRowsArgs {
-  TensorView src;   // [n, d] bf16
+  TensorView src;   // [n, d]
   TensorView rows;  // [m] int32
-  TensorView out;   // [m, d] bf16
+  TensorView out;   // [m, d], src's type
   bool operator==(const GatherRowsArgs&) const = default;
 };
 
@@ -230,11 +239,11 @@ struct RoutedExpertsArgs {
 };
 
 /// out[rows[i]] = src[i] (rows distinct): rows written into a ring or a paged pool at places the
-/// device reads, so a step's copies do not depend on where its rows go.
+/// device reads, so a step's copies do not depend on where its rows go. Types as GatherRowsArgs.
 struct ScatterRowsArgs {
-  TensorView src;   // [m, d] bf16
+  TensorView src;   // [m, d]
   TensorView rows;  // [m] int32
-  TensorView out;   // [N, d] bf16
+  TensorView out;   // [N, d], src's type
   bool operator==(const ScatterRowsArgs&) const = default;
 };
 

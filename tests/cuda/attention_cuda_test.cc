@@ -86,9 +86,7 @@ TEST(CudaAttention, IndexerScoresAreBitEqual) {
                       TensorView::contiguous(const_cast<uint16_t*>(keys.data()), DType::kBF16, {T, d}),
                       TensorView::contiguous(const_cast<uint16_t*>(wt.data()), DType::kBF16, {n, heads}),
                       TensorView::contiguous(const_cast<int32_t*>(visible.data()), DType::kI32, {n}),
-                      TensorView::contiguous(want.data(), DType::kF32, {n, T}),
-                      {},
-                      0.0883883f});
+                      TensorView::contiguous(want.data(), DType::kF32, {n, T}), PagedTable{}, 0.0883883f});
   uint16_t *dq = to_device(q), *dkeys = to_device(keys), *dwt = to_device(wt);
   int32_t* dvis = to_device(visible);
   float* dout = to_device(std::vector<float>(want.size(), 12345.0f));

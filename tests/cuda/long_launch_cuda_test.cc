@@ -69,7 +69,7 @@ TEST_F(LongLaunchCuda, IndexerScoresOfMoreWarpsThanAGrid) {
   ASSERT_EQ(cudaMalloc(&dout, n * T * sizeof(float)), cudaSuccess);
   gpu_->indexer_scores({device_view(dq, DType::kBF16, {n, heads, d}), device_view(dk, DType::kBF16, {T, d}),
                         device_view(dw, DType::kBF16, {n, heads}), device_view(dvis, DType::kI32, {n}),
-                        device_view(dout, DType::kF32, {n, T}), TensorView{}, 0.125f});
+                        device_view(dout, DType::kF32, {n, T}), PagedTable{}, 0.125f});
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (int64_t t : sampled_rows(n)) {
     std::vector<float> want(T), got(T);
@@ -77,7 +77,7 @@ TEST_F(LongLaunchCuda, IndexerScoresOfMoreWarpsThanAGrid) {
                          host_view(const_cast<uint16_t*>(keys.data()), DType::kBF16, {T, d}),
                          host_view(const_cast<uint16_t*>(&w[t * heads]), DType::kBF16, {1, heads}),
                          host_view(&visible[t], DType::kI32, {1}), host_view(want.data(), DType::kF32, {1, T}),
-                         TensorView{}, 0.125f});
+                         PagedTable{}, 0.125f});
     ASSERT_EQ(cudaMemcpy(got.data(), dout + t * T, T * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(got, want) << "query " << t;
   }

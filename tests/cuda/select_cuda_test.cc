@@ -140,14 +140,35 @@ TEST_F(SelectCuda, PagedRowsAsTheCpu) {
   std::vector<int32_t> want(n * (width + k), 5);
   TensorView hout = host_view(want, DType::kI32, {n, k});
   hout.data = want.data() + width, hout.stride[0] = width + k;
-  cpu_.paged_rows({host_view(pos, DType::kI32, {n, k}), host_view(table, DType::kI32, {blocks}), per, width, hout});
+  cpu_.paged_rows({host_view(pos, DType::kI32, {n, k}), {host_view(table, DType::kI32, {blocks}), per, width}, hout});
   int32_t *dpos = to_device(pos), *dtable = to_device(table), *dout = to_device(std::vector<int32_t>(want.size(), 5));
   TensorView dv = device_view(dout + width, DType::kI32, {n, k});
   dv.stride[0] = width + k;
   gpu_->paged_rows(
-      {device_view(dpos, DType::kI32, {n, k}), device_view(dtable, DType::kI32, {blocks}), per, width, dv});
+      {device_view(dpos, DType::kI32, {n, k}), {device_view(dtable, DType::kI32, {blocks}), per, width}, dv});
   EXPECT_EQ(from_device(dout, want.size()), want);
-  cudaFree(dpos), cudaFree(dtable), cudaFree(dout);
+
+  // A table a row (a decode batch): each row's positions through its own shuffled table.
+  std::vector<int32_t> tables(n * blocks);
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy(table.begin(), table.end(), tables.begin() + i * blocks);
+    std::shuffle(tables.begin() + i * blocks, tables.begin() + (i + 1) * blocks, rng);
+  }
+  std::vector<int32_t> want2(n * k, 5);
+  cpu_.paged_rows({host_view(pos, DType::kI32, {n, k}),
+                   {host_view(tables, DType::kI32, {n, blocks}), per, 0},
+                   host_view(want2, DType::kI32, {n, k})});
+  int32_t *dtables = to_device(tables), *dout2 = to_device(std::vector<int32_t>(want2.size(), 5));
+  gpu_->paged_rows({device_view(dpos, DType::kI32, {n, k}),
+                    {device_view(dtables, DType::kI32, {n, blocks}), per, 0},
+                    device_view(dout2, DType::kI32, {n, k})});
+  EXPECT_EQ(from_device(dout2, want2.size()), want2);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t p = pos[i * k + j];
+      ASSERT_EQ(want2[i * k + j], p < 0 ? -1 : tables[i * blocks + p / per] * per + p % per);
+    }
+  cudaFree(dpos), cudaFree(dtable), cudaFree(dout), cudaFree(dtables), cudaFree(dout2);
 }
 
 }  // namespace

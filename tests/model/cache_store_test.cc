@@ -1,7 +1,10 @@
 // CacheStore and BlockTable: blocks taken and given back, the pools growing without losing rows,
 // the bound of a budgeted store, rows through a block table (and the backend op that maps
-// selected positions the same way).
+// selected positions the same way), the slots of the fixed caches.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
 #include "model/cache_sizes.h"
@@ -105,11 +108,56 @@ TEST(CacheStore, RowsOfARatioTwoLayerFollowTheBlockTable) {
   std::vector<int32_t> picks = {7, -1, 0, 5}, blocks(t.blocks().begin(), t.blocks().end()), rows(6, 99);
   TensorView out = TensorView::contiguous(rows.data() + 2, DType::kI32, {1, 4});
   be.paged_rows({TensorView::contiguous(picks.data(), DType::kI32, {1, 4}),
-                 TensorView::contiguous(blocks.data(), DType::kI32, {static_cast<int64_t>(blocks.size())}),
-                 store.rows_per_block(layer), 16, out});
+                 {TensorView::contiguous(blocks.data(), DType::kI32, {static_cast<int64_t>(blocks.size())}),
+                  store.rows_per_block(layer), 16},
+                 out});
   EXPECT_EQ(rows, (std::vector<int32_t>{99, 99, static_cast<int32_t>(16 + store.row(layer, t.blocks(), 7)), -1,
                                         static_cast<int32_t>(16 + store.row(layer, t.blocks(), 0)),
                                         static_cast<int32_t>(16 + store.row(layer, t.blocks(), 5))}));
+
+  // A table a row (a decode batch): row 0 reads `other`'s blocks, row 1 t's (padded with 0s).
+  std::vector<int32_t> tables(2 * 4, 0), two = {3, 7}, rows2(2, -5);
+  tables[0] = other.blocks()[0];
+  std::copy(t.blocks().begin(), t.blocks().end(), tables.begin() + 4);
+  be.paged_rows({TensorView::contiguous(two.data(), DType::kI32, {2, 1}),
+                 {TensorView::contiguous(tables.data(), DType::kI32, {2, 4}), store.rows_per_block(layer), 0},
+                 TensorView::contiguous(rows2.data(), DType::kI32, {2, 1})});
+  EXPECT_EQ(rows2, (std::vector<int32_t>{static_cast<int32_t>(store.row(layer, other.blocks(), 3)),
+                                         static_cast<int32_t>(store.row(layer, t.blocks(), 7))}));
+}
+
+TEST(CacheStore, SlotsOfTheFixedCachesAreReusedAndStartEmpty) {
+  const ModelConfig c = config();
+  CpuBackend be(1);
+  CacheStore store(c, be, 4);
+  int ratio2 = -1;
+  for (int l = 0; l < c.n_layers; ++l)
+    if (c.is_kv_source(l) && c.compress_ratio(l) == 2) ratio2 = l;
+  ASSERT_GE(ratio2, 0);
+  std::vector<CacheSlot> slots;
+  for (int i = 0; i < 5; ++i) slots.emplace_back(&store);  // past the first 4: the pools double
+  EXPECT_EQ(store.slots_in_use(), 5);
+  const int64_t ring = int64_t{c.window_size} * c.head_dim, state = 2 * int64_t{c.head_dim};
+  EXPECT_EQ(static_cast<int64_t>(store.windows(0).size()), 8 * ring);
+  EXPECT_EQ(static_cast<int64_t>(store.kv_states(ratio2).size()), 8 * state);
+  std::vector<int32_t> ids;
+  for (const CacheSlot& s : slots) ids.push_back(s.id());
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end());  // distinct
+
+  // A slot given back and taken again starts as a new sequence's: zero rings, empty partial groups.
+  const int32_t reused = slots[2].id();
+  std::fill_n(store.windows(0).data() + reused * ring, ring, uint16_t{0x3F80});
+  std::fill_n(store.score_states(ratio2).data() + reused * state, state, 1.0f);
+  slots.erase(slots.begin() + 2);
+  EXPECT_EQ(store.slots_in_use(), 4);
+  CacheSlot again(&store);
+  EXPECT_EQ(again.id(), reused);
+  for (int64_t i = 0; i < ring; ++i) ASSERT_EQ(store.windows(0).data()[reused * ring + i], 0);
+  for (int64_t i = 0; i < state; ++i) {
+    ASSERT_EQ(store.kv_states(ratio2).data()[reused * state + i], 0.0f);
+    ASSERT_TRUE(std::isinf(store.score_states(ratio2).data()[reused * state + i]));
+  }
 }
 
 }  // namespace

@@ -74,7 +74,8 @@ class RealShapes : public ::testing::Test {
                     ->write_compressed_cache(seq, 0, values(P * c.head_dim, 1, FakeQuant::kFp4E4M3Group16),
                                              values(P * c.index_head_dim, 2, FakeQuant::kFp4E8M0Group32))
                     .ok());
-    for (int l : {0, 1}) seq.layers[l].window.assign(values(c.window_size * c.head_dim, 3 + l, FakeQuant::kFp8Group32));
+    for (int l : {0, 1})
+      EXPECT_TRUE(model_->write_window(seq, l, values(c.window_size * c.head_dim, 3 + l, FakeQuant::kFp8Group32)).ok());
     seq.length = P;
     seq.index_key_owner = 0;
     return seq;

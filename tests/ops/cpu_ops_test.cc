@@ -290,13 +290,9 @@ TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
   const std::vector<int32_t> visible = {T, 4};
   std::vector<float> out(n * T);
   const float scale = 0.3f;  // each weight becomes bf16(w * scale) first
-  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}),
-                     view(keys.data(), DType::kBF16, {T, d}),
-                     view(w.data(), DType::kBF16, {n, h}),
-                     view(visible.data(), DType::kI32, {n}),
-                     view(out.data(), DType::kF32, {n, T}),
-                     {},
-                     scale});
+  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}), view(keys.data(), DType::kBF16, {T, d}),
+                     view(w.data(), DType::kBF16, {n, h}), view(visible.data(), DType::kI32, {n}),
+                     view(out.data(), DType::kF32, {n, T}), PagedTable{}, scale});
   for (int64_t t = 0; t < n; ++t)
     for (int64_t tau = 0; tau < T; ++tau) {
       if (tau >= visible[t]) {
@@ -313,18 +309,40 @@ TEST_F(CpuOps, IndexerScoresRoundWhereTheReferenceDoes) {
       EXPECT_LE(ulps(f32_to_bf16(out[t * T + tau]), f32_to_bf16(sum)), 1) << t << " " << tau;
     }
 
-  // The same keys as rows of a larger pool, read through a row map (paged storage): same bits.
-  std::vector<uint16_t> pool(2 * T * d, 0x7FC0);  // NaN rows where no key is
-  std::vector<int32_t> rows(T);
-  for (int64_t tau = 0; tau < T; ++tau) {
-    rows[tau] = static_cast<int32_t>(2 * T - 1 - 2 * tau);
-    std::copy(&keys[tau * d], &keys[(tau + 1) * d], &pool[rows[tau] * d]);
-  }
+  // The same keys in a paged pool of blocks of 4 rows, read through a block table: same bits.
+  const int64_t per = 4, nb = (T + per - 1) / per;
+  std::vector<uint16_t> pool(2 * nb * per * d, 0x7FC0);  // NaN rows where no key is
+  std::vector<int32_t> table(nb);
+  for (int64_t j = 0; j < nb; ++j) table[j] = static_cast<int32_t>(2 * nb - 1 - 2 * j);
+  for (int64_t tau = 0; tau < T; ++tau)
+    std::copy(&keys[tau * d], &keys[(tau + 1) * d], &pool[(table[tau / per] * per + tau % per) * d]);
   std::vector<float> paged(n * T);
-  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}), view(pool.data(), DType::kBF16, {2 * T, d}),
-                     view(w.data(), DType::kBF16, {n, h}), view(visible.data(), DType::kI32, {n}),
-                     view(paged.data(), DType::kF32, {n, T}), view(rows.data(), DType::kI32, {T}), scale});
+  const TensorView pool_view = view(pool.data(), DType::kBF16, {2 * nb * per, d});
+  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}),
+                     pool_view,
+                     view(w.data(), DType::kBF16, {n, h}),
+                     view(visible.data(), DType::kI32, {n}),
+                     view(paged.data(), DType::kF32, {n, T}),
+                     {view(table.data(), DType::kI32, {nb}), per, 0},
+                     scale});
   EXPECT_EQ(paged, out);
+
+  // A table a query row (a decode batch): row 1's keys lie elsewhere in the pool, after a base.
+  std::vector<uint16_t> pool2(pool.size() + 8 * d, 0x7FC0);
+  std::vector<int32_t> tables(2 * nb);
+  for (int64_t j = 0; j < nb; ++j) tables[j] = table[j], tables[nb + j] = static_cast<int32_t>(2 * j);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t tau = 0; tau < T; ++tau)
+      std::copy(&keys[tau * d], &keys[(tau + 1) * d], &pool2[(8 + tables[i * nb + tau / per] * per + tau % per) * d]);
+  std::vector<float> per_row(n * T);
+  be.indexer_scores({view(q.data(), DType::kBF16, {n, h, d}),
+                     view(pool2.data(), DType::kBF16, {static_cast<int64_t>(pool2.size()) / d, d}),
+                     view(w.data(), DType::kBF16, {n, h}),
+                     view(visible.data(), DType::kI32, {n}),
+                     view(per_row.data(), DType::kF32, {n, T}),
+                     {view(tables.data(), DType::kI32, {n, nb}), per, 8},
+                     scale});
+  EXPECT_EQ(per_row, out);
 }
 
 TEST_F(CpuOps, RouterSqrtSoftplusTopkAndWeights) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/float_formats.h"
 #include "op_test_util.h"
@@ -64,6 +65,42 @@ TEST(RowOps, GpuEqualsCpuBitForBit) {
   EXPECT_EQ(got.added, want.added);
   EXPECT_EQ(got.scattered, want.scattered);
   EXPECT_EQ(got.acc, want.acc);
+}
+
+// gather_rows and scatter_rows of 4-byte rows (a decode batch's f32 partial groups, int32
+// selections) on `be`: the rows gathered, then scattered back into a copy of 11s.
+template <typename T>
+std::pair<std::vector<T>, std::vector<T>> move_wide_rows(Backend& be, const std::vector<T>& x, DType dtype) {
+  using testing::on;
+  const DeviceArray<T> dx = on(be, x);
+  const DeviceArray<int32_t> rows = on(be, kRows);
+  DeviceArray<T> gathered = on(be, std::vector<T>(kM * kD, T{0})), scattered = on(be, std::vector<T>(kN * kD, T{11}));
+  be.gather_rows({dx.view(dtype, {kN, kD}), rows.view(DType::kI32, {kM}), gathered.view(dtype, {kM, kD})});
+  be.scatter_rows({gathered.view(dtype, {kM, kD}), rows.view(DType::kI32, {kM}), scattered.view(dtype, {kN, kD})});
+  return {gathered.download(), scattered.download()};
+}
+
+TEST(RowOps, FourByteRowsMoveWhole) {
+  std::vector<float> xf(kN * kD);
+  std::vector<int32_t> xi(kN * kD);
+  for (int64_t i = 0; i < kN * kD; ++i)
+    xf[i] = 0.5f + static_cast<float>(i) * 1e-3f, xi[i] = 70000 + static_cast<int32_t>(i);
+  CpuBackend cpu(2);
+  const auto [gf, sf] = move_wide_rows(cpu, xf, DType::kF32);
+  const auto [gi, si] = move_wide_rows(cpu, xi, DType::kI32);
+  for (int64_t i = 0; i < kN; ++i) {
+    const bool hit = std::find(kRows.begin(), kRows.end(), i) != kRows.end();
+    for (int64_t j = 0; j < kD; ++j) {
+      EXPECT_EQ(sf[i * kD + j], hit ? xf[i * kD + j] : 11.0f);
+      EXPECT_EQ(si[i * kD + j], hit ? xi[i * kD + j] : 11);
+    }
+  }
+  for (int64_t i = 0; i < kM; ++i)
+    for (int64_t j = 0; j < kD; ++j) EXPECT_EQ(gf[i * kD + j], xf[kRows[i] * kD + j]);
+  const std::unique_ptr<Backend> gpu = testing::gpu_backend();
+  if (!gpu) return;  // the GPU's copies as the CPU's
+  EXPECT_EQ(move_wide_rows(*gpu, xf, DType::kF32), move_wide_rows(cpu, xf, DType::kF32));
+  EXPECT_EQ(move_wide_rows(*gpu, xi, DType::kI32), move_wide_rows(cpu, xi, DType::kI32));
 }
 
 }  // namespace

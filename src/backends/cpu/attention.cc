@@ -70,8 +70,9 @@ void CpuBackend::sparse_attn(const SparseAttnArgs& a) {
 
 void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
   const int64_t n = a.q.size(0), heads = a.q.size(1), d = a.q.size(2);
-  const int32_t* key_rows = a.key_rows.data ? a.key_rows.as<const int32_t>() : nullptr;
-  const int64_t T = key_rows ? a.key_rows.size(0) : a.keys.ndim ? a.keys.size(0) : 0;
+  const int64_t T = a.out.size(1);
+  // A table a row (a decode batch): each query converts its own keys.
+  const bool paged = a.key_table.blocks.data != nullptr, shared_keys = a.key_table.blocks.ndim < 2;
   std::vector<float> wts(n * heads);  // bf16(w * weight_scale): per (token, head), not per key
   for (int64_t t = 0; t < n; ++t)
     for (int64_t h = 0; h < heads; ++h)
@@ -90,13 +91,14 @@ void CpuBackend::indexer_scores(const IndexerScoresArgs& a) {
       const int64_t tau0 = (w % key_blocks) * kKeys, end = std::min(T, tau0 + kKeys);
       int64_t converted = 0;  // keys of this block in kd
       for (int64_t t = t0; t < t1; ++t) {
+        if (!shared_keys) converted = 0;
         const int64_t visible = std::clamp<int64_t>(visible_of[t], tau0, end), len = visible - tau0;
         float* out = a.out.as<float>() + t * a.out.stride[0];
         std::fill(out + visible, out + end, -std::numeric_limits<float>::infinity());
         if (len == 0) continue;
         for (; converted < len; ++converted) {
           const int64_t tau = tau0 + converted;
-          const uint16_t* key = cpu::bf16_row(a.keys, key_rows ? key_rows[tau] : tau);
+          const uint16_t* key = cpu::bf16_row(a.keys, paged ? cpu::paged_row(a.key_table, t, tau) : tau);
           for (int64_t c = 0; c < d; ++c) kd[c * kKeys + converted] = bf16_to_f32(key[c]);
         }
         for (int64_t h = 0; h < heads; ++h) {

@@ -47,6 +47,11 @@ inline const uint16_t* bf16_row(const TensorView& t, int64_t row) {
 inline uint16_t* bf16_row_mut(const TensorView& t, int64_t row) {
   return t.as<uint16_t>() + row * t.stride[0];
 }
+/// Query row i's pool row of paged position p (PagedTable).
+inline int64_t paged_row(const PagedTable& t, int64_t i, int64_t p) {
+  const int32_t* blocks = t.blocks.as<const int32_t>() + (t.blocks.ndim == 2 ? i * t.blocks.stride[0] : 0);
+  return t.base + int64_t{blocks[p / t.rows_per_block]} * t.rows_per_block + p % t.rows_per_block;
+}
 inline float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
 }

@@ -69,20 +69,32 @@ void CpuBackend::router(const RouterArgs& a) {
   });
 }
 
+namespace {
+
+// Row r of t, rows of t's type.
+uint8_t* row_bytes(const TensorView& t, int64_t r) {
+  return t.as<uint8_t>() + dtype_bytes(t.dtype, r * t.stride[0]);
+}
+
+}  // namespace
+
 void CpuBackend::gather_rows(const GatherRowsArgs& a) {
   const int64_t m = a.rows.size(0), d = a.src.size(1);
-  DSINFER_CHECK(a.out.size(0) == m && a.out.size(1) == d, "gather_rows shapes");
-  for (int64_t i = 0; i < m; ++i)
-    std::memcpy(cpu::bf16_row_mut(a.out, i), cpu::bf16_row(a.src, a.rows.as<const int32_t>()[i]), d * 2);
+  DSINFER_CHECK(a.out.size(0) == m && a.out.size(1) == d && a.out.dtype == a.src.dtype, "gather_rows shapes");
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t r = a.rows.as<const int32_t>()[i];
+    DSINFER_CHECK(r >= 0 && r < a.src.size(0), "gather_rows: row {} of {}", r, a.src.size(0));
+    std::memcpy(row_bytes(a.out, i), row_bytes(a.src, r), dtype_bytes(a.src.dtype, d));
+  }
 }
 
 void CpuBackend::scatter_rows(const ScatterRowsArgs& a) {
   const int64_t m = a.rows.size(0), d = a.src.size(1);
-  DSINFER_CHECK(a.src.size(0) == m && a.out.size(1) == d, "scatter_rows shapes");
+  DSINFER_CHECK(a.src.size(0) == m && a.out.size(1) == d && a.out.dtype == a.src.dtype, "scatter_rows shapes");
   for (int64_t i = 0; i < m; ++i) {
     const int32_t r = a.rows.as<const int32_t>()[i];
     DSINFER_CHECK(r >= 0 && r < a.out.size(0), "scatter_rows: row {} of {}", r, a.out.size(0));
-    std::memcpy(cpu::bf16_row_mut(a.out, r), cpu::bf16_row(a.src, i), d * 2);
+    std::memcpy(row_bytes(a.out, r), row_bytes(a.src, i), dtype_bytes(a.src.dtype, d));
   }
 }
 

@@ -100,13 +100,11 @@ void CpuBackend::topk(const TopkArgs& a) {
 }
 
 void CpuBackend::paged_rows(const PagedRowsArgs& a) {
-  const int64_t n = a.positions.size(0), k = a.positions.size(1), per = a.rows_per_block;
-  const int32_t* blocks = a.blocks.as<const int32_t>();
+  const int64_t n = a.positions.size(0), k = a.positions.size(1);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < k; ++j) {
       const int32_t p = a.positions.as<const int32_t>()[i * a.positions.stride[0] + j];
-      a.out.as<int32_t>()[i * a.out.stride[0] + j] =
-          p < 0 ? -1 : static_cast<int32_t>(a.base + blocks[p / per] * per + p % per);
+      a.out.as<int32_t>()[i * a.out.stride[0] + j] = p < 0 ? -1 : static_cast<int32_t>(cpu::paged_row(a.table, i, p));
     }
 }
 

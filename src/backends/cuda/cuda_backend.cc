@@ -23,6 +23,21 @@ int size_of(const TensorView& t, int d) {  // the kernels' parameters are int
   return static_cast<int>(t.size(d));
 }
 
+cuda::PagedTableParams paged_table(const PagedTable& t) {
+  if (!t.blocks.data) return {};
+  return {.blocks = t.blocks.as<const int32_t>(),
+          .blocks_stride = t.blocks.ndim == 2 ? t.blocks.stride[0] : 0,
+          .rows_per_block = static_cast<int>(t.rows_per_block),
+          .base = t.base};
+}
+
+// 16-bit words an element of a row the row kernels copy (2- and 4-byte types).
+int64_t words_of(const TensorView& t, const char* op) {
+  const int64_t bytes = dtype_bytes(t.dtype, 1);
+  DSINFER_CHECK(bytes == 2 || bytes == 4, "{}: rows of 2- or 4-byte elements", op);
+  return bytes / 2;
+}
+
 }  // namespace
 
 // A step whose routed experts read the router's choice back cannot be captured (no copy to the
@@ -210,13 +225,12 @@ void CudaBackend::sparse_attn(const SparseAttnArgs& a) {
 }
 
 void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
-  check_device({&a.q, &a.keys, &a.weights, &a.visible, &a.out, &a.key_rows}, "indexer_scores");
+  check_device({&a.q, &a.keys, &a.weights, &a.visible, &a.out, &a.key_table.blocks}, "indexer_scores");
   DSINFER_CHECK(a.q.stride[1] == a.q.size(2), "indexer_scores: heads contiguous");
-  const bool paged = a.key_rows.data != nullptr;
   launched(cuda::launch_indexer_scores({.q = bf16(a.q),
                                         .q_stride = a.q.stride[0],
                                         .keys = bf16(a.keys),
-                                        .key_rows = paged ? a.key_rows.as<const int32_t>() : nullptr,
+                                        .key_table = paged_table(a.key_table),
                                         .weights = bf16(a.weights),
                                         .visible = a.visible.as<const int32_t>(),
                                         .out = a.out.as<float>(),
@@ -225,9 +239,7 @@ void CudaBackend::indexer_scores(const IndexerScoresArgs& a) {
                                         .n = size_of(a.q, 0),
                                         .heads = size_of(a.q, 1),
                                         .d = size_of(a.q, 2),
-                                        .T = paged         ? size_of(a.key_rows, 0)
-                                             : a.keys.ndim ? size_of(a.keys, 0)
-                                                           : 0,
+                                        .T = size_of(a.out, 1),
                                         .stream = stream_}),
            "indexer_scores");
 }
@@ -282,16 +294,14 @@ void CudaBackend::topk(const TopkArgs& a) {
 }
 
 void CudaBackend::paged_rows(const PagedRowsArgs& a) {
-  check_device({&a.positions, &a.blocks, &a.out}, "paged_rows");
+  check_device({&a.positions, &a.table.blocks, &a.out}, "paged_rows");
   launched(cuda::launch_paged_rows({.positions = a.positions.as<const int32_t>(),
                                     .pos_stride = a.positions.stride[0],
-                                    .blocks = a.blocks.as<const int32_t>(),
+                                    .table = paged_table(a.table),
                                     .out = a.out.as<int32_t>(),
                                     .out_stride = a.out.stride[0],
                                     .n = size_of(a.positions, 0),
                                     .k = size_of(a.positions, 1),
-                                    .rows_per_block = static_cast<int>(a.rows_per_block),
-                                    .base = a.base,
                                     .stream = stream_}),
            "paged_rows");
 }
@@ -376,29 +386,33 @@ void CudaBackend::engram_gate(const EngramGateArgs& a) {
 // Rows by index.
 void CudaBackend::gather_rows(const GatherRowsArgs& a) {
   check_device({&a.src, &a.rows, &a.out}, "gather_rows");
-  DSINFER_CHECK(a.src.stride[1] == 1 && a.out.stride[1] == 1, "gather_rows: contiguous rows only");
-  launched(cuda::launch_gather_rows({.src = bf16(a.src),
-                                     .src_stride = a.src.stride[0],
+  DSINFER_CHECK(a.src.stride[1] == 1 && a.out.stride[1] == 1 && a.src.dtype == a.out.dtype,
+                "gather_rows: contiguous rows of one type");
+  const int64_t w = words_of(a.src, "gather_rows");  // copied as 16-bit words
+  launched(cuda::launch_gather_rows({.src = a.src.as<const uint16_t>(),
+                                     .src_stride = a.src.stride[0] * w,
                                      .rows = a.rows.as<const int32_t>(),
                                      .out = a.out.as<uint16_t>(),
-                                     .out_stride = a.out.stride[0],
+                                     .out_stride = a.out.stride[0] * w,
                                      .m = size_of(a.rows, 0),
-                                     .d = size_of(a.src, 1),
+                                     .d = static_cast<int>(a.src.size(1) * w),
                                      .stream = stream_}),
            "gather_rows");
 }
 
 void CudaBackend::scatter_rows(const ScatterRowsArgs& a) {
   check_device({&a.src, &a.rows, &a.out}, "scatter_rows");
-  DSINFER_CHECK(a.src.stride[1] == 1 && a.out.stride[1] == 1 && a.src.size(1) == a.out.size(1),
-                "scatter_rows: contiguous rows of one width");
-  launched(cuda::launch_scatter_rows({.src = bf16(a.src),
-                                      .src_stride = a.src.stride[0],
+  DSINFER_CHECK(
+      a.src.stride[1] == 1 && a.out.stride[1] == 1 && a.src.size(1) == a.out.size(1) && a.src.dtype == a.out.dtype,
+      "scatter_rows: contiguous rows of one width and type");
+  const int64_t w = words_of(a.src, "scatter_rows");
+  launched(cuda::launch_scatter_rows({.src = a.src.as<const uint16_t>(),
+                                      .src_stride = a.src.stride[0] * w,
                                       .rows = a.rows.as<const int32_t>(),
                                       .out = a.out.as<uint16_t>(),
-                                      .out_stride = a.out.stride[0],
+                                      .out_stride = a.out.stride[0] * w,
                                       .m = size_of(a.rows, 0),
-                                      .d = size_of(a.src, 1),
+                                      .d = static_cast<int>(a.src.size(1) * w),
                                       .stream = stream_}),
            "scatter_rows");
 }

@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_score
     if (lane == 0) *out = -INFINITY;
     return;
   }
-  const uint16_t* key = p.keys + (p.key_rows ? p.key_rows[tau] : tau) * static_cast<int64_t>(p.d);
+  const uint16_t* key = p.keys + (p.key_table.blocks ? p.key_table.row(t, tau) : tau) * static_cast<int64_t>(p.d);
   double term = 0;  // lane = head
   if (lane < p.heads) {
     const uint16_t* q = p.q + t * p.q_stride + static_cast<int64_t>(lane) * p.d;
@@ -246,7 +246,8 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
 }
 
 cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
-  if (p.n < 0 || p.heads <= 0 || p.heads > attention_config::indexer_scores::kMaxHeads || p.d <= 0 || p.T < 0)
+  if (p.n < 0 || p.heads <= 0 || p.heads > attention_config::indexer_scores::kMaxHeads || p.d <= 0 || p.T < 0 ||
+      (p.key_table.blocks && p.key_table.rows_per_block <= 0))
     return cudaErrorInvalidValue;
   if (static_cast<int64_t>(p.n) * p.T == 0) return cudaSuccess;
   // A launch covers whole token rows within kMaxBlocks blocks: n x T warps of a long prefill
@@ -260,6 +261,7 @@ cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
     part.weights += t0 * p.heads;
     part.visible += t0;
     part.out += t0 * p.out_stride;
+    if (part.key_table.blocks) part.key_table.blocks += t0 * p.key_table.blocks_stride;
     const int64_t warps = static_cast<int64_t>(part.n) * p.T;
     sm90_bf16_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
                                kWarpsPerBlock * kWarp, 0, p.stream>>>(part);

@@ -7,6 +7,18 @@
 
 namespace dsinfer::cuda {
 
+/// Position p of query row i lies at row base + blocks[i * blocks_stride + p / per] * per + p % per
+/// of its pool (per = rows_per_block); blocks_stride 0: one table for every row.
+struct PagedTableParams {
+  const int32_t* blocks = nullptr;
+  int64_t blocks_stride = 0;
+  int rows_per_block = 0;
+  int64_t base = 0;
+  __device__ int64_t row(int64_t i, int64_t p) const {
+    return base + int64_t{blocks[i * blocks_stride + p / rows_per_block]} * rows_per_block + p % rows_per_block;
+  }
+};
+
 /// Attention of each query over its own list of KV rows with a sink: index i < n_win reads
 /// window[i], else compressed[i - n_win]; -1 is an empty slot.
 struct SparseAttnParams {
@@ -30,8 +42,8 @@ struct SparseAttnParams {
 struct IndexerScoresParams {
   const uint16_t* q = nullptr;  // [n, heads, d], token stride q_stride
   int64_t q_stride = 0;
-  const uint16_t* keys = nullptr;     // [T, d], or a pool of rows read through key_rows
-  const int32_t* key_rows = nullptr;  // [T] or null: key tau is row key_rows[tau] of keys
+  const uint16_t* keys = nullptr;     // [T, d], or a pool of rows read through a block table
+  PagedTableParams key_table;         // no blocks: key tau is row tau of keys
   const uint16_t* weights = nullptr;  // [n, heads]
   const int32_t* visible = nullptr;   // [n]
   float* out = nullptr;               // [n, T], row stride out_stride
@@ -82,11 +94,10 @@ struct CandidateMaskParams {
 struct PagedRowsParams {
   const int32_t* positions = nullptr;  // [n, k], row stride pos_stride
   int64_t pos_stride = 0;
-  const int32_t* blocks = nullptr;
+  PagedTableParams table;
   int32_t* out = nullptr;  // [n, k], row stride out_stride
   int64_t out_stride = 0;
-  int n = 0, k = 0, rows_per_block = 0;
-  int64_t base = 0;
+  int n = 0, k = 0;
   cudaStream_t stream = nullptr;
 };
 

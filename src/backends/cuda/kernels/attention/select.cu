@@ -146,9 +146,8 @@ __global__ void sm90_i32_paged_rows(PagedRowsParams p) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= static_cast<int64_t>(p.n) * p.k) return;
   const int64_t i = e / p.k, j = e % p.k;
-  const int32_t pos = p.positions[i * p.pos_stride + j], per = p.rows_per_block;
-  p.out[i * p.out_stride + j] =
-      pos < 0 ? -1 : static_cast<int32_t>(p.base + int64_t{p.blocks[pos / per]} * per + pos % per);
+  const int32_t pos = p.positions[i * p.pos_stride + j];
+  p.out[i * p.out_stride + j] = pos < 0 ? -1 : static_cast<int32_t>(p.table.row(i, pos));
 }
 
 }  // namespace
@@ -175,7 +174,7 @@ cudaError_t launch_candidate_mask(const CandidateMaskParams& p) {
 }
 
 cudaError_t launch_paged_rows(const PagedRowsParams& p) {
-  if (p.n < 0 || p.k < 0 || p.rows_per_block <= 0) return cudaErrorInvalidValue;
+  if (p.n < 0 || p.k < 0 || p.table.rows_per_block <= 0) return cudaErrorInvalidValue;
   const int64_t count = static_cast<int64_t>(p.n) * p.k;
   if (count == 0) return cudaSuccess;
   constexpr int kBlock = kPagedRowsThreads;

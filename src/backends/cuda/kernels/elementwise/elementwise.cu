@@ -27,7 +27,7 @@ __global__ void sm90_bf16_embed(EmbedParams p) {
   }
 }
 
-__global__ void sm90_bf16_gather_rows(GatherRowsParams p) {
+__global__ void sm90_u16_gather_rows(GatherRowsParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -36,7 +36,7 @@ __global__ void sm90_bf16_gather_rows(GatherRowsParams p) {
   }
 }
 
-__global__ void sm90_bf16_scatter_rows(ScatterRowsParams p) {
+__global__ void sm90_u16_scatter_rows(ScatterRowsParams p) {
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -305,14 +305,14 @@ cudaError_t launch_embed(const EmbedParams& p) {
 cudaError_t launch_gather_rows(const GatherRowsParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  sm90_bf16_gather_rows<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_u16_gather_rows<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_scatter_rows(const ScatterRowsParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  sm90_bf16_scatter_rows<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
+  sm90_u16_scatter_rows<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 

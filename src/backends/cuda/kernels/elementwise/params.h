@@ -115,6 +115,7 @@ struct HcMixesParams {
   cudaStream_t stream = nullptr;
 };
 
+/// Rows copied as 16-bit words (d words a row: a 4-byte type is two a value).
 struct GatherRowsParams {
   const uint16_t* src = nullptr;  // [*, d], row stride src_stride
   int64_t src_stride = 0;
