@@ -33,6 +33,38 @@ __device__ inline bool group_weights(const BlockLinearParams& p, int group, cons
   return true;
 }
 
+/// Launch group `group` of a call grouped by expert: its expert's rows of the sorted activations
+/// and outputs (from row e.first, n = e.count) with that expert's weights from the device table.
+/// false for an unused entry or an expert id outside the table: nothing to compute or write.
+__device__ inline bool expert_group_operands(const BlockLinearParams& p, int group, LinearOperands& op, int& n) {
+  const ExpertGroup e = p.expert_groups[group / p.per_route];
+  const int part = group % p.per_route;
+  if (e.count <= 0 || e.expert < 0 || e.expert >= p.route_count) return false;
+  const LinearOperands& sorted = p.op[part];
+  const RoutedWeight w = p.route_table[e.expert * p.per_route + part];
+  op = {.x_values = sorted.x_values + static_cast<int64_t>(e.first) * p.k,
+        .x_scales = sorted.x_scales + static_cast<int64_t>(e.first) * (p.k / 32),
+        .w = w.w,
+        .w_scales = w.w_scales,
+        .y = sorted.y + static_cast<int64_t>(e.first) * p.y_stride};
+  n = e.count;
+  return true;
+}
+
+/// Whether a launch names what its groups read and write: a grouped call a table and each part's
+/// activations and outputs, a routed one a table, any other each group's weights too.
+inline bool operands_given(const BlockLinearParams& p) {
+  const bool grouped = p.expert_groups != nullptr;
+  if (grouped && (!p.route_table || p.per_route < 1 || p.per_route > kMaxLinearGroups || p.groups % p.per_route != 0))
+    return false;
+  if (p.routes && (!p.route_table || p.per_route < 1 || p.groups % p.per_route != 0)) return false;
+  for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g)
+    if (!p.op[g].x_values || !p.op[g].x_scales || !p.op[g].y ||
+        (!grouped && !p.routes && (!p.op[g].w || !p.op[g].w_scales)))
+      return false;
+  return true;
+}
+
 /// Multiprocessors of the current device (read once).
 inline int sm_count() {
   static const int count = [] {

@@ -106,21 +106,10 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_mma(Block
   const int r0 = (blockIdx.x % tiles_per_matrix) * kTileRows;
   LinearOperands op;
   int n = p.n;
-  if (p.expert_groups) {  // an expert's rows of the sorted activations, its weights from the table
-    const ExpertGroup e = p.expert_groups[group / p.per_route];
-    const int part = group % p.per_route;
-    if (e.count <= 0 || e.expert < 0 || e.expert >= p.route_count) return;  // the whole CTA
-    const LinearOperands& sorted = p.op[part];
-    const RoutedWeight w = p.route_table[e.expert * p.per_route + part];
-    op = {.x_values = sorted.x_values + static_cast<int64_t>(e.first) * p.k,
-          .x_scales = sorted.x_scales + static_cast<int64_t>(e.first) * (p.k / 32),
-          .w = w.w,
-          .w_scales = w.w_scales,
-          .y = sorted.y + static_cast<int64_t>(e.first) * p.y_stride};
-    n = e.count;
-  } else {
+  if (!p.expert_groups)
     op = p.op[group];
-  }
+  else if (!expert_group_operands(p, group, op, n))
+    return;  // the whole CTA
   for (int n0 = 0; n0 < n; n0 += kMaxNTiles * 8) {
     const int tiles = min(kMaxNTiles, (n - n0 + 7) / 8);
     switch (tiles) {
@@ -155,12 +144,8 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_mma(Block
 }  // namespace
 
 cudaError_t launch_block_linear_mma(const BlockLinearParams& p) {
+  if (p.routes || !operands_given(p)) return cudaErrorInvalidValue;  // a routed call is the GEMV kernels'
   const bool grouped = p.expert_groups != nullptr;
-  if (grouped && (!p.route_table || p.per_route < 1 || p.per_route > kMaxLinearGroups || p.groups % p.per_route != 0))
-    return cudaErrorInvalidValue;
-  for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g)
-    if (!p.op[g].x_values || !p.op[g].x_scales || !p.op[g].y || (!grouped && (!p.op[g].w || !p.op[g].w_scales)))
-      return cudaErrorInvalidValue;
   // A grouped call's row counts are on the device: room for a full pass.
   const int tiles = grouped ? kMaxNTiles : std::min(kMaxNTiles, (p.n + 7) / 8);
   const int smem = kWarps * tiles * 4 * kWarp * static_cast<int>(sizeof(float));

@@ -93,16 +93,10 @@ struct Operand {
 // The matrix, activations and outputs of launch group `group` (plain, routed or grouped by expert).
 __device__ inline Operand resolve(const BlockLinearParams& p, int group) {
   Operand o;
-  if (p.expert_groups) {  // an expert's rows of the sorted activations, its weights from the table
-    const ExpertGroup e = p.expert_groups[group / p.per_route];
-    const int part = group % p.per_route;
-    if (e.count <= 0 || e.expert < 0 || e.expert >= p.route_count) return o;  // nothing to write
-    const LinearOperands& sorted = p.op[part];
-    const RoutedWeight w = p.route_table[e.expert * p.per_route + part];
-    o.x = sorted.x_values + static_cast<int64_t>(e.first) * p.k;
-    o.sx = sorted.x_scales + static_cast<int64_t>(e.first) * (p.k / 32);
-    o.y = sorted.y + static_cast<int64_t>(e.first) * p.y_stride;
-    o.w = w.w, o.sw = w.w_scales, o.n = e.count, o.live = true;
+  if (p.expert_groups) {
+    LinearOperands op;
+    if (!expert_group_operands(p, group, op, o.n)) return o;  // nothing to write
+    o.x = op.x_values, o.sx = op.x_scales, o.y = op.y, o.w = op.w, o.sw = op.w_scales, o.live = true;
     return o;
   }
   const LinearOperands& op = p.op[group];
@@ -308,14 +302,8 @@ int tiled_split(int out, int k, int max_slice_blocks) {
 }
 
 cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {
+  if (!operands_given(p)) return cudaErrorInvalidValue;
   const bool grouped = p.expert_groups != nullptr;
-  if (grouped && (!p.route_table || p.per_route < 1 || p.per_route > kMaxLinearGroups || p.groups % p.per_route != 0))
-    return cudaErrorInvalidValue;
-  if (p.routes && (!p.route_table || p.per_route < 1 || p.groups % p.per_route != 0)) return cudaErrorInvalidValue;
-  for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g)
-    if (!p.op[g].x_values || !p.op[g].x_scales || !p.op[g].y ||
-        (!grouped && !p.routes && (!p.op[g].w || !p.op[g].w_scales)))
-      return cudaErrorInvalidValue;
   const int split = tiled_split(p.out, p.k, p.tiled_slice_blocks > 0 ? p.tiled_slice_blocks : kMaxSliceBlocks);
   const int64_t ctas = static_cast<int64_t>(p.groups) * ((p.out + kTileRows - 1) / kTileRows) * split;
   if (ctas > INT32_MAX) return cudaErrorInvalidValue;
