@@ -1,14 +1,18 @@
 // CUDA sparse attention and indexer scores against the CPU backend at V4.1-Flash shapes (skipped
-// without a GPU): the indexer bit for bit, attention within 1 bf16 ulp (expf).
+// without a GPU): the indexer bit for bit, attention within 1 bf16 ulp and 98 % bit-equal (its
+// fp32 sums and expf against the CPU's exact sums and std::exp).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/attention/attention.h"
+#include "core/float_formats.h"
 #include "cuda/cuda_test_util.h"
 #include "test_util.h"
 
@@ -18,7 +22,9 @@ namespace {
 using testing::from_device;
 using testing::to_device;
 
-// The CUDA sparse attention of n queries against the CPU's: within 1 bf16 ulp, 98 % bit-equal.
+// The CUDA sparse attention of n queries against the CPU's: 98 % bit-equal; each output within 2
+// bf16 ulps or, where a probability rounded to bf16 the other way (its fp32 score a rounding off
+// the exact one) moves an output near zero by many ulps, within 2^-12 of the largest |value|.
 void check_sparse_attn(int n, int heads, int d, int n_win, int n_cmp, int k) {
   CpuBackend cpu(0);
   const std::vector<uint16_t> q = testing::random_bf16(static_cast<size_t>(n) * heads * d, 1, 0.5f),
@@ -50,14 +56,22 @@ void check_sparse_attn(int n, int heads, int d, int n_win, int n_cmp, int k) {
   p.scores = scores;
   ASSERT_EQ(cuda::launch_sparse_attn(p), cudaSuccess);
   const std::vector<uint16_t> got = from_device(dout, q.size());
-  int equal = 0;
+  float vmax = 0;
+  for (const auto* rows : {&win, &cmp})
+    for (uint16_t v : *rows) vmax = std::max(vmax, std::fabs(bf16_to_f32(v)));
+  int equal = 0, ulps_max = 0;
+  double err_max = 0;
   for (size_t j = 0; j < got.size(); ++j) {
     equal += got[j] == want[j];
-    ASSERT_LE(std::abs(static_cast<int>(got[j]) - static_cast<int>(want[j])), 1) << j;
+    const int ulps = std::abs(static_cast<int>(got[j]) - static_cast<int>(want[j]));
+    const double err = std::fabs(bf16_to_f32(got[j]) - bf16_to_f32(want[j]));
+    ulps_max = std::max(ulps_max, ulps), err_max = std::max(err_max, err);
+    ASSERT_TRUE(ulps <= 2 || err <= std::ldexp(vmax, -12)) << j << ": " << ulps << " ulps, |d| " << err;
   }
+  std::printf(
+      "sparse attention (n %d, heads %d, d %d, k %d): %.2f %% of outputs bit-equal, max %d ulps, max |d| %.3g\n", n,
+      heads, d, k, 100.0 * equal / got.size(), ulps_max, err_max);
   EXPECT_GE(equal, static_cast<int>(got.size() * 0.98));
-  std::printf("sparse attention (n %d, heads %d, d %d, k %d): %.2f %% of outputs bit-equal\n", n, heads, d, k,
-              100.0 * equal / got.size());
   for (void* v : {static_cast<void*>(dq), static_cast<void*>(dwin), static_cast<void*>(dcmp), static_cast<void*>(dout),
                   static_cast<void*>(didx), static_cast<void*>(dsink), static_cast<void*>(scores)})
     cudaFree(v);
@@ -70,7 +84,8 @@ TEST(CudaAttention, SparseAttnWithSinkOverWindowAndCompressedRows) {
 
 TEST(CudaAttention, SparseAttnOverSeveralTokenPassesAndPartialBlocks) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  check_sparse_attn(300, 2, 64, 40, 90, 70);  // more tokens than one pass; a 64-row block cut short
+  check_sparse_attn(300, 2, 64, 40, 90, 70);      // more tokens than one pass; a 64-row block cut short
+  check_sparse_attn(40, 64, 512, 128, 600, 640);  // a decode batch's full head groups
 }
 
 TEST(CudaAttention, IndexerScoresAreBitEqual) {

@@ -1,9 +1,10 @@
-// sm90_bf16_sparse_attn_scores + sm90_bf16_sparse_attn_values: the sparse attention in two passes (scores, then the
-// softmax and the value sums), sm90_bf16_indexer_scores. The numerics are the CPU backend's: a q.k dot
-// product is the exact sum of its bf16 x bf16 products (each exact in fp32, summed in double,
-// where the order does not show), rounded once; the online softmax runs over the reference's
-// 64-row blocks in row order; a block's value sums are exact in double and fold into the fp32
-// accumulator in block order. So the parallel order below gives the CPU's bits.
+// sm90_bf16_sparse_attn_scores, sm90_f32_sparse_attn_softmax, sm90_bf16_sparse_attn_values: the sparse attention
+// in three passes (scores, the softmax, the value sums), sm90_bf16_indexer_scores. The indexer's
+// numerics are the CPU backend's: a q.k dot product is the exact sum of its bf16 x bf16 products
+// (each exact in fp32, summed in double), rounded once, so its bits are the CPU's. The attention
+// keeps the CPU's structure (the online softmax over the reference's 64-row blocks in row order,
+// P rounded to bf16, each block's value sums folded into the fp32 accumulator in block order) but
+// sums its dot products and a block's values in fp32, in an order fixed per output.
 #include <algorithm>
 #include <cmath>
 
@@ -18,6 +19,8 @@ namespace {
 using namespace common;
 using namespace attention_config;
 using namespace attention_config::sparse_attn;
+using attention_config::indexer_scores::kFewTokensKeys;
+using attention_config::indexer_scores::kKeysPerBlock;
 using attention_config::indexer_scores::kWarpsPerBlock;
 
 // The row a KV index names, or null for an empty slot.
@@ -27,244 +30,281 @@ __device__ inline const uint16_t* kv_row(const SparseAttnParams& p, int32_t id) 
                         : p.compressed + static_cast<int64_t>(id - p.n_win) * p.d;
 }
 
-// Exact sum of the products of 8 bf16 pairs (two uint4 of packed bf16), added to two doubles.
-__device__ inline void dot8(const uint4& a, const uint4& b, double& s0, double& s1) {
-  const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    s0 += static_cast<double>(bf16x2_lo_to_float(aw[q]) * bf16x2_lo_to_float(bw[q]));
-    s1 += static_cast<double>(bf16x2_hi_to_float(aw[q]) * bf16x2_hi_to_float(bw[q]));
-  }
-}
+// The three passes of the sparse attention over a pass of tokens (workspace: the scores, then
+// alpha and l, as sparse_attn_workspace_bytes lays them out). The scores and the value sums are
+// fp32 sums in a fixed order (the issue's numerics contract: the CPU sums exactly), each item's
+// order its own whatever the launch: the same bits for a token alone or in a batch. A block reads
+// a KV row once for a group of `group` heads: up to kHeadGroup (a decode batch's 64 heads at
+// V4.1-Flash), fewer for a few tokens, whose launches would otherwise fill a few SMs.
 
-// Block per (tile of `rows` KV slots, group of 16 heads, token); the group's q staged in shared
-// memory. Warp w takes heads w and w + 8 of the group for every row of the tile (two independent
-// sums in flight), a lane 8-element chunks of d.
-// scores[token - t0][head][j] = fp32(q.k) * scale, -inf for an empty slot.
-__global__ void __launch_bounds__(kScoreWarps* kWarp)
-    sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0, int rows) {
-  extern __shared__ uint4 qs[];  // [kScoreHeads][d / 8]
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+// Block per (tile of kScoreRows slots, head group, token): the group's q staged in shared memory as
+// bf16 pairs [d / 2][heads], the tile's rows [kScoreRows][d / 2 + 1] (padded: lane j reads row j
+// without bank conflicts); a warp takes a head and the tile's 32 rows, a lane a row.
+// scores[token][head][j] = (q.k) * scale, -inf for an empty slot; q.k in four fp32 partial sums
+// (the pairs' low and high halves of even and odd pairs), added as (s0 + s1) + (s2 + s3).
+__global__ void __launch_bounds__(kScoreThreads) sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0, int group) {
+  extern __shared__ uint32_t smem32[];
+  const int half = p.d / 2, h0 = blockIdx.y * group, heads = min(group, p.heads - h0);
+  uint32_t* qs = smem32;             // [half][heads]
+  uint32_t* ks = qs + half * heads;  // [kScoreRows][half + 1]
+  __shared__ bool live[kScoreRows];
   const int64_t t = t0 + blockIdx.z;
-  const int chunks = p.d / 8, h0 = blockIdx.y * kScoreHeads, group = min(kScoreHeads, p.heads - h0);
-  const uint4* q = reinterpret_cast<const uint4*>(p.q + t * p.q_stride + static_cast<int64_t>(h0) * p.d);
-  for (int i = threadIdx.x; i < group * chunks; i += blockDim.x) qs[i] = q[i];
-  __syncthreads();
-  const int32_t* idx = p.idx + t * p.idx_stride;
-  float* out = p.scores + (static_cast<int64_t>(blockIdx.z) * p.heads + h0) * p.k;
-  const int ha = warp, hb = warp + kScoreWarps;  // within the group
-  const int j_begin = static_cast<int>(blockIdx.x) * rows, j_end = min(p.k, j_begin + rows);
-  for (int j = j_begin; j < j_end; ++j) {
+  const uint32_t* q = reinterpret_cast<const uint32_t*>(p.q + t * p.q_stride + static_cast<int64_t>(h0) * p.d);
+  for (int i = threadIdx.x; i < heads * half; i += blockDim.x) qs[(i % half) * heads + i / half] = q[i];
+  const int j0 = static_cast<int>(blockIdx.x) * kScoreRows, rows = min(kScoreRows, p.k - j0);
+  const int32_t* idx = p.idx + t * p.idx_stride + j0;
+  for (int i = threadIdx.x; i < rows * half; i += blockDim.x) {
+    const int j = i / half, c2 = i % half;
     const uint16_t* row = kv_row(p, idx[j]);
-    if (!row) {
-      if (lane == 0 && ha < group) out[static_cast<int64_t>(ha) * p.k + j] = -INFINITY;
-      if (lane == 0 && hb < group) out[static_cast<int64_t>(hb) * p.k + j] = -INFINITY;
+    ks[j * (half + 1) + c2] = row ? __ldg(reinterpret_cast<const uint32_t*>(row) + c2) : 0u;
+    if (c2 == 0) live[j] = row != nullptr;
+  }
+  __syncthreads();
+  float* out = p.scores + (static_cast<int64_t>(blockIdx.z) * p.heads + h0) * p.k + j0;
+  const int j = threadIdx.x % kScoreRows;
+  if (j >= rows) return;
+  const uint32_t* kr = ks + j * (half + 1);
+  for (int h = threadIdx.x / kScoreRows; h < heads; h += kScoreThreads / kScoreRows) {
+    if (!live[j]) {
+      out[static_cast<int64_t>(h) * p.k + j] = -INFINITY;
       continue;
     }
-    double a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-#pragma unroll
-    for (int u = 0; u < kMaxChunksPerLane; ++u) {
-      const int c = lane + u * kWarp;
-      if (c >= chunks) break;
-      const uint4 kc = __ldg(reinterpret_cast<const uint4*>(row) + c);
-      if (ha < group) dot8(qs[ha * chunks + c], kc, a0, a1);
-      if (hb < group) dot8(qs[hb * chunks + c], kc, b0, b1);
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int c2 = 0;
+    for (; c2 + 1 < half; c2 += 2) {
+      const uint32_t a0 = qs[c2 * heads + h], b0 = kr[c2], a1 = qs[(c2 + 1) * heads + h], b1 = kr[c2 + 1];
+      s0 = fmaf(bf16x2_lo_to_float(a0), bf16x2_lo_to_float(b0), s0);
+      s1 = fmaf(bf16x2_hi_to_float(a0), bf16x2_hi_to_float(b0), s1);
+      s2 = fmaf(bf16x2_lo_to_float(a1), bf16x2_lo_to_float(b1), s2);
+      s3 = fmaf(bf16x2_hi_to_float(a1), bf16x2_hi_to_float(b1), s3);
     }
-    const double da = warp_sum(a0 + a1), db = warp_sum(b0 + b1);
-    if (lane == 0 && ha < group) out[static_cast<int64_t>(ha) * p.k + j] = static_cast<float>(da) * p.scale;
-    if (lane == 0 && hb < group) out[static_cast<int64_t>(hb) * p.k + j] = static_cast<float>(db) * p.scale;
+    if (c2 < half) {
+      const uint32_t a0 = qs[c2 * heads + h], b0 = kr[c2];
+      s0 = fmaf(bf16x2_lo_to_float(a0), bf16x2_lo_to_float(b0), s0);
+      s1 = fmaf(bf16x2_hi_to_float(a0), bf16x2_hi_to_float(b0), s1);
+    }
+    out[static_cast<int64_t>(h) * p.k + j] = ((s0 + s1) + (s2 + s3)) * p.scale;
   }
 }
 
-// Block per (128 output dims, head, token). The softmax bookkeeping of all 64-row blocks first
-// (maxima, probabilities, their sums in row order, the rescale factors), then the value sums
-// block after block.
-__global__ void __launch_bounds__(kValueThreads) sm90_bf16_sparse_attn_values(SparseAttnParams p, int t0) {
-  extern __shared__ double smem[];
-  const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
-  const uint16_t** rows = reinterpret_cast<const uint16_t**>(smem);  // [k]
-  float* s = reinterpret_cast<float*>(rows + k);                     // [k] scores, then P rounded to bf16 (for P.V)
-  float* prob = s + k;                                               // [k] P in fp32 (for its sums)
-  float* half_max = prob + k;                                        // [2 nb] the live rows' max of each 32 rows
-  float* bmax = half_max + 2 * nb;                                   // [nb] the running max after each block
-  float* alpha = bmax + nb;                                          // [nb]
-  __shared__ float l_final, m_final;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t t = t0 + blockIdx.z;
-  const int h = blockIdx.y;
-  const int32_t* idx = p.idx + t * p.idx_stride;
-  const float* sc = p.scores + (static_cast<int64_t>(blockIdx.z) * p.heads + h) * k;
-  for (int j0 = threadIdx.x - lane; j0 < 2 * nb * kWarp; j0 += blockDim.x) {  // a warp per 32 rows
-    const int j = j0 + lane;
-    const uint16_t* r = j < k ? kv_row(p, idx[j]) : nullptr;
-    float m = r ? sc[j] : -INFINITY;
-    if (j < k) rows[j] = r, s[j] = m;
-    m = warp_max(m);
-    if (lane == 0) half_max[j0 / kWarp] = m;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float m = -1e30f;
-    for (int b = 0; b < nb; ++b) {
-      const float next = fmaxf(m, fmaxf(half_max[2 * b], half_max[2 * b + 1]));
-      alpha[b] = expf(m - next), bmax[b] = next, m = next;
-    }
-    m_final = m;
-  }
-  __syncthreads();
-  for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    const float pj = rows[j] ? expf(s[j] - bmax[j / kSoftmaxBlock]) : 0.0f;
-    prob[j] = pj, s[j] = round_bf16(pj);
-  }
-  __syncthreads();
-  __shared__ double psum[kValueThreads];
-  float l = 0.0f;                                   // thread 0's
-  for (int b0 = 0; b0 < nb; b0 += kValueThreads) {  // the probabilities' sum of each block, in row order
-    const int b = b0 + static_cast<int>(threadIdx.x);
-    if (b < nb) {
-      double sum = 0;
-      for (int j = b * kSoftmaxBlock; j < min(k, (b + 1) * kSoftmaxBlock); ++j)
-        if (rows[j]) sum += prob[j];
-      psum[threadIdx.x] = sum;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0)
-      for (int i = 0; i < min(kValueThreads, nb - b0); ++i) l = l * alpha[b0 + i] + static_cast<float>(psum[i]);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) l_final = l + expf(p.sink[h] - m_final);
-  __syncthreads();
-  l = l_final;
-  // Row group g adds rows [16 g, 16 g + 16) of each block into its partial sums; group 0 adds the
-  // other groups' partials (exact in double, so in any order) and folds the block into acc.
-  // Two buffers of partials: a group writes block b + 2's only after every thread has passed
-  // block b + 1's barrier, which group 0 reaches after reading block b's.
-  __shared__ double partials[2][kRowGroups - 1][kColThreads][kValueCols];
-  const int group = threadIdx.x / kColThreads, ct = threadIdx.x % kColThreads;
-  const int c = (blockIdx.x * kColThreads + ct) * kValueCols;
-  const bool active = c < p.d;
-  float acc[kValueCols] = {};
-  for (int b = 0; b < nb; ++b) {
-    double part[kValueCols] = {};
-    const int j0 = b * kSoftmaxBlock + group * kGroupRows, j1 = min(k, j0 + kGroupRows);
-    if (active)
-      for (int jb = j0; jb < j1; jb += 8) {  // 8 rows' loads issued before their sums
-        uint32_t v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          const uint16_t* r = jb + u < j1 ? rows[jb + u] : nullptr;
-          v[u] = r ? __ldg(reinterpret_cast<const uint32_t*>(r + c)) : 0u;
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          if (jb + u >= j1 || !rows[jb + u]) continue;
-          const float pj = s[jb + u];
-          part[0] += static_cast<double>(pj * bf16x2_lo_to_float(v[u]));  // exact products
-          part[1] += static_cast<double>(pj * bf16x2_hi_to_float(v[u]));
-        }
-      }
-    if (group > 0)
-#pragma unroll
-      for (int i = 0; i < kValueCols; ++i) partials[b % 2][group - 1][ct][i] = part[i];
-    __syncthreads();
-    if (group == 0)
-#pragma unroll
-      for (int i = 0; i < kValueCols; ++i) {
-        for (int g = 0; g < kRowGroups - 1; ++g) part[i] += partials[b % 2][g][ct][i];
-        acc[i] = acc[i] * alpha[b] + static_cast<float>(part[i]);
-      }
-  }
-  if (group != 0 || !active) return;
-  uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h) * p.d + c;
-  const uint32_t lo = float_to_bf16(acc[0] / l);
-  const uint32_t hi = float_to_bf16(acc[1] / l);
-  *reinterpret_cast<uint32_t*>(out) = lo | hi << 16;
-}
-
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_scores(IndexerScoresParams p) {
+// A warp per (token, head): over the reference's 64-row blocks in order, the running max, each
+// block's rescale factor alpha, P = exp(s - max) over the scores (rounded to bf16, as P.V uses it;
+// 0 for an empty slot), and the blocks' probability sums (fp32 values added in row order in
+// double) folded into l with alpha; l then takes the sink.
+__global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
+    sm90_f32_sparse_attn_softmax(SparseAttnParams p, float* alpha, float* l_out) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  if (w >= static_cast<int64_t>(p.n) * p.T) return;
-  const int64_t t = w / p.T, tau = w % p.T;
-  float* out = p.out + t * p.out_stride + tau;
-  if (tau >= p.visible[t]) {
-    if (lane == 0) *out = -INFINITY;
+  const int h = static_cast<int>(blockIdx.x) * kSoftmaxWarps + warp;
+  if (h >= p.heads) return;
+  const int64_t th = static_cast<int64_t>(blockIdx.y) * p.heads + h;
+  const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
+  float* s = p.scores + th * k;
+  __shared__ float probs[kSoftmaxWarps][kSoftmaxBlock];
+  float* prob = probs[warp];
+  float m = -1e30f, l = 0.0f;
+  for (int b = 0; b < nb; ++b) {
+    const int ja = b * kSoftmaxBlock + lane, jb = ja + kWarp;
+    const float sa = ja < k ? s[ja] : -INFINITY, sb = jb < k ? s[jb] : -INFINITY;
+    const float next = fmaxf(m, warp_max(fmaxf(sa, sb)));
+    const float a = expf(m - next);
+    const float pa = ja < k ? expf(sa - next) : 0.0f, pb = jb < k ? expf(sb - next) : 0.0f;
+    prob[lane] = pa, prob[lane + kWarp] = pb;
+    __syncwarp();
+    double sum = 0;  // every lane the same, in row order
+    for (int r = 0; r < kSoftmaxBlock; ++r) sum += prob[r];
+    __syncwarp();
+    if (ja < k) s[ja] = round_bf16(pa);
+    if (jb < k) s[jb] = round_bf16(pb);
+    if (lane == 0) alpha[th * nb + b] = a;
+    l = l * a + static_cast<float>(sum);
+    m = next;
+  }
+  if (lane == 0) l_out[th] = l + expf(p.sink[h] - m);
+}
+
+// Block per (2 * kValuePairs output dims, group of kGroup heads, token). For each 64-row block in
+// order: its rows' dims and the group's P staged in shared memory, then each of a thread's (head,
+// dim pair) items sums P * v over the block's rows in row order in fp32 and folds the sum into its
+// accumulator: acc = acc * alpha + sum. out = bf16(acc / l).
+template <int kGroup, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    sm90_bf16_sparse_attn_values(SparseAttnParams p, int t0, const float* alpha, const float* l_in) {
+  constexpr int kItems = kGroup * kValuePairs / kThreads;
+  static_assert(kGroup * kValuePairs % kThreads == 0);
+  __shared__ uint32_t vs[kSoftmaxBlock][kValuePairs];  // the block's rows as bf16 pairs (0 for an empty slot)
+  __shared__ float ps[kGroup][kSoftmaxBlock];          // P of the group's heads
+  const int64_t tl = blockIdx.z, t = t0 + tl;
+  const int h0 = blockIdx.y * kGroup, heads = min(kGroup, p.heads - h0);
+  const int c0 = static_cast<int>(blockIdx.x) * 2 * kValuePairs, pairs = min(kValuePairs, (p.d - c0) / 2);
+  const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
+  const int32_t* idx = p.idx + t * p.idx_stride;
+  const float* P = p.scores + (tl * p.heads + h0) * k;
+  const float* alpha_of = alpha + (tl * p.heads + h0) * nb;
+  float acc[kItems][2] = {};
+  for (int b = 0; b < nb; ++b) {
+    const int jb = b * kSoftmaxBlock, rows = min(kSoftmaxBlock, k - jb);
+    for (int i = threadIdx.x; i < kSoftmaxBlock * kValuePairs; i += blockDim.x) {
+      const int j = i / kValuePairs, cp = i % kValuePairs;
+      const uint16_t* row = j < rows && cp < pairs ? kv_row(p, idx[jb + j]) : nullptr;
+      vs[j][cp] = row ? __ldg(reinterpret_cast<const uint32_t*>(row + c0) + cp) : 0u;
+    }
+    for (int i = threadIdx.x; i < heads * kSoftmaxBlock; i += blockDim.x) {
+      const int hh = i / kSoftmaxBlock, j = i % kSoftmaxBlock;
+      ps[hh][j] = j < rows ? P[static_cast<int64_t>(hh) * k + jb + j] : 0.0f;
+    }
+    __syncthreads();
+    float part[kItems][2] = {};
+    for (int j = 0; j < rows; ++j) {
+#pragma unroll
+      for (int u = 0; u < kItems; ++u) {
+        const int item = threadIdx.x + u * kThreads, hh = item / kValuePairs, cp = item % kValuePairs;
+        if (hh >= heads) break;
+        const float pj = ps[hh][j];
+        const uint32_t v = vs[j][cp];
+        part[u][0] = fmaf(pj, bf16x2_lo_to_float(v), part[u][0]);
+        part[u][1] = fmaf(pj, bf16x2_hi_to_float(v), part[u][1]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kItems; ++u) {
+      const int hh = (threadIdx.x + u * kThreads) / kValuePairs;
+      if (hh >= heads) break;
+      const float a = alpha_of[static_cast<int64_t>(hh) * nb + b];
+      acc[u][0] = acc[u][0] * a + part[u][0];
+      acc[u][1] = acc[u][1] * a + part[u][1];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int u = 0; u < kItems; ++u) {
+    const int item = threadIdx.x + u * kThreads, hh = item / kValuePairs, cp = item % kValuePairs;
+    if (hh >= heads) break;
+    if (cp >= pairs) continue;
+    const float l = l_in[tl * p.heads + h0 + hh];
+    uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h0 + hh) * p.d + c0 + 2 * cp;
+    const uint32_t lo = float_to_bf16(acc[u][0] / l);
+    const uint32_t hi = float_to_bf16(acc[u][1] / l);
+    *reinterpret_cast<uint32_t*>(out) = lo | hi << 16;
+  }
+}
+
+// Block per (tile of `tile` keys, token): the token's q staged once in shared memory as
+// floats [d][32] (lane h reads head h's column: no bank conflicts), its weights scaled in each
+// lane's register; warp w takes keys w, w + kWarpsPerBlock, ... of the tile, each key row staged
+// in the warp's slice of shared memory, and lane h sums head h's dot product over d in double, in
+// d's order.
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_scores(IndexerScoresParams p, int tile) {
+  extern __shared__ float qs[];  // [d][kWarp], then each warp's key row [d]
+  float* key = qs + p.d * kWarp + (threadIdx.x / kWarp) * p.d;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t t = blockIdx.y;
+  const int64_t tau0 = static_cast<int64_t>(blockIdx.x) * tile, tau_end = min(static_cast<int64_t>(p.T), tau0 + tile);
+  const int64_t visible = p.visible[t];
+  float* out = p.out + t * p.out_stride;
+  if (tau0 >= visible) {  // none of the tile's keys is visible
+    for (int64_t tau = tau0 + threadIdx.x; tau < tau_end; tau += blockDim.x) out[tau] = -INFINITY;
     return;
   }
-  const uint16_t* key = p.keys + (p.key_table.blocks ? p.key_table.row(t, tau) : tau) * static_cast<int64_t>(p.d);
-  double term = 0;  // lane = head
-  if (lane < p.heads) {
-    const uint16_t* q = p.q + t * p.q_stride + static_cast<int64_t>(lane) * p.d;
-    double dot = 0;
-    for (int c = 0; c < p.d; ++c) dot += static_cast<double>(bf16_to_float(q[c])) * bf16_to_float(key[c]);
-    const float dv = fmaxf(round_bf16(static_cast<float>(dot)), 0.0f);  // bf16, then relu
-    term = round_bf16(dv * round_bf16(bf16_to_float(p.weights[t * p.heads + lane]) * p.weight_scale));
+  const uint16_t* q = p.q + t * p.q_stride;
+  for (int i = threadIdx.x; i < p.heads * p.d; i += blockDim.x) qs[(i % p.d) * kWarp + i / p.d] = bf16_to_float(q[i]);
+  const float wt = lane < p.heads ? round_bf16(bf16_to_float(p.weights[t * p.heads + lane]) * p.weight_scale) : 0.0f;
+  __syncthreads();
+  for (int64_t tau = tau0 + warp; tau < tau_end; tau += kWarpsPerBlock) {
+    if (tau >= visible) {
+      if (lane == 0) out[tau] = -INFINITY;
+      continue;
+    }
+    const uint16_t* k = p.keys + (p.key_table.blocks ? p.key_table.row(t, tau) : tau) * static_cast<int64_t>(p.d);
+    for (int c = lane; c < p.d; c += kWarp) key[c] = bf16_to_float(k[c]);
+    __syncwarp();
+    double term = 0;  // lane = head
+    if (lane < p.heads) {
+      double dot = 0;
+      for (int c = 0; c < p.d; ++c) dot += static_cast<double>(qs[c * kWarp + lane]) * key[c];
+      const float dv = fmaxf(round_bf16(static_cast<float>(dot)), 0.0f);  // bf16, then relu
+      term = round_bf16(dv * wt);
+    }
+    const double exact = warp_sum(term);  // the bf16 terms sum exactly in double: order-free
+    if (lane == 0) out[tau] = round_bf16(static_cast<float>(exact));
+    __syncwarp();  // the key row is read before the next is staged
   }
-  const double exact = warp_sum(term);  // the bf16 terms sum exactly in double: order-free
-  if (lane == 0) *out = round_bf16(static_cast<float>(exact));
 }
 
 }  // namespace
 
 size_t sparse_attn_workspace_bytes(const SparseAttnParams& p) {
-  return static_cast<size_t>(std::min(p.n, kTokensPerPass)) * p.heads * p.k * sizeof(float);
+  const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;  // the scores (then P), alpha and l of a pass
+  return static_cast<size_t>(std::min(p.n, kTokensPerPass)) * p.heads * (p.k + nb + 1) * sizeof(float);
 }
 
 cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.d > kMaxD || p.k < 0 || p.q_stride % 8 != 0 ||
-      p.out_stride % 2 != 0 || !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) ||
-      (p.n > 0 && p.k > 0 && !p.scores))
+      p.out_stride % 2 != 0 || !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) || (p.n > 0 && !p.scores))
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  const size_t q_bytes = static_cast<size_t>(std::min(p.heads, kScoreHeads)) * p.d * 2;
   const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;
-  const size_t v_bytes = static_cast<size_t>(p.k) * (sizeof(void*) + 2 * sizeof(float)) + nb * 4 * sizeof(float);
-  if (v_bytes > kSharedBytesDefault - kValuesStaticBytes) {  // with the static shared memory past the 48 KB default
+  const int pass = std::min(p.n, kTokensPerPass);
+  float* alpha = p.scores + static_cast<int64_t>(pass) * p.heads * p.k;
+  float* l = alpha + static_cast<int64_t>(pass) * p.heads * nb;
+  // A few tokens' heads in small groups, so that their blocks fill the GPU (the sums are the same).
+  const bool few = p.n < kFewTokens;
+  const int group = few ? kSmallScoreGroup : kHeadGroup;
+  const size_t score_bytes = static_cast<size_t>(std::min(p.heads, group)) * (p.d / 2) * 4 +
+                             static_cast<size_t>(kScoreRows) * (p.d / 2 + 1) * 4;
+  if (score_bytes > kSharedBytesDefault) {
     if (const cudaError_t e = cudaFuncSetAttribute(
-            sm90_bf16_sparse_attn_values, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(v_bytes));
+            sm90_bf16_sparse_attn_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(score_bytes));
         e != cudaSuccess)
       return e;
   }
-  // Tiles of 8 KV slots give a decode step's few tokens several blocks an SM; longer ones for
-  // prefill, where each block's staging of q costs more than the blocks' count gains.
-  const int rows = p.n >= 64 ? 32 : 8;
-  const unsigned head_groups = static_cast<unsigned>((p.heads + kScoreHeads - 1) / kScoreHeads);
+  const unsigned head_groups = static_cast<unsigned>((p.heads + group - 1) / group);
   for (int t0 = 0; t0 < p.n; t0 += kTokensPerPass) {
     const unsigned tokens = static_cast<unsigned>(std::min(kTokensPerPass, p.n - t0));
     if (p.k > 0) {
-      const dim3 grid(static_cast<unsigned>((p.k + rows - 1) / rows), head_groups, tokens);
-      sm90_bf16_sparse_attn_scores<<<grid, kScoreWarps * kWarp, q_bytes, p.stream>>>(p, t0, rows);
+      sm90_bf16_sparse_attn_scores<<<dim3(static_cast<unsigned>((p.k + kScoreRows - 1) / kScoreRows), head_groups,
+                                          tokens),
+                                     kScoreThreads, score_bytes, p.stream>>>(p, t0, group);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     }
-    const dim3 grid(static_cast<unsigned>((p.d + kColThreads * kValueCols - 1) / (kColThreads * kValueCols)),
-                    static_cast<unsigned>(p.heads), tokens);
-    sm90_bf16_sparse_attn_values<<<grid, kValueThreads, v_bytes, p.stream>>>(p, t0);
+    sm90_f32_sparse_attn_softmax<<<dim3(static_cast<unsigned>((p.heads + kSoftmaxWarps - 1) / kSoftmaxWarps), tokens),
+                                   kSoftmaxWarps * kWarp, 0, p.stream>>>(p, alpha, l);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    const unsigned col_blocks = static_cast<unsigned>((p.d + 2 * kValuePairs - 1) / (2 * kValuePairs));
+    const int value_group = few ? kSmallValueGroup : kHeadGroup;
+    const dim3 grid(col_blocks, static_cast<unsigned>((p.heads + value_group - 1) / value_group), tokens);
+    if (few)
+      sm90_bf16_sparse_attn_values<kSmallValueGroup, kSmallValueThreads>
+          <<<grid, kSmallValueThreads, 0, p.stream>>>(p, t0, alpha, l);
+    else
+      sm90_bf16_sparse_attn_values<kHeadGroup, kValueThreads><<<grid, kValueThreads, 0, p.stream>>>(p, t0, alpha, l);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
 
 cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
-  if (p.n < 0 || p.heads <= 0 || p.heads > attention_config::indexer_scores::kMaxHeads || p.d <= 0 || p.T < 0 ||
+  if (p.n < 0 || p.heads <= 0 || p.heads > attention_config::indexer_scores::kMaxHeads || p.d <= 0 ||
+      p.d > attention_config::indexer_scores::kMaxD || p.T < 0 ||
       (p.key_table.blocks && p.key_table.rows_per_block <= 0))
     return cudaErrorInvalidValue;
   if (static_cast<int64_t>(p.n) * p.T == 0) return cudaSuccess;
-  // A launch covers whole token rows within kMaxBlocks blocks: n x T warps of a long prefill
-  // would pass grid.x's 2^31 - 1 (and the unsigned count would wrap).
-  using attention_config::indexer_scores::kMaxBlocks;
-  const int64_t tokens = std::max<int64_t>(1, kMaxBlocks * kWarpsPerBlock / p.T);
-  for (int64_t t0 = 0; t0 < p.n; t0 += tokens) {
+  // A launch covers at most kMaxTokens tokens (grid.y).
+  using attention_config::indexer_scores::kMaxTokens;
+  // A few tokens' keys in short tiles, so that their blocks fill the GPU (each key's sum is the same).
+  const int tile = p.n < kFewTokens ? kFewTokensKeys : kKeysPerBlock;
+  const unsigned tiles = static_cast<unsigned>((p.T + tile - 1) / tile);
+  const size_t shared = static_cast<size_t>(p.d) * (kWarp + kWarpsPerBlock) * sizeof(float);
+  for (int64_t t0 = 0; t0 < p.n; t0 += kMaxTokens) {
     IndexerScoresParams part = p;
-    part.n = static_cast<int>(std::min<int64_t>(tokens, p.n - t0));
+    part.n = static_cast<int>(std::min<int64_t>(kMaxTokens, p.n - t0));
     part.q += t0 * p.q_stride;
     part.weights += t0 * p.heads;
     part.visible += t0;
     part.out += t0 * p.out_stride;
     if (part.key_table.blocks) part.key_table.blocks += t0 * p.key_table.blocks_stride;
-    const int64_t warps = static_cast<int64_t>(part.n) * p.T;
-    sm90_bf16_indexer_scores<<<static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                               kWarpsPerBlock * kWarp, 0, p.stream>>>(part);
+    sm90_bf16_indexer_scores<<<dim3(tiles, static_cast<unsigned>(part.n)), kWarpsPerBlock * kWarp, shared, p.stream>>>(
+        part, tile);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -9,43 +9,40 @@ namespace dsinfer::cuda::attention_config {
 inline constexpr int kWarp = 32;
 inline constexpr int kMaxThreadsPerBlock = 1024;
 inline constexpr int kSharedBytesDefault = 48 * 1024;  // a block's shared memory without the opt-in
+// Calls of fewer tokens than this split their work finer (the same sums): more blocks for a few tokens.
+inline constexpr int kFewTokens = 32;
 
-/// attention.cu: the sparse attention's two passes (scores, then the softmax and the value sums).
+/// attention.cu: the sparse attention's three passes (scores, the softmax, the value sums).
 namespace sparse_attn {
-inline constexpr int kSoftmaxBlock = 64;  // the reference kernel's online-softmax block
-// Scores: a block per (tile of KV slots, group of kScoreHeads heads, token); warp w takes heads w
-// and w + kScoreWarps; a lane up to kMaxChunksPerLane chunks of 8 bf16 of d.
-inline constexpr int kScoreWarps = 8, kScoreHeads = 2 * kScoreWarps, kMaxChunksPerLane = 4;
-inline constexpr int kMaxD = kMaxChunksPerLane * kWarp * 8;  // 1024
-// Values: 64 threads of 2 output dims each (128 dims a block) times 4 groups of a block's rows.
-inline constexpr int kColThreads = 64, kValueCols = 2, kRowGroups = 4, kValueThreads = kColThreads * kRowGroups;
-inline constexpr int kGroupRows = kSoftmaxBlock / kRowGroups;
-inline constexpr int kTokensPerPass = 256;  // bounds the scores' workspace
-// The values kernel's static shared memory: the blocks' probability sums (a double a thread), two
-// buffers of the row groups' partials (doubles) and two floats, in 16-byte units (8208 bytes: the
-// cubin's .nv.shared section less the 1 KB the system reserves).
-inline constexpr int kValuesStaticBytes =
-    (kValueThreads * 8 + 2 * (kRowGroups - 1) * kColThreads * kValueCols * 8 + 2 * 4 + 15) / 16 * 16;
-static_assert(kScoreWarps * kWarp <= kMaxThreadsPerBlock && kValueThreads <= kMaxThreadsPerBlock);
+inline constexpr int kSoftmaxBlock = 64;                          // the reference kernel's online-softmax block
+inline constexpr int kHeadGroup = 64;                             // heads a block reads a KV row for
+inline constexpr int kSmallScoreGroup = 8, kSmallValueGroup = 4;  // heads a block for a few tokens
+// Scores: a block per (tile of kScoreRows slots, head group, token); a lane a slot, a warp a head.
+inline constexpr int kScoreRows = kWarp, kScoreThreads = 256;
+inline constexpr int kMaxD = 1024;  // the scores' q and rows in shared memory (the opt-in's 227 KB)
+// Softmax: a warp per (token, head), kSoftmaxWarps a block.
+inline constexpr int kSoftmaxWarps = 4;
+// Values: a block per (2 * kValuePairs dims, head group, token); a thread kGroup * kValuePairs /
+// threads (head, dim pair)s: 8 in a full group, 1 in a small one.
+inline constexpr int kValuePairs = 32, kValueThreads = 256, kSmallValueThreads = 128;
+inline constexpr int kTokensPerPass = 256;  // bounds the workspace
+static_assert(kScoreThreads % kScoreRows == 0 && kScoreThreads <= kMaxThreadsPerBlock);
+static_assert(kValueThreads <= kMaxThreadsPerBlock && kSmallScoreGroup <= kHeadGroup && kSmallValueGroup <= kHeadGroup);
 // The maxima: a warp per 32 rows, two to a softmax block.
 static_assert(kSoftmaxBlock == 2 * kWarp);
-// Row groups split a block evenly, in whole batches of 8 rows' loads.
-static_assert(kSoftmaxBlock % kRowGroups == 0 && kGroupRows % 8 == 0);
-// A thread's output dims are one 32-bit load of a bf16 pair.
-static_assert(kValueCols == 2);
-// A block's probability sums: one thread a block, kValueThreads blocks a round.
-static_assert(kValueThreads >= 1);
-static_assert(kValuesStaticBytes < kSharedBytesDefault);
+static_assert(kHeadGroup * kMaxD / 2 * 4 + kScoreRows * (kMaxD / 2 + 1) * 4 <= 227 * 1024);
 }  // namespace sparse_attn
 
-/// attention.cu: the indexer's scores, a warp per (token, key) and a lane per head.
+/// attention.cu: the indexer's scores, a block per (tile of keys, token), a warp per key, a lane per head.
 namespace indexer_scores {
-inline constexpr int kWarpsPerBlock = 4;
+inline constexpr int kWarpsPerBlock = 8;
+inline constexpr int kKeysPerBlock = 128, kFewTokensKeys = 32;  // keys a block (for a few tokens)
 inline constexpr int kMaxHeads = kWarp;
-// Blocks a launch: a T of up to 2^30 keys still gets a token a launch, in far fewer than grid.x's
-// 2^31 - 1 blocks.
-inline constexpr int64_t kMaxBlocks = int64_t{1} << 28;
+// The token's q as floats [d][32] and a key row a warp, in the default shared memory.
+inline constexpr int kMaxD = 256;
+inline constexpr int64_t kMaxTokens = 65535;  // grid.y
 static_assert(kWarpsPerBlock * kWarp <= kMaxThreadsPerBlock);
+static_assert(kMaxD * (kWarp + kWarpsPerBlock) * 4 <= kSharedBytesDefault);
 }  // namespace indexer_scores
 
 /// select.cu: the indexer's selections, a block per query row.

@@ -33,7 +33,7 @@ struct SparseAttnParams {
   float scale = 0;
   uint16_t* out = nullptr;  // [n, heads, d], token stride out_stride
   int64_t out_stride = 0;
-  float* scores = nullptr;  // workspace of sparse_attn_workspace_bytes(): the scores of a pass of tokens
+  float* scores = nullptr;  // workspace of sparse_attn_workspace_bytes(): a pass of tokens' scores, alpha and l
   int n = 0, heads = 0, d = 0, k = 0;
   cudaStream_t stream = nullptr;
 };
