@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -38,6 +39,45 @@ void copy_rows(Backend& be, T* dst, const T* src, int64_t width, int64_t count, 
     be.copy_on_device(dst + dst_row(i) * width, src + src_row(i) * width, run * width * sizeof(T));
     i += run;
   }
+}
+
+// Selections the taps hand some rows of a group: the rows, then their values, `width` a row.
+struct GivenRows {
+  std::vector<int32_t> rows, values;
+  // Rows [i0, i0 + s) from `given` ([s, own] values), padded with -1s to `width`.
+  void add(int64_t i0, int64_t s, std::span<const int32_t> given, int64_t own, int64_t width) {
+    for (int64_t i = 0; i < s; ++i) {
+      rows.push_back(static_cast<int32_t>(i0 + i));
+      values.insert(values.end(), given.begin() + i * own, given.begin() + (i + 1) * own);
+      values.resize(values.size() + (width - own), -1);
+    }
+  }
+};
+
+// The rows of a group (its chunks; a decode group's a row each) by the layer whose index keys they
+// score against, or nothing when a row that sees keys has none. At a decode step the sequences of a
+// group may read different layers' keys (the reference's shared slot, spec §6.4); rows that see no
+// key go with the first owner.
+std::map<int, std::vector<int64_t>> rows_by_key_owner(std::span<const ForwardChunk> chunks, bool decode,
+                                                      std::span<const int64_t> row_T) {
+  std::map<int, std::vector<int64_t>> by_owner;
+  std::vector<int64_t> blind;
+  for (size_t i = 0; i < row_T.size(); ++i) {
+    if (row_T[i] == 0) {
+      blind.push_back(static_cast<int64_t>(i));
+      continue;
+    }
+    const SequenceState& st = *chunks[decode ? i : 0].state;
+    const int owner = st.index_key_owner;
+    if (owner < 0 || st.layers[owner].index_key_rows < row_T[i]) return {};
+    by_owner[owner].push_back(static_cast<int64_t>(i));
+  }
+  if (!blind.empty() && !by_owner.empty()) {
+    std::vector<int64_t>& first = by_owner.begin()->second;
+    first.insert(first.end(), blind.begin(), blind.end());
+    std::sort(first.begin(), first.end());
+  }
+  return by_owner;
 }
 
 }  // namespace
@@ -323,26 +363,8 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
   const float wscale =
       static_cast<float>(std::pow(static_cast<double>(di), -0.5) * std::pow(static_cast<double>(hi), -0.5));
 
-  // The key owner each row scores against (spec §6.4): at a decode step the sequences of a group
-  // may read different layers' keys; rows that see no key go with the first owner.
-  std::map<int, std::vector<int64_t>> by_owner;
-  std::vector<int64_t> blind;
-  for (int64_t i = 0; i < m; ++i) {
-    if (row_T[i] == 0) {
-      blind.push_back(i);
-      continue;
-    }
-    const SequenceState& st = *b.chunks[b.chunk_of(gr, i)].state;
-    const int owner = st.index_key_owner;
-    if (owner < 0 || st.layers[owner].index_key_rows < row_T[i])
-      return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
-    by_owner[owner].push_back(i);
-  }
-  if (!blind.empty()) {
-    std::vector<int64_t>& first = by_owner.begin()->second;
-    first.insert(first.end(), blind.begin(), blind.end());
-    std::sort(first.begin(), first.end());
-  }
+  const auto by_owner = rows_by_key_owner(b.chunks.subspan(gr.first, gr.end - gr.first), gr.decode, row_T);
+  if (by_owner.empty()) return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
 
   // The candidate pool: made by the candidate source (or replayed) for all the group's queries, as
   // block numbers; the layers after it expand a query block's rows into a mask.
@@ -363,7 +385,7 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
 
   // Selections the taps replay, by row: a chunk's own k (and candidate blocks), padded with -1s to
   // the group's.
-  std::vector<int32_t> topk_rows, topk_given, cand_rows, cand_given;
+  GivenRows topk_given, cand_given;
   for (size_t ci = gr.first; ci < gr.end; ++ci) {
     const LayerReplay* replay = b.replay(ci, l);
     if (!replay) continue;
@@ -373,25 +395,17 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
       if (static_cast<int64_t>(replay->topk.size()) != s * own_k)
         return error(ErrorKind::kInvalidArgument, fmt::format("layer {}: the replayed top-k holds {} values, not {}", l,
                                                               replay->topk.size(), s * own_k));
-      for (int64_t i = 0; i < s; ++i) {
-        topk_rows.push_back(static_cast<int32_t>(i0 + i));
-        topk_given.insert(topk_given.end(), &replay->topk[i * own_k], &replay->topk[(i + 1) * own_k]);
-        topk_given.resize(topk_given.size() + (k - own_k), -1);
-      }
+      topk_given.add(i0, s, replay->topk, own_k, k);
     }
     if (makes_candidates && !replay->candidates.empty()) {
       const int64_t own_kb = blocks_of(own_cols);
       auto ids = candidate_block_ids(replay->candidates, s, own_cols, bs, own_kb);
       if (!ids.ok()) return error(ErrorKind::kInvalidArgument, fmt::format("layer {}: {}", l, ids.status().message()));
-      for (int64_t i = 0; i < s; ++i) {
-        cand_rows.push_back(static_cast<int32_t>(i0 + i));
-        cand_given.insert(cand_given.end(), &(*ids)[i * own_kb], &(*ids)[(i + 1) * own_kb]);
-        cand_given.resize(cand_given.size() + (kb - own_kb), -1);
-      }
+      cand_given.add(i0, s, *ids, own_kb, kb);
     }
   }
-  const bool all_topk = static_cast<int64_t>(topk_rows.size()) == m;
-  const bool all_candidates = !makes_candidates || static_cast<int64_t>(cand_rows.size()) == m;
+  const bool all_topk = static_cast<int64_t>(topk_given.rows.size()) == m;
+  const bool all_candidates = !makes_candidates || static_cast<int64_t>(cand_given.rows.size()) == m;
 
   // Score, select and drop a block of queries at a time: the scores and masks of a block are all
   // that the selections hold at once, so a long prompt's prefill stays linear in its length.
@@ -472,12 +486,12 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
     }
   }
   // The replayed rows over the computed ones.
-  for (auto [rows, given, out, width] : {std::tuple{&topk_rows, &topk_given, &b.topk[g], k},
-                                         std::tuple{&cand_rows, &cand_given, &b.candidates[g], kb}}) {
-    if (rows->empty() || width == 0) continue;
-    const int64_t count = static_cast<int64_t>(rows->size());
-    const DeviceArray<int32_t> drows = b.upload(*rows), dgiven = b.upload(*given);
-    b.be.scatter_rows({dgiven.view(DType::kI32, {count, width}), drows.view(DType::kI32, {count}),
+  for (auto [given, out, width] :
+       {std::tuple{&topk_given, &b.topk[g], k}, std::tuple{&cand_given, &b.candidates[g], kb}}) {
+    if (given->rows.empty() || width == 0) continue;
+    const int64_t count = static_cast<int64_t>(given->rows.size());
+    const DeviceArray<int32_t> drows = b.upload(given->rows), dvalues = b.upload(given->values);
+    b.be.scatter_rows({dvalues.view(DType::kI32, {count, width}), drows.view(DType::kI32, {count}),
                        out->view(DType::kI32, {m, width})});
   }
 
