@@ -100,12 +100,17 @@ struct Model::Batch {
   /// The chunk of row i of group g.
   size_t chunk_of(const Group& g, int64_t i) const { return g.decode ? g.first + static_cast<size_t>(i) : g.first; }
 
-  /// Bad input, named: chunks without a sequence or tokens, positions past max_seq_len, token ids
-  /// outside the vocab.
+  /// Bad input, named: chunks without a sequence or tokens, two chunks of one sequence, positions
+  /// past max_seq_len, token ids outside the vocab.
   static Status validate(const ModelConfig& cfg, std::span<const ForwardChunk> cs) {
-    for (const ForwardChunk& ch : cs) {
+    for (size_t c = 0; c < cs.size(); ++c) {
+      const ForwardChunk& ch = cs[c];
       const int64_t s = static_cast<int64_t>(ch.tokens.size());
       if (!ch.state || s == 0) return error(ErrorKind::kInvalidArgument, "a chunk needs a sequence and tokens");
+      for (size_t e = 0; e < c; ++e)
+        if (cs[e].state == ch.state)
+          return error(ErrorKind::kInvalidArgument,
+                       fmt::format("chunks {} and {} are of one sequence (a call runs a sequence once)", e, c));
       if (ch.decode && s != 1) return error(ErrorKind::kInvalidArgument, "a decode chunk holds exactly one token");
       if (ch.start_pos != ch.state->length)
         return error(ErrorKind::kInvalidArgument, fmt::format("chunk starts at {} but its sequence holds {} positions",

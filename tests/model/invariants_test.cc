@@ -131,6 +131,11 @@ TEST_F(Invariants, BadChunksAreRejected) {
   EXPECT_EQ(model_->forward(chunks, logits).kind(), ErrorKind::kInvalidArgument);
   chunks = {prefill(s, prompts_[0], 0, 10, 5)};
   EXPECT_EQ(model_->forward(chunks, logits).kind(), ErrorKind::kInvalidArgument);
+  chunks = {decode(s, 5), decode(s, 6)};  // one sequence twice in a call
+  logits.resize(2 * vocab());
+  const Status twice = model_->forward(chunks, logits);
+  EXPECT_EQ(twice.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(twice.message().find("one sequence"), std::string::npos) << twice.to_string();
 }
 
 }  // namespace
