@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -287,14 +288,21 @@ Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, cons
     }
   }
 
-  if (c.is_index_source(l)) DSINFER_RETURN_IF_ERROR(indexer(l, b, g, xg, rows_of(qr, row0, m), latent, done));
+  // The RoPE rows of the completed groups' first positions: the latents' and the index keys'.
+  std::optional<RopeRows> group_rope;
+  if (!done.empty()) {
+    std::vector<int64_t> group_pos;
+    for (const CompletedGroup& d : done) group_pos.push_back(d.pos);
+    group_rope.emplace(b.be, rope, group_pos);
+  }
+  if (c.is_index_source(l))
+    DSINFER_RETURN_IF_ERROR(
+        indexer(l, b, g, xg, rows_of(qr, row0, m), latent, done, group_rope ? &*group_rope : nullptr));
 
   // Publish the rotated, fp4 fake-quantised latents into this layer's compressed cache (spec §6.2).
   if (const int64_t groups = static_cast<int64_t>(done.size())) {
-    std::vector<int64_t> group_pos;
-    for (const CompletedGroup& d : done) group_pos.push_back(d.pos);
     const TensorView lv = latent.view(DType::kBF16, {groups, hd});
-    RopeRows(b.be, rope, group_pos).apply(b.be, latent.view(DType::kBF16, {groups, 1, hd}), 0, false);
+    group_rope->apply(b.be, latent.view(DType::kBF16, {groups, 1, hd}), 0, false);
     b.be.fake_quant({lv, FakeQuant::kFp4E4M3Group16});
     publish_rows(b, store_->compressed(l), lv, l, done);
     for (const CompletedGroup& d : done)
@@ -306,7 +314,8 @@ Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, cons
 }
 
 Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const TensorView& qrg,
-                      const DeviceArray<uint16_t>& latent, const std::vector<CompletedGroup>& done) {
+                      const DeviceArray<uint16_t>& latent, const std::vector<CompletedGroup>& done,
+                      const RopeRows* group_rope) {
   const ModelConfig& c = config_;
   const AttentionWeights& w = weights_.layers[l].attn;
   const RopeTable& rope = *rope_[l];
@@ -317,13 +326,11 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
   // Index keys of a key owner, from the pre-RoPE latents (spec §7.1); the shared slot moves here.
   const int64_t groups = static_cast<int64_t>(done.size());
   if (c.is_kv_source(l) && groups) {
-    std::vector<int64_t> group_pos;
-    for (const CompletedGroup& d : done) group_pos.push_back(d.pos);
     DeviceArray<uint16_t> keys = b.scratch<uint16_t>(groups * di);
     const TensorView kv = keys.view(DType::kBF16, {groups, di});
     b.be.linear({latent.view(DType::kBF16, {groups, c.head_dim}), &w.idx_wk, kv});
     b.be.rms_norm({kv, w.idx_k_norm, c.norm_eps, kv});
-    RopeRows(b.be, rope, group_pos).apply(b.be, keys.view(DType::kBF16, {groups, 1, di}), 0, false);
+    group_rope->apply(b.be, keys.view(DType::kBF16, {groups, 1, di}), 0, false);
     b.be.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
     publish_rows(b, store_->index_keys(l), kv, l, done);
     for (const CompletedGroup& d : done) {
@@ -418,8 +425,9 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
         ir.host_rows = rows;
         std::vector<int32_t> ids, vis;
         for (int64_t i : rows) ids.push_back(static_cast<int32_t>(i)), vis.push_back(visible[i]);
-        ir.rows = b.upload(ids), ir.visible = b.upload(vis);
-        if (!whole) {  // part of a decode group: its rows' block tables
+        ir.visible = b.upload(vis);
+        if (!whole) {  // part of a decode group: its rows and their block tables
+          ir.rows = b.upload(ids);
           const TensorView all = b.block_table(g);
           const size_t width = static_cast<size_t>(all.size(1));
           std::vector<int32_t> tables;
@@ -433,7 +441,7 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
       const TensorView table = whole ? b.block_table(g) : ir.tables.view(DType::kI32, {mp, b.block_table(g).size(1)});
       const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
       const TensorView keys = key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di});
-      const TensorView row_ids = ir.rows.view(DType::kI32, {mp});
+      const TensorView row_ids = whole ? TensorView{} : ir.rows.view(DType::kI32, {mp});
       // This owner's queries, weights and selections: the group's own, or gathered copies.
       DeviceArray<uint16_t> pq(b.be), pw(b.be);
       DeviceArray<int32_t> ptopk(b.be), pcand(b.be), pread(b.be);

@@ -25,6 +25,8 @@
 
 namespace dsinfer {
 
+struct RopeRows;
+
 struct ForwardChunk {
   SequenceState* state = nullptr;
   int64_t start_pos = 0;
@@ -111,7 +113,8 @@ class Model {
   };
   Status compressed_kv(int layer, Batch& b, size_t group, const TensorView& x, const TensorView& qr);
   Status indexer(int layer, Batch& b, size_t group, const TensorView& x, const TensorView& qr,
-                 const DeviceArray<uint16_t>& latent, const std::vector<CompletedGroup>& done);
+                 const DeviceArray<uint16_t>& latent, const std::vector<CompletedGroup>& done,
+                 const RopeRows* group_rope);  // the RoPE rows of done's positions (null: none done)
   /// Writes `rows` (the latents or keys of `done`, in order) into `pool`, layer `layer`'s, at each
   /// one's row: one scatter over rows the device reads, so a decode step's call does not depend
   /// on where its rows go.
