@@ -1,7 +1,7 @@
 // H200 per-kernel benchmark at V4.1-Flash decode shapes, next to the ceilings measured in the same
 // run: device-to-device copy bandwidth (bytes read + written) and cuBLAS bf16 and fp8 matrix
 // products. The block-scaled linear kernels (weights rotating over enough copies to miss the L2),
-// the dense kernel (the head; wo_a's eight groups in one launch) and the sparse attention. The
+// the dense kernels (the head; wo_a's eight groups in one launch) and the sparse attention. The
 // block-scaled rows are the library's kernels where the variant is what its dispatch runs, else
 // the kernel lab's (bench/cuda/lab: wgmma, the other loads-in-flight counts and grids).
 //   cuda_linear_bench [--batches 1,8,32,64 | --skip-block-scaled]
@@ -414,29 +414,33 @@ int main(int argc, char** argv) {
       cudaFree(ws[c]);
     }
   }
-  {  // the head: bf16 [vocab, dim], f32 output, double sums (the dense kernel)
+  // The dense kernels: bf16 tensor cores (fp32 sums, the default) and double sums (`exact`).
+  const auto dense_kernel = [](bool exact) { return exact ? "double sums" : "tensor cores"; };
+  {  // the head: bf16 [vocab, dim], f32 output
     const int out = 129280, k = 5120;
     const size_t w_bytes = static_cast<size_t>(out) * k * 2;
     void *w, *x, *y;
     double* x64;
     CHECK_CUDA(cudaMalloc(&w, w_bytes));
-    CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(k) * 4 * 8));
-    CHECK_CUDA(cudaMalloc(&x64, dsinfer::cuda::dense_linear_scratch_bytes(8, k, 1)));
-    CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(out) * 4 * 8));
+    CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(k) * 2 * 64));
+    CHECK_CUDA(cudaMalloc(&x64, dsinfer::cuda::dense_linear_scratch_bytes(64, k, 1)));
+    CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(out) * 4 * 64));
     fill_bf16_normal(w, static_cast<size_t>(out) * k, 90);
-    fill_bf16_normal(x, static_cast<size_t>(k) * 8, 91);  // read as bf16 rows
-    for (const int n : {1, 8}) {
-      const double us = graph_time_us(
-          [&](cudaStream_t st) {
-            dsinfer::cuda::DenseLinearParams p;
-            p.x = x, p.x_stride = k, p.x_f64 = x64, p.w = w, p.w_stride = k, p.y = y, p.y_f32 = true;
-            p.y_stride = out, p.n = n, p.k = k, p.out = out, p.stream = st;
-            CHECK_CUDA(dsinfer::cuda::launch_dense_linear(p));
-          },
-          3, 7);
-      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "head (bf16, dense)", out, k, n, "double sums",
-                  us, w_bytes / us / 1e3, 100 * w_bytes / us / 1e3 / copy, 2.0 * n * out * k / us / 1e6);
-    }
+    fill_bf16_normal(x, static_cast<size_t>(k) * 64, 91);
+    for (const int n : {1, 8, 64})
+      for (const bool exact : {false, true}) {
+        const double us = graph_time_us(
+            [&](cudaStream_t st) {
+              dsinfer::cuda::DenseLinearParams p;
+              p.x = x, p.x_stride = k, p.exact = exact, p.x_f64 = x64, p.w = w, p.w_stride = k, p.y = y;
+              p.y_f32 = true, p.y_stride = out, p.n = n, p.k = k, p.out = out, p.stream = st;
+              CHECK_CUDA(dsinfer::cuda::launch_dense_linear(p));
+            },
+            3, 7);
+        std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "head (bf16, dense)", out, k, n,
+                    dense_kernel(exact), us, w_bytes / us / 1e3, 100 * w_bytes / us / 1e3 / copy,
+                    2.0 * n * out * k / us / 1e6);
+      }
     cudaFree(w);
     cudaFree(x);
     cudaFree(x64);
@@ -454,26 +458,27 @@ int main(int argc, char** argv) {
     }
     void *x, *y;
     double* x64;
-    CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(groups) * k * 2 * 8));
-    CHECK_CUDA(cudaMalloc(&x64, dsinfer::cuda::dense_linear_scratch_bytes(8, k, groups)));
-    CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(groups) * rows * 2 * 8));
-    fill_bf16_normal(x, static_cast<size_t>(groups) * k * 8, 92);
-    for (const int n : {1, 8}) {
-      int turn = 0;
-      const double us = graph_time_us([&](cudaStream_t st) {
-        dsinfer::cuda::DenseLinearParams p;
-        p.x = x, p.x_stride = groups * k, p.x_f64 = x64, p.fp8_weights = true, p.w_stride = k, p.s_stride = k / 32;
-        p.y = y, p.y_stride = groups * rows, p.n = n, p.k = k, p.out = groups * rows, p.group_rows = rows;
-        p.stream = st;
-        for (int g = 0; g < groups; ++g) p.group_w[g] = w[turn * groups + g], p.group_scales[g] = ws[turn * groups + g];
-        CHECK_CUDA(dsinfer::cuda::launch_dense_linear(p));
-        turn = (turn + 1) % copies;
-      });
-      const double bytes = groups * static_cast<double>(w_bytes + s_bytes);
-      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "wo_a 8 groups (fp8, dense)", groups * rows, k,
-                  n, "double sums", us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy,
-                  2.0 * n * groups * rows * k / us / 1e6);
-    }
+    CHECK_CUDA(cudaMalloc(&x, static_cast<size_t>(groups) * k * 2 * 64));
+    CHECK_CUDA(cudaMalloc(&x64, dsinfer::cuda::dense_linear_scratch_bytes(64, k, groups)));
+    CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(groups) * rows * 2 * 64));
+    fill_bf16_normal(x, static_cast<size_t>(groups) * k * 64, 92);
+    for (const int n : {1, 8, 64})
+      for (const bool exact : {false, true}) {
+        int turn = 0;
+        const double us = graph_time_us([&](cudaStream_t st) {
+          dsinfer::cuda::DenseLinearParams p;
+          p.x = x, p.x_stride = groups * k, p.exact = exact, p.x_f64 = x64, p.fp8_weights = true, p.w_stride = k;
+          p.s_stride = k / 32, p.y = y, p.y_stride = groups * rows, p.n = n, p.k = k, p.out = groups * rows;
+          p.group_rows = rows, p.stream = st;
+          for (int g = 0; g < groups; ++g) p.group_w[g] = w[turn * groups + g], p.group_scales[g] = ws[turn * groups + g];
+          CHECK_CUDA(dsinfer::cuda::launch_dense_linear(p));
+          turn = (turn + 1) % copies;
+        });
+        const double bytes = groups * static_cast<double>(w_bytes + s_bytes);
+        std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "wo_a 8 groups (fp8, dense)",
+                    groups * rows, k, n, dense_kernel(exact), us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy,
+                    2.0 * n * groups * rows * k / us / 1e6);
+      }
     for (int c = 0; c < groups * copies; ++c) {
       cudaFree(w[c]);
       cudaFree(ws[c]);

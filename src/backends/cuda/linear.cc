@@ -107,7 +107,7 @@ void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {
       .x = a.x.data,
       .x_f32 = a.x.dtype == DType::kF32,
       .x_stride = a.x.stride[0],
-      .x_f64 = static_cast<double*>(scratch(scratch_.dense_x, cuda::dense_linear_scratch_bytes(n, k, groups))),
+      .exact = options_.linear_kernel == cuda::LinearKernel::kExact,
       .fp8_weights = w.format == LinearFormat::kFp8AsBf16,
       .w = w.weight.data,
       .w_stride = w.weight.stride[0],
@@ -125,6 +125,8 @@ void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {
     for (int g = 0; g < groups; ++g)
       p.group_w[g] = ops[g].w->weight.data, p.group_scales[g] = ops[g].w->scale.as<const uint8_t>();
   }
+  if (!cuda::dense_linear_on_tensor_cores(p))
+    p.x_f64 = static_cast<double*>(scratch(scratch_.dense_x, cuda::dense_linear_scratch_bytes(n, k, groups)));
   launched(cuda::launch_dense_linear(p), "linear (dense)");
 }
 

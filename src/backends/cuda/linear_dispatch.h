@@ -23,7 +23,7 @@ enum class LinearPath {
   kNothing,      // no rows
   kTensorCores,  // cuBLAS (kTensorCoreRows and more, a layout it takes, no kernel forced)
   kBlockScaled,  // the block-scaled kernels (fp8 / fp4 weights; launch_block_linear picks one)
-  kDense,        // bf16 weights, or fp8 read as bf16: double sums
+  kDense,        // bf16 weights, or fp8 read as bf16: bf16 tensor cores (double sums with kExact)
 };
 LinearPath linear_path(const LinearArgs& a, LinearKernel forced);
 

@@ -109,4 +109,19 @@ static_assert(kStep == 16);
 static_assert(kScaleBlock % kStep == 0);
 }  // namespace dense_kernel
 
+/// dense_mma.cu: dense weights on bf16 tensor cores, fp32 sums, 1-64 activation rows a pass.
+namespace dense_mma_kernel {
+inline constexpr int kWarps = 8;          // a CTA: 8 / split row tiles, each split over `split` warps
+inline constexpr int kTileRows = 16;      // weight rows a warp (the mma's M)
+inline constexpr int kChunk = 64;         // K a warp loads at once: lane (g, q) holds 16q .. 16q + 15
+inline constexpr int kMaxNTiles = 8;      // activation rows a pass: tiles of 8 (the mma's N)
+inline constexpr int kTargetWarps = 2048; // K is split until a launch has this many warps (shape only)
+inline constexpr int kMinSliceChunks = 4; // ... or a slice would be shorter than this
+static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
+static_assert(kChunk == 4 * 16 && kTileRows == 2 * (kWarp / 4));
+// fp8 scales cover 32 rows x 32 K: a 16-row tile and a lane's 16 K of a chunk never straddle two.
+static_assert(kScaleBlock % kTileRows == 0 && kScaleBlock % 16 == 0);
+static_assert((kWarps & (kWarps - 1)) == 0);
+}  // namespace dense_mma_kernel
+
 }  // namespace dsinfer::cuda::linear_config

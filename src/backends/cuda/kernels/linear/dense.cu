@@ -175,7 +175,7 @@ cudaError_t launch_rows(const DenseLinearParams& p, int groups, int64_t kp) {
 
 cudaError_t launch_dense_linear(const DenseLinearParams& p) {
   const int groups = p.group_rows > 0 && p.out % p.group_rows == 0 ? p.out / p.group_rows : 1;
-  if (p.n < 0 || p.k <= 0 || p.out < 0 || !p.x_f64 || p.group_rows < 0 || groups > DenseLinearParams::kMaxGroups ||
+  if (p.n < 0 || p.k <= 0 || p.out < 0 || p.group_rows < 0 || groups > DenseLinearParams::kMaxGroups ||
       (p.group_rows && p.out % p.group_rows != 0))
     return cudaErrorInvalidValue;
   bool vec = p.k % kStep == 0 && (p.w_stride * (p.fp8_weights ? 1 : 2)) % 16 == 0;
@@ -186,6 +186,8 @@ cudaError_t launch_dense_linear(const DenseLinearParams& p) {
     vec = vec && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   }
   if (p.n == 0 || p.out == 0) return cudaSuccess;
+  if (dense_linear_on_tensor_cores(p)) return launch_dense_mma(p);
+  if (!p.x_f64) return cudaErrorInvalidValue;
   const int64_t kp = padded(p.k), total = p.n * static_cast<int64_t>(groups) * p.k;
   sm90_f64_dense_linear_stage<<<static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535)), 256, 0,
                                 p.stream>>>(p, groups, kp);

@@ -1,6 +1,9 @@
 // Dense linear layers (spec §3.6): bf16 weights (or fp8 weights dequantised exactly, wo_a) times
-// an unquantised input, summed in double (products exact, as on the CPU) and rounded once to fp32,
-// then to bf16 unless the output is f32 (the head, the ratio-2 compressor). Framework-free.
+// an unquantised input, rounded to bf16 unless the output is f32 (the head, the ratio-2
+// compressor). Two kernels: bf16 tensor cores with fp32 sums in an order fixed by the matrix's
+// shape (dense_mma.cu: issue 18's numerics contract, batch-invariant), and double sums (products
+// exact, as on the CPU, rounded once to fp32: dense.cu) where asked for or where the first does
+// not apply. Framework-free.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,7 +16,8 @@ struct DenseLinearParams {
   const void* x = nullptr;  // [n, k] bf16 (uint16_t bits) or f32, row stride x_stride
   bool x_f32 = false;
   int64_t x_stride = 0;
-  double* x_f64 = nullptr;   // scratch of dense_linear_scratch_bytes() the launcher fills
+  bool exact = false;        // double sums even where the tensor cores apply
+  double* x_f64 = nullptr;   // double sums only: scratch of dense_linear_scratch_bytes() the launcher fills
   bool fp8_weights = false;  // e4m3 [out, k] with e8m0 scales [ceil(out/32), k/32], else bf16
   const void* w = nullptr;   // [out, k], row stride w_stride (elements)
   int64_t w_stride = 0;
@@ -33,10 +37,16 @@ struct DenseLinearParams {
   cudaStream_t stream = nullptr;
 };
 
-/// One warp per output row and up to 4 activation rows per pass. cudaErrorInvalidValue for
-/// fp8 weights with k % 32 != 0, groups that do not divide out, or a missing scratch.
+/// The tensor-core kernel where it applies (not `exact`, bf16 x, k % 64 == 0, 16-byte aligned
+/// rows), else the double sums (a warp per output row, up to 4 activation rows a pass).
+/// cudaErrorInvalidValue for fp8 weights with k % 32 != 0, groups that do not divide out, or a
+/// missing scratch where the double sums need one.
 cudaError_t launch_dense_linear(const DenseLinearParams& p);
+/// Whether launch_dense_linear runs p on the tensor cores (then it needs no x_f64).
+bool dense_linear_on_tensor_cores(const DenseLinearParams& p);
 /// The x_f64 scratch a call of n activation rows of `groups` blocks of k columns needs.
 size_t dense_linear_scratch_bytes(int n, int k, int groups);
+/// The tensor-core kernel alone (dense_mma.cu), for launch_dense_linear once p is checked.
+cudaError_t launch_dense_mma(const DenseLinearParams& p);
 
 }  // namespace dsinfer::cuda

@@ -36,7 +36,7 @@ struct ExpertGroup {
 enum class LinearKernel {
   kAuto,   // kTiled
   kExact,  // the kernels that equal the CPU's exact block sums, the fastest measured for the shape:
-           // kGemv at n = 1 (kFma where it does not apply), kMma above
+           // kGemv at n = 1 (kFma where it does not apply), kMma above; the dense linears' double sums
   kTiled,  // f16 tensor cores, fp32 sums: 64 weight rows a CTA, K split over a cluster by shape
            // alone, the activations staged in shared memory; any n (passes of 64), batch-invariant
   kGemv,   // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
