@@ -523,7 +523,7 @@ int main(int argc, char** argv) {
           },
           n >= 64 ? 3 : 20, n >= 64 ? 5 : 15);
       const double bytes = static_cast<double>(n) * (k * d * 2 + 2 * heads * d * 2);
-      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "sparse attention", heads, k, n, "double sums",
+      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "sparse attention", heads, k, n, "three passes",
                   us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy, 4.0 * n * heads * k * d / us / 1e6);
       for (void* v : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(win), static_cast<void*>(cmp),
                       static_cast<void*>(sink), static_cast<void*>(idx), static_cast<void*>(scores)})

@@ -25,6 +25,7 @@ using testing::to_device;
 // The CUDA sparse attention of n queries against the CPU's: 98 % bit-equal; each output within 2
 // bf16 ulps or, where a probability rounded to bf16 the other way (its fp32 score a rounding off
 // the exact one) moves an output near zero by many ulps, within 2^-12 of the largest |value|.
+// And batch-invariant: a token alone gives the same bits.
 void check_sparse_attn(int n, int heads, int d, int n_win, int n_cmp, int k) {
   CpuBackend cpu(0);
   const std::vector<uint16_t> q = testing::random_bf16(static_cast<size_t>(n) * heads * d, 1, 0.5f),
@@ -72,6 +73,19 @@ void check_sparse_attn(int n, int heads, int d, int n_win, int n_cmp, int k) {
       "sparse attention (n %d, heads %d, d %d, k %d): %.2f %% of outputs bit-equal, max %d ulps, max |d| %.3g\n", n,
       heads, d, k, 100.0 * equal / got.size(), ulps_max, err_max);
   EXPECT_GE(equal, static_cast<int>(got.size() * 0.98));
+  // A token alone gives the bits it gave among the n (a lone token's blocks are tiled for few
+  // tokens: the sums must not depend on it).
+  for (const int t : {0, n - 1}) {
+    cuda::SparseAttnParams one = p;
+    one.q += static_cast<int64_t>(t) * p.q_stride, one.idx += static_cast<int64_t>(t) * k, one.n = 1;
+    uint16_t* dout1 = to_device(std::vector<uint16_t>(static_cast<size_t>(heads) * d, 0xFFFF));
+    one.out = dout1;
+    ASSERT_EQ(cuda::launch_sparse_attn(one), cudaSuccess);
+    const std::vector<uint16_t> alone = from_device(dout1, static_cast<size_t>(heads) * d);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), got.begin() + static_cast<int64_t>(t) * heads * d))
+        << "token " << t << " alone differs from itself among " << n;
+    cudaFree(dout1);
+  }
   for (void* v : {static_cast<void*>(dq), static_cast<void*>(dwin), static_cast<void*>(dcmp), static_cast<void*>(dout),
                   static_cast<void*>(didx), static_cast<void*>(dsink), static_cast<void*>(scores)})
     cudaFree(v);

@@ -4,11 +4,14 @@
 // (each exact in fp32, summed in double), rounded once, so its bits are the CPU's. The attention
 // keeps the CPU's structure (the online softmax over the reference's 64-row blocks in row order,
 // P rounded to bf16, each block's value sums folded into the fp32 accumulator in block order) but
-// sums its dot products and a block's values in fp32, in an order fixed per output.
+// sums its dot products in fp32 and a block's values on bf16 tensor cores (fp32 sums), in an order
+// fixed per output.
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cuda/common/async_copy.cuh"
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/mma.cuh"
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/attention/config.h"
@@ -22,6 +25,12 @@ using namespace attention_config::sparse_attn;
 using attention_config::indexer_scores::kFewTokensKeys;
 using attention_config::indexer_scores::kKeysPerBlock;
 using attention_config::indexer_scores::kWarpsPerBlock;
+
+// A token's row of scores (then P) in the workspace: its k slots padded to whole softmax blocks,
+// P zero past k, so that the value pass copies whole 16-byte pieces of a block.
+__host__ __device__ inline int padded_slots(int k) {
+  return (k + kSoftmaxBlock - 1) / kSoftmaxBlock * kSoftmaxBlock;
+}
 
 // The row a KV index names, or null for an empty slot.
 __device__ inline const uint16_t* kv_row(const SparseAttnParams& p, int32_t id) {
@@ -60,13 +69,14 @@ __global__ void __launch_bounds__(kScoreThreads) sm90_bf16_sparse_attn_scores(Sp
     if (c2 == 0) live[j] = row != nullptr;
   }
   __syncthreads();
-  float* out = p.scores + (static_cast<int64_t>(blockIdx.z) * p.heads + h0) * p.k + j0;
+  const int kp = padded_slots(p.k);
+  float* out = p.scores + (static_cast<int64_t>(blockIdx.z) * p.heads + h0) * kp + j0;
   const int j = threadIdx.x % kScoreRows;
   if (j >= rows) return;
   const uint32_t* kr = ks + j * (half + 1);
   for (int h = threadIdx.x / kScoreRows; h < heads; h += kScoreThreads / kScoreRows) {
     if (!live[j]) {
-      out[static_cast<int64_t>(h) * p.k + j] = -INFINITY;
+      out[static_cast<int64_t>(h) * kp + j] = -INFINITY;
       continue;
     }
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -83,13 +93,13 @@ __global__ void __launch_bounds__(kScoreThreads) sm90_bf16_sparse_attn_scores(Sp
       s0 = fmaf(bf16x2_lo_to_float(a0), bf16x2_lo_to_float(b0), s0);
       s1 = fmaf(bf16x2_hi_to_float(a0), bf16x2_hi_to_float(b0), s1);
     }
-    out[static_cast<int64_t>(h) * p.k + j] = ((s0 + s1) + (s2 + s3)) * p.scale;
+    out[static_cast<int64_t>(h) * kp + j] = ((s0 + s1) + (s2 + s3)) * p.scale;
   }
 }
 
 // A warp per (token, head): over the reference's 64-row blocks in order, the running max, each
 // block's rescale factor alpha, P = exp(s - max) over the scores (rounded to bf16, as P.V uses it;
-// 0 for an empty slot), and the blocks' probability sums (fp32 values added in row order in
+// 0 for an empty slot and past k), and the blocks' probability sums (fp32 values added in row order in
 // double) folded into l with alpha; l then takes the sink.
 __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
     sm90_f32_sparse_attn_softmax(SparseAttnParams p, float* alpha, float* l_out) {
@@ -98,7 +108,7 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
   if (h >= p.heads) return;
   const int64_t th = static_cast<int64_t>(blockIdx.y) * p.heads + h;
   const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
-  float* s = p.scores + th * k;
+  float* s = p.scores + th * padded_slots(k);
   __shared__ float probs[kSoftmaxWarps][kSoftmaxBlock];
   float* prob = probs[warp];
   float m = -1e30f, l = 0.0f;
@@ -113,8 +123,7 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
     double sum = 0;  // every lane the same, in row order
     for (int r = 0; r < kSoftmaxBlock; ++r) sum += prob[r];
     __syncwarp();
-    if (ja < k) s[ja] = round_bf16(pa);
-    if (jb < k) s[jb] = round_bf16(pb);
+    s[ja] = round_bf16(pa), s[jb] = round_bf16(pb);  // 0 past k
     if (lane == 0) alpha[th * nb + b] = a;
     l = l * a + static_cast<float>(sum);
     m = next;
@@ -122,69 +131,105 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
   if (lane == 0) l_out[th] = l + expf(p.sink[h] - m);
 }
 
-// Block per (2 * kValuePairs output dims, group of kGroup heads, token). For each 64-row block in
-// order: its rows' dims and the group's P staged in shared memory, then each of a thread's (head,
-// dim pair) items sums P * v over the block's rows in row order in fp32 and folds the sum into its
-// accumulator: acc = acc * alpha + sum. out = bf16(acc / l).
-template <int kGroup, int kThreads>
-__global__ void __launch_bounds__(kThreads)
+// Block per (kValueDims dims, kHeadTiles x 16 heads, token), on bf16 tensor cores. For each 64-row
+// block in order, the block's rows (dims [c0, c0 + kValueDims)) and the heads' P are staged in
+// shared memory, kStages - 1 blocks ahead; a warp's D = P . V over the block is 4 chained
+// mma.m16n8k16 (16 rows each; P is bf16 already, so the products are exact in fp32) for its 16 heads
+// and its columns of 8 dims, folded into its accumulator: acc = acc * alpha + D. out = bf16(acc / l).
+// An output's sum does not depend on the tiling (the few tokens' smaller blocks give the same bits).
+constexpr int kVStride = kValueDims + 8;  // bf16 a staged row: ldmatrix's 8 rows on distinct banks
+constexpr int kPStride = kSoftmaxBlock + 8;  // floats a staged row of P: a half-warp's float2 reads on distinct banks
+
+__host__ __device__ constexpr int value_stage_bytes(int head_tiles) {
+  return kSoftmaxBlock * kVStride * 2 + head_tiles * 16 * kPStride * 4;
+}
+
+template <int kHeadTiles, int kStages>
+__global__ void __launch_bounds__(kValueWarps* kWarp)
     sm90_bf16_sparse_attn_values(SparseAttnParams p, int t0, const float* alpha, const float* l_in) {
-  constexpr int kItems = kGroup * kValuePairs / kThreads;
-  static_assert(kGroup * kValuePairs % kThreads == 0);
-  __shared__ uint32_t vs[kSoftmaxBlock][kValuePairs];  // the block's rows as bf16 pairs (0 for an empty slot)
-  __shared__ float ps[kGroup][kSoftmaxBlock];          // P of the group's heads
+  constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = kValueWarps / kHeadTiles;
+  constexpr int kColumns = kValueDims / 8 / kWarpsPerTile;  // a warp's 8-dim columns
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
   const int64_t tl = blockIdx.z, t = t0 + tl;
-  const int h0 = blockIdx.y * kGroup, heads = min(kGroup, p.heads - h0);
-  const int c0 = static_cast<int>(blockIdx.x) * 2 * kValuePairs, pairs = min(kValuePairs, (p.d - c0) / 2);
-  const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
+  const int c0 = static_cast<int>(blockIdx.x) * kValueDims, h0 = static_cast<int>(blockIdx.y) * kHeads;
+  const int k = p.k, kp = padded_slots(k), nb = kp / kSoftmaxBlock;
   const int32_t* idx = p.idx + t * p.idx_stride;
-  const float* P = p.scores + (tl * p.heads + h0) * k;
-  const float* alpha_of = alpha + (tl * p.heads + h0) * nb;
-  float acc[kItems][2] = {};
-  for (int b = 0; b < nb; ++b) {
-    const int jb = b * kSoftmaxBlock, rows = min(kSoftmaxBlock, k - jb);
-    for (int i = threadIdx.x; i < kSoftmaxBlock * kValuePairs; i += blockDim.x) {
-      const int j = i / kValuePairs, cp = i % kValuePairs;
-      const uint16_t* row = j < rows && cp < pairs ? kv_row(p, idx[jb + j]) : nullptr;
-      vs[j][cp] = row ? __ldg(reinterpret_cast<const uint32_t*>(row + c0) + cp) : 0u;
-    }
-    for (int i = threadIdx.x; i < heads * kSoftmaxBlock; i += blockDim.x) {
-      const int hh = i / kSoftmaxBlock, j = i % kSoftmaxBlock;
-      ps[hh][j] = j < rows ? P[static_cast<int64_t>(hh) * k + jb + j] : 0.0f;
-    }
-    __syncthreads();
-    float part[kItems][2] = {};
-    for (int j = 0; j < rows; ++j) {
-#pragma unroll
-      for (int u = 0; u < kItems; ++u) {
-        const int item = threadIdx.x + u * kThreads, hh = item / kValuePairs, cp = item % kValuePairs;
-        if (hh >= heads) break;
-        const float pj = ps[hh][j];
-        const uint32_t v = vs[j][cp];
-        part[u][0] = fmaf(pj, bf16x2_lo_to_float(v), part[u][0]);
-        part[u][1] = fmaf(pj, bf16x2_hi_to_float(v), part[u][1]);
+  const float* P = p.scores + (tl * p.heads + h0) * kp;
+  const auto stage_at = [&](int b) { return smem + (b % kStages) * value_stage_bytes(kHeadTiles); };
+  // Starts copying block b's rows and P into its stage (zeros for empty slots, rows past k, dims
+  // past d and heads past the count); a commit group a block, empty past the last.
+  const auto stage = [&](int b) {
+    if (b < nb) {
+      uint16_t* vs = reinterpret_cast<uint16_t*>(stage_at(b));
+      float* ps = reinterpret_cast<float*>(stage_at(b) + kSoftmaxBlock * kVStride * 2);
+      const int jb = b * kSoftmaxBlock;
+      for (int i = threadIdx.x; i < kSoftmaxBlock * (kValueDims / 8); i += blockDim.x) {
+        const int j = i / (kValueDims / 8), c = c0 + 8 * (i % (kValueDims / 8));
+        const uint16_t* row = jb + j < k && c < p.d ? kv_row(p, idx[jb + j]) : nullptr;
+        cp_async16(vs + j * kVStride + (c - c0), row ? row + c : p.q, row != nullptr);
+      }
+      for (int i = threadIdx.x; i < kHeads * (kSoftmaxBlock / 4); i += blockDim.x) {
+        const int hh = i / (kSoftmaxBlock / 4), c = 4 * (i % (kSoftmaxBlock / 4));
+        const bool in = h0 + hh < p.heads;
+        cp_async16(ps + hh * kPStride + c, in ? P + static_cast<int64_t>(hh) * kp + jb + c : P, in);
       }
     }
-#pragma unroll
-    for (int u = 0; u < kItems; ++u) {
-      const int hh = (threadIdx.x + u * kThreads) / kValuePairs;
-      if (hh >= heads) break;
-      const float a = alpha_of[static_cast<int64_t>(hh) * nb + b];
-      acc[u][0] = acc[u][0] * a + part[u][0];
-      acc[u][1] = acc[u][1] * a + part[u][1];
-    }
+    cp_async_commit();
+  };
+  const int tile = warp / kWarpsPerTile, col0 = (warp % kWarpsPerTile) * kColumns;
+  const int ha = h0 + 16 * tile + g, hb = ha + 8;  // the lane's heads (D rows g and g + 8)
+  float acc[kColumns][4] = {};
+  for (int b = 0; b < kStages - 1; ++b) stage(b);
+  for (int b = 0; b < nb; ++b) {
+    stage(b + kStages - 1);
+    cp_async_wait<kStages - 1>();  // block b's group
     __syncthreads();
+    const uint16_t* vs = reinterpret_cast<const uint16_t*>(stage_at(b));
+    const float* ps = reinterpret_cast<const float*>(stage_at(b) + kSoftmaxBlock * kVStride * 2) + 16 * tile * kPStride;
+    float d[kColumns][4] = {};
+#pragma unroll
+    for (int s = 0; s < kSoftmaxBlock / 16; ++s) {
+      const float* pa = ps + g * kPStride + 16 * s + 2 * q;
+      const float2 p00 = *reinterpret_cast<const float2*>(pa), p01 = *reinterpret_cast<const float2*>(pa + 8);
+      const float2 p10 = *reinterpret_cast<const float2*>(pa + 8 * kPStride);
+      const float2 p11 = *reinterpret_cast<const float2*>(pa + 8 * kPStride + 8);
+      const uint32_t a[4] = {pack_bf16x2(p00.x, p00.y), pack_bf16x2(p10.x, p10.y), pack_bf16x2(p01.x, p01.y),
+                             pack_bf16x2(p11.x, p11.y)};
+      // Lanes 8m .. 8m + 7 address matrix m: rows 16s + 8 (m % 2) + lane % 8 of column pair m / 2.
+      const uint16_t* row = vs + (16 * s + 8 * ((lane / 8) % 2) + lane % 8) * kVStride + 8 * (lane / 16);
+#pragma unroll
+      for (int c = 0; c < kColumns; c += 2) {
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, row + 8 * (col0 + c));
+        mma_bf16(a, r[0], r[1], d[c]);
+        mma_bf16(a, r[2], r[3], d[c + 1]);
+      }
+    }
+    const float* alpha_t = alpha + tl * p.heads * nb;
+    const float aa = ha < p.heads ? alpha_t[static_cast<int64_t>(ha) * nb + b] : 0.0f;
+    const float ab = hb < p.heads ? alpha_t[static_cast<int64_t>(hb) * nb + b] : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c) {
+      acc[c][0] = acc[c][0] * aa + d[c][0];
+      acc[c][1] = acc[c][1] * aa + d[c][1];
+      acc[c][2] = acc[c][2] * ab + d[c][2];
+      acc[c][3] = acc[c][3] * ab + d[c][3];
+    }
+    __syncthreads();  // every warp is done with the stage before it is loaded again
   }
 #pragma unroll
-  for (int u = 0; u < kItems; ++u) {
-    const int item = threadIdx.x + u * kThreads, hh = item / kValuePairs, cp = item % kValuePairs;
-    if (hh >= heads) break;
-    if (cp >= pairs) continue;
-    const float l = l_in[tl * p.heads + h0 + hh];
-    uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h0 + hh) * p.d + c0 + 2 * cp;
-    const uint32_t lo = float_to_bf16(acc[u][0] / l);
-    const uint32_t hi = float_to_bf16(acc[u][1] / l);
-    *reinterpret_cast<uint32_t*>(out) = lo | hi << 16;
+  for (int c = 0; c < kColumns; ++c) {
+    const int dim = c0 + 8 * (col0 + c) + 2 * q;
+    if (dim >= p.d) continue;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int h = half ? hb : ha;
+      if (h >= p.heads) continue;
+      const float l = l_in[tl * p.heads + h];
+      const uint32_t lo = float_to_bf16(acc[c][2 * half] / l), hi = float_to_bf16(acc[c][2 * half + 1] / l);
+      *reinterpret_cast<uint32_t*>(p.out + t * p.out_stride + static_cast<int64_t>(h) * p.d + dim) = lo | hi << 16;
+    }
   }
 }
 
@@ -230,11 +275,23 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_score
   }
 }
 
+template <int kHeadTiles, int kStages>
+cudaError_t launch_values(const SparseAttnParams& p, int t0, unsigned tokens, const float* alpha, const float* l) {
+  constexpr int bytes = kStages * value_stage_bytes(kHeadTiles);
+  static const cudaError_t opt_in = cudaFuncSetAttribute(sm90_bf16_sparse_attn_values<kHeadTiles, kStages>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (opt_in != cudaSuccess) return opt_in;
+  const dim3 grid(static_cast<unsigned>((p.d + kValueDims - 1) / kValueDims),
+                  static_cast<unsigned>((p.heads + 16 * kHeadTiles - 1) / (16 * kHeadTiles)), tokens);
+  sm90_bf16_sparse_attn_values<kHeadTiles, kStages><<<grid, kValueWarps * kWarp, bytes, p.stream>>>(p, t0, alpha, l);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 size_t sparse_attn_workspace_bytes(const SparseAttnParams& p) {
-  const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;  // the scores (then P), alpha and l of a pass
-  return static_cast<size_t>(std::min(p.n, kTokensPerPass)) * p.heads * (p.k + nb + 1) * sizeof(float);
+  const int kp = padded_slots(p.k);  // the scores (then P), alpha and l of a pass
+  return static_cast<size_t>(std::min(p.n, kTokensPerPass)) * p.heads * (kp + kp / kSoftmaxBlock + 1) * sizeof(float);
 }
 
 cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
@@ -245,7 +302,7 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   if (p.n == 0) return cudaSuccess;
   const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   const int pass = std::min(p.n, kTokensPerPass);
-  float* alpha = p.scores + static_cast<int64_t>(pass) * p.heads * p.k;
+  float* alpha = p.scores + static_cast<int64_t>(pass) * p.heads * padded_slots(p.k);
   float* l = alpha + static_cast<int64_t>(pass) * p.heads * nb;
   // A few tokens' heads in small groups, so that their blocks fill the GPU (the sums are the same).
   const bool few = p.n < kFewTokens;
@@ -270,15 +327,9 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
     sm90_f32_sparse_attn_softmax<<<dim3(static_cast<unsigned>((p.heads + kSoftmaxWarps - 1) / kSoftmaxWarps), tokens),
                                    kSoftmaxWarps * kWarp, 0, p.stream>>>(p, alpha, l);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    const unsigned col_blocks = static_cast<unsigned>((p.d + 2 * kValuePairs - 1) / (2 * kValuePairs));
-    const int value_group = few ? kSmallValueGroup : kHeadGroup;
-    const dim3 grid(col_blocks, static_cast<unsigned>((p.heads + value_group - 1) / value_group), tokens);
-    if (few)
-      sm90_bf16_sparse_attn_values<kSmallValueGroup, kSmallValueThreads>
-          <<<grid, kSmallValueThreads, 0, p.stream>>>(p, t0, alpha, l);
-    else
-      sm90_bf16_sparse_attn_values<kHeadGroup, kValueThreads><<<grid, kValueThreads, 0, p.stream>>>(p, t0, alpha, l);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    const cudaError_t e = few ? launch_values<kSmallValueHeadTiles, kSmallValueStages>(p, t0, tokens, alpha, l)
+                              : launch_values<kValueHeadTiles, kValueStages>(p, t0, tokens, alpha, l);
+    if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }

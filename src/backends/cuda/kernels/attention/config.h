@@ -16,18 +16,25 @@ inline constexpr int kFewTokens = 32;
 namespace sparse_attn {
 inline constexpr int kSoftmaxBlock = 64;                          // the reference kernel's online-softmax block
 inline constexpr int kHeadGroup = 64;                             // heads a block reads a KV row for
-inline constexpr int kSmallScoreGroup = 8, kSmallValueGroup = 4;  // heads a block for a few tokens
+inline constexpr int kSmallScoreGroup = 8;  // heads a scores block for a few tokens
 // Scores: a block per (tile of kScoreRows slots, head group, token); a lane a slot, a warp a head.
 inline constexpr int kScoreRows = kWarp, kScoreThreads = 256;
 inline constexpr int kMaxD = 1024;  // the scores' q and rows in shared memory (the opt-in's 227 KB)
 // Softmax: a warp per (token, head), kSoftmaxWarps a block.
 inline constexpr int kSoftmaxWarps = 4;
-// Values: a block per (2 * kValuePairs dims, head group, token); a thread kGroup * kValuePairs /
-// threads (head, dim pair)s: 8 in a full group, 1 in a small one.
-inline constexpr int kValuePairs = 32, kValueThreads = 256, kSmallValueThreads = 128;
+// Values on bf16 tensor cores: a block of kValueWarps per (kValueDims dims, head tiles of 16,
+// token): 4 head tiles (64 heads), or 1 for a few tokens; the softmax blocks' rows and P staged in
+// a ring of shared-memory stages.
+inline constexpr int kValueDims = 64, kValueWarps = 4;
+inline constexpr int kValueHeadTiles = 4, kSmallValueHeadTiles = 1;
+inline constexpr int kValueStages = 2, kSmallValueStages = 4;  // fewer heads a block: more blocks in flight
 inline constexpr int kTokensPerPass = 256;  // bounds the workspace
 static_assert(kScoreThreads % kScoreRows == 0 && kScoreThreads <= kMaxThreadsPerBlock);
-static_assert(kValueThreads <= kMaxThreadsPerBlock && kSmallScoreGroup <= kHeadGroup && kSmallValueGroup <= kHeadGroup);
+static_assert(kSmallScoreGroup <= kHeadGroup && kValueHeadTiles * 16 == kHeadGroup);
+// A warp takes a head tile and an equal share of the block's 8-dim columns, in pairs (ldmatrix.x4).
+static_assert(kValueWarps % kValueHeadTiles == 0 && kValueWarps % kSmallValueHeadTiles == 0);
+static_assert(kValueDims / 8 % (2 * (kValueWarps / kSmallValueHeadTiles)) == 0);
+static_assert(kSoftmaxBlock % 16 == 0 && kValueDims % 8 == 0);
 // The maxima: a warp per 32 rows, two to a softmax block.
 static_assert(kSoftmaxBlock == 2 * kWarp);
 static_assert(kHeadGroup * kMaxD / 2 * 4 + kScoreRows * (kMaxD / 2 + 1) * 4 <= 227 * 1024);

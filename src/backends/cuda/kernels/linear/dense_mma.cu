@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "backends/cuda/common/fp8.cuh"
+#include "backends/cuda/common/mma.cuh"
 #include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/dense.h"
 
@@ -24,21 +25,8 @@ namespace {
 using namespace linear_config;
 using namespace linear_config::dense_mma_kernel;
 using common::e8m0_to_float;
-
-/// d += a * b on bf16 tensor cores (mma.m16n8k16, f32 accumulators), the PTX ISA's lane layout.
-__device__ inline void mma_bf16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ inline uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
+using common::mma_bf16;
+using common::pack_bf16x2;
 
 // Four e4m3 codes times the block's scale as two bf16 pairs, exactly: a code's bits shifted into a
 // float are its value times 2^-120 (subnormal codes included), so times 2^120 it is the code's value

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/cuda/common/async_copy.cuh"
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/kernels/linear/block_fragments.cuh"
@@ -66,18 +67,6 @@ __host__ __device__ constexpr int pass_smem_bytes(int rows, int slice, int stage
   const int staged = rows * act_stride(slice) + rows * slice * 4;
   const int partial = kTileRows * rows * 4;
   return ring_bytes(stages) + scale_bytes(slice) + (staged > partial ? staged : partial);
-}
-
-__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ inline void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int kPending>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 struct Operand {
