@@ -4,8 +4,8 @@
 // (each exact in fp32, summed in double), rounded once, so its bits are the CPU's. The attention
 // keeps the CPU's structure (the online softmax over the reference's 64-row blocks in row order,
 // P rounded to bf16, each block's value sums folded into the fp32 accumulator in block order) but
-// sums its dot products in fp32 and a block's values on bf16 tensor cores (fp32 sums), in an order
-// fixed per output.
+// sums its dot products and a block's values on bf16 tensor cores (fp32 sums), in an order fixed
+// per output.
 #include <algorithm>
 #include <cmath>
 
@@ -40,61 +40,87 @@ __device__ inline const uint16_t* kv_row(const SparseAttnParams& p, int32_t id) 
 }
 
 // The three passes of the sparse attention over a pass of tokens (workspace: the scores, then
-// alpha and l, as sparse_attn_workspace_bytes lays them out). The scores and the value sums are
-// fp32 sums in a fixed order (the issue's numerics contract: the CPU sums exactly), each item's
-// order its own whatever the launch: the same bits for a token alone or in a batch. A block reads
-// a KV row once for a group of `group` heads: up to kHeadGroup (a decode batch's 64 heads at
-// V4.1-Flash), fewer for a few tokens, whose launches would otherwise fill a few SMs.
+// alpha and l, as sparse_attn_workspace_bytes lays them out). The scores and the value sums run on
+// bf16 tensor cores, fp32 sums in a fixed order per output (the issue's numerics contract: the CPU
+// sums exactly): an output's mma chain does not depend on the other rows and columns of its tile,
+// so a token gets the same bits alone or in a batch, in a few tokens' smaller blocks or the batch's.
 
-// Block per (tile of kScoreRows slots, head group, token): the group's q staged in shared memory as
-// bf16 pairs [d / 2][heads], the tile's rows [kScoreRows][d / 2 + 1] (padded: lane j reads row j
-// without bank conflicts); a warp takes a head and the tile's 32 rows, a lane a row.
-// scores[token][head][j] = (q.k) * scale, -inf for an empty slot; q.k in four fp32 partial sums
-// (the pairs' low and high halves of even and odd pairs), added as (s0 + s1) + (s2 + s3).
-__global__ void __launch_bounds__(kScoreThreads) sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0, int group) {
-  extern __shared__ uint32_t smem32[];
-  const int half = p.d / 2, h0 = blockIdx.y * group, heads = min(group, p.heads - h0);
-  uint32_t* qs = smem32;             // [half][heads]
-  uint32_t* ks = qs + half * heads;  // [kScoreRows][half + 1]
-  __shared__ bool live[kScoreRows];
-  const int64_t t = t0 + blockIdx.z;
-  const uint32_t* q = reinterpret_cast<const uint32_t*>(p.q + t * p.q_stride + static_cast<int64_t>(h0) * p.d);
-  for (int i = threadIdx.x; i < heads * half; i += blockDim.x) qs[(i % half) * heads + i / half] = q[i];
-  const int j0 = static_cast<int>(blockIdx.x) * kScoreRows, rows = min(kScoreRows, p.k - j0);
-  const int32_t* idx = p.idx + t * p.idx_stride + j0;
-  for (int i = threadIdx.x; i < rows * half; i += blockDim.x) {
-    const int j = i / half, c2 = i % half;
-    const uint16_t* row = kv_row(p, idx[j]);
-    ks[j * (half + 1) + c2] = row ? __ldg(reinterpret_cast<const uint32_t*>(row) + c2) : 0u;
-    if (c2 == 0) live[j] = row != nullptr;
+constexpr int kSStride = kScoreChunk + 8;  // bf16 a staged row of a d chunk: the fragments' lanes on distinct banks
+
+__host__ __device__ constexpr int score_stage_bytes(int head_tiles) {
+  return (kScoreSlots + 16 * head_tiles) * kSStride * 2;
+}
+
+// Block per (kScoreSlots slots, kHeadTiles x 16 heads, token). Over d in chunks (two cp.async stages
+// of the slots' rows and the heads' q), a warp's D = q . K^T for its 16 heads and its 8-slot columns
+// is one chain of mma.m16n8k16 over d in order (products exact in fp32); a row of K is the B
+// operand's column as it lies in memory. scores[token][head][j] = D * scale, -inf for an empty slot.
+template <int kHeadTiles>
+__global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0) {
+  constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = kWarps / kHeadTiles;
+  constexpr int kColumns = kScoreSlots / 8 / kWarpsPerTile;  // a warp's 8-slot columns
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
+  const int64_t tl = blockIdx.z, t = t0 + tl;
+  const int j0 = static_cast<int>(blockIdx.x) * kScoreSlots, h0 = static_cast<int>(blockIdx.y) * kHeads;
+  const int32_t* idx = p.idx + t * p.idx_stride;
+  const uint16_t* qt = p.q + t * p.q_stride + static_cast<int64_t>(h0) * p.d;
+  const int chunks = (p.d + kScoreChunk - 1) / kScoreChunk;
+  const auto stage_at = [&](int c) { return reinterpret_cast<uint16_t*>(smem + (c % 2) * score_stage_bytes(kHeadTiles)); };
+  // Starts copying d chunk c of the slots' rows and the heads' q (zeros for empty slots, slots past
+  // k, heads past the count, d past its end); a commit group a chunk, empty past the last.
+  const auto stage = [&](int c) {
+    if (c < chunks) {
+      uint16_t* ks = stage_at(c);
+      uint16_t* qs = ks + kScoreSlots * kSStride;
+      for (int i = threadIdx.x; i < (kScoreSlots + kHeads) * (kScoreChunk / 8); i += blockDim.x) {
+        const int r = i / (kScoreChunk / 8), col = c * kScoreChunk + 8 * (i % (kScoreChunk / 8));
+        const uint16_t* src = nullptr;
+        if (col < p.d) {
+          if (r < kScoreSlots)
+            src = j0 + r < p.k ? kv_row(p, idx[j0 + r]) : nullptr;
+          else if (h0 + r - kScoreSlots < p.heads)
+            src = qt + static_cast<int64_t>(r - kScoreSlots) * p.d;
+        }
+        cp_async16((r < kScoreSlots ? ks + r * kSStride : qs + (r - kScoreSlots) * kSStride) + (col - c * kScoreChunk),
+                   src ? src + col : p.q, src != nullptr);
+      }
+    }
+    cp_async_commit();
+  };
+  const int tile = warp / kWarpsPerTile, col0 = (warp % kWarpsPerTile) * kColumns;
+  float d[kColumns][4] = {};
+  stage(0);
+  for (int c = 0; c < chunks; ++c) {
+    stage(c + 1);
+    cp_async_wait<1>();  // chunk c's group
+    __syncthreads();
+    const uint16_t* ks = stage_at(c);
+    const uint16_t* qa = ks + kScoreSlots * kSStride + (16 * tile + g) * kSStride;
+    const int steps = (min(kScoreChunk, p.d - c * kScoreChunk) + 15) / 16;
+    for (int s = 0; s < steps; ++s) {
+      const int kk = 16 * s + 2 * q;
+      const uint32_t a[4] = {*reinterpret_cast<const uint32_t*>(qa + kk),
+                             *reinterpret_cast<const uint32_t*>(qa + 8 * kSStride + kk),
+                             *reinterpret_cast<const uint32_t*>(qa + kk + 8),
+                             *reinterpret_cast<const uint32_t*>(qa + 8 * kSStride + kk + 8)};
+#pragma unroll
+      for (int j = 0; j < kColumns; ++j) {
+        const uint16_t* kb = ks + (8 * (col0 + j) + g) * kSStride + kk;
+        mma_bf16(a, *reinterpret_cast<const uint32_t*>(kb), *reinterpret_cast<const uint32_t*>(kb + 8), d[j]);
+      }
+    }
+    __syncthreads();  // every warp is done with the stage before it is loaded again
   }
-  __syncthreads();
   const int kp = padded_slots(p.k);
-  float* out = p.scores + (static_cast<int64_t>(blockIdx.z) * p.heads + h0) * kp + j0;
-  const int j = threadIdx.x % kScoreRows;
-  if (j >= rows) return;
-  const uint32_t* kr = ks + j * (half + 1);
-  for (int h = threadIdx.x / kScoreRows; h < heads; h += kScoreThreads / kScoreRows) {
-    if (!live[j]) {
-      out[static_cast<int64_t>(h) * kp + j] = -INFINITY;
-      continue;
+#pragma unroll
+  for (int j = 0; j < kColumns; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = h0 + 16 * tile + g + (e >= 2 ? 8 : 0), slot = j0 + 8 * (col0 + j) + 2 * q + (e & 1);
+      if (h >= p.heads || slot >= p.k) continue;
+      p.scores[(tl * p.heads + h) * kp + slot] = idx[slot] < 0 ? -INFINITY : d[j][e] * p.scale;
     }
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int c2 = 0;
-    for (; c2 + 1 < half; c2 += 2) {
-      const uint32_t a0 = qs[c2 * heads + h], b0 = kr[c2], a1 = qs[(c2 + 1) * heads + h], b1 = kr[c2 + 1];
-      s0 = fmaf(bf16x2_lo_to_float(a0), bf16x2_lo_to_float(b0), s0);
-      s1 = fmaf(bf16x2_hi_to_float(a0), bf16x2_hi_to_float(b0), s1);
-      s2 = fmaf(bf16x2_lo_to_float(a1), bf16x2_lo_to_float(b1), s2);
-      s3 = fmaf(bf16x2_hi_to_float(a1), bf16x2_hi_to_float(b1), s3);
-    }
-    if (c2 < half) {
-      const uint32_t a0 = qs[c2 * heads + h], b0 = kr[c2];
-      s0 = fmaf(bf16x2_lo_to_float(a0), bf16x2_lo_to_float(b0), s0);
-      s1 = fmaf(bf16x2_hi_to_float(a0), bf16x2_hi_to_float(b0), s1);
-    }
-    out[static_cast<int64_t>(h) * kp + j] = ((s0 + s1) + (s2 + s3)) * p.scale;
-  }
 }
 
 // A warp per (token, head): over the reference's 64-row blocks in order, the running max, each
@@ -145,9 +171,9 @@ __host__ __device__ constexpr int value_stage_bytes(int head_tiles) {
 }
 
 template <int kHeadTiles, int kStages>
-__global__ void __launch_bounds__(kValueWarps* kWarp)
+__global__ void __launch_bounds__(kWarps* kWarp)
     sm90_bf16_sparse_attn_values(SparseAttnParams p, int t0, const float* alpha, const float* l_in) {
-  constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = kValueWarps / kHeadTiles;
+  constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = kWarps / kHeadTiles;
   constexpr int kColumns = kValueDims / 8 / kWarpsPerTile;  // a warp's 8-dim columns
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
@@ -275,6 +301,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_score
   }
 }
 
+template <int kHeadTiles>
+cudaError_t launch_scores(const SparseAttnParams& p, int t0, unsigned tokens) {
+  constexpr int bytes = 2 * score_stage_bytes(kHeadTiles);
+  static const cudaError_t opt_in = cudaFuncSetAttribute(sm90_bf16_sparse_attn_scores<kHeadTiles>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (opt_in != cudaSuccess) return opt_in;
+  const dim3 grid(static_cast<unsigned>((p.k + kScoreSlots - 1) / kScoreSlots),
+                  static_cast<unsigned>((p.heads + 16 * kHeadTiles - 1) / (16 * kHeadTiles)), tokens);
+  sm90_bf16_sparse_attn_scores<kHeadTiles><<<grid, kWarps * kWarp, bytes, p.stream>>>(p, t0);
+  return cudaGetLastError();
+}
+
 template <int kHeadTiles, int kStages>
 cudaError_t launch_values(const SparseAttnParams& p, int t0, unsigned tokens, const float* alpha, const float* l) {
   constexpr int bytes = kStages * value_stage_bytes(kHeadTiles);
@@ -283,7 +321,7 @@ cudaError_t launch_values(const SparseAttnParams& p, int t0, unsigned tokens, co
   if (opt_in != cudaSuccess) return opt_in;
   const dim3 grid(static_cast<unsigned>((p.d + kValueDims - 1) / kValueDims),
                   static_cast<unsigned>((p.heads + 16 * kHeadTiles - 1) / (16 * kHeadTiles)), tokens);
-  sm90_bf16_sparse_attn_values<kHeadTiles, kStages><<<grid, kValueWarps * kWarp, bytes, p.stream>>>(p, t0, alpha, l);
+  sm90_bf16_sparse_attn_values<kHeadTiles, kStages><<<grid, kWarps * kWarp, bytes, p.stream>>>(p, t0, alpha, l);
   return cudaGetLastError();
 }
 
@@ -296,7 +334,7 @@ size_t sparse_attn_workspace_bytes(const SparseAttnParams& p) {
 
 cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.d > kMaxD || p.k < 0 || p.q_stride % 8 != 0 ||
+  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.k < 0 || p.q_stride % 8 != 0 ||
       p.out_stride % 2 != 0 || !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) || (p.n > 0 && !p.scores))
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
@@ -306,29 +344,17 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   float* l = alpha + static_cast<int64_t>(pass) * p.heads * nb;
   // A few tokens' heads in small groups, so that their blocks fill the GPU (the sums are the same).
   const bool few = p.n < kFewTokens;
-  const int group = few ? kSmallScoreGroup : kHeadGroup;
-  const size_t score_bytes = static_cast<size_t>(std::min(p.heads, group)) * (p.d / 2) * 4 +
-                             static_cast<size_t>(kScoreRows) * (p.d / 2 + 1) * 4;
-  if (score_bytes > kSharedBytesDefault) {
-    if (const cudaError_t e = cudaFuncSetAttribute(
-            sm90_bf16_sparse_attn_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(score_bytes));
-        e != cudaSuccess)
-      return e;
-  }
-  const unsigned head_groups = static_cast<unsigned>((p.heads + group - 1) / group);
   for (int t0 = 0; t0 < p.n; t0 += kTokensPerPass) {
     const unsigned tokens = static_cast<unsigned>(std::min(kTokensPerPass, p.n - t0));
     if (p.k > 0) {
-      sm90_bf16_sparse_attn_scores<<<dim3(static_cast<unsigned>((p.k + kScoreRows - 1) / kScoreRows), head_groups,
-                                          tokens),
-                                     kScoreThreads, score_bytes, p.stream>>>(p, t0, group);
-      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+      const cudaError_t e = few ? launch_scores<kSmallHeadTiles>(p, t0, tokens) : launch_scores<kHeadTiles>(p, t0, tokens);
+      if (e != cudaSuccess) return e;
     }
     sm90_f32_sparse_attn_softmax<<<dim3(static_cast<unsigned>((p.heads + kSoftmaxWarps - 1) / kSoftmaxWarps), tokens),
                                    kSoftmaxWarps * kWarp, 0, p.stream>>>(p, alpha, l);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    const cudaError_t e = few ? launch_values<kSmallValueHeadTiles, kSmallValueStages>(p, t0, tokens, alpha, l)
-                              : launch_values<kValueHeadTiles, kValueStages>(p, t0, tokens, alpha, l);
+    const cudaError_t e = few ? launch_values<kSmallHeadTiles, kSmallValueStages>(p, t0, tokens, alpha, l)
+                              : launch_values<kHeadTiles, kValueStages>(p, t0, tokens, alpha, l);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -14,30 +14,29 @@ inline constexpr int kFewTokens = 32;
 
 /// attention.cu: the sparse attention's three passes (scores, the softmax, the value sums).
 namespace sparse_attn {
-inline constexpr int kSoftmaxBlock = 64;                          // the reference kernel's online-softmax block
-inline constexpr int kHeadGroup = 64;                             // heads a block reads a KV row for
-inline constexpr int kSmallScoreGroup = 8;  // heads a scores block for a few tokens
-// Scores: a block per (tile of kScoreRows slots, head group, token); a lane a slot, a warp a head.
-inline constexpr int kScoreRows = kWarp, kScoreThreads = 256;
-inline constexpr int kMaxD = 1024;  // the scores' q and rows in shared memory (the opt-in's 227 KB)
+inline constexpr int kSoftmaxBlock = 64;  // the reference kernel's online-softmax block
+// Both sums on bf16 tensor cores, a block of 4 warps over head tiles of 16: 4 tiles (64 heads), or
+// 1 for a few tokens so that their blocks fill the GPU; a warp takes a head tile and an equal share
+// of the block's 8-wide columns (slots, or dims), in pairs.
+inline constexpr int kWarps = 4;
+inline constexpr int kHeadTiles = 4, kSmallHeadTiles = 1;
+// Scores: a block per (kScoreSlots slots, head tiles, token); d in chunks of kScoreChunk through two
+// cp.async stages of the slots' rows and the heads' q.
+inline constexpr int kScoreSlots = 64, kScoreChunk = 128;
 // Softmax: a warp per (token, head), kSoftmaxWarps a block.
 inline constexpr int kSoftmaxWarps = 4;
-// Values on bf16 tensor cores: a block of kValueWarps per (kValueDims dims, head tiles of 16,
-// token): 4 head tiles (64 heads), or 1 for a few tokens; the softmax blocks' rows and P staged in
-// a ring of shared-memory stages.
-inline constexpr int kValueDims = 64, kValueWarps = 4;
-inline constexpr int kValueHeadTiles = 4, kSmallValueHeadTiles = 1;
-inline constexpr int kValueStages = 2, kSmallValueStages = 4;  // fewer heads a block: more blocks in flight
+// Values: a block per (kValueDims dims, head tiles, token); the softmax blocks' rows and P staged
+// in a ring of shared-memory stages, more in flight for a few tokens' smaller blocks.
+inline constexpr int kValueDims = 64;
+inline constexpr int kValueStages = 2, kSmallValueStages = 4;
 inline constexpr int kTokensPerPass = 256;  // bounds the workspace
-static_assert(kScoreThreads % kScoreRows == 0 && kScoreThreads <= kMaxThreadsPerBlock);
-static_assert(kSmallScoreGroup <= kHeadGroup && kValueHeadTiles * 16 == kHeadGroup);
-// A warp takes a head tile and an equal share of the block's 8-dim columns, in pairs (ldmatrix.x4).
-static_assert(kValueWarps % kValueHeadTiles == 0 && kValueWarps % kSmallValueHeadTiles == 0);
-static_assert(kValueDims / 8 % (2 * (kValueWarps / kSmallValueHeadTiles)) == 0);
-static_assert(kSoftmaxBlock % 16 == 0 && kValueDims % 8 == 0);
+static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
+static_assert(kWarps % kHeadTiles == 0 && kWarps % kSmallHeadTiles == 0);
+static_assert(kScoreSlots / 8 % (2 * (kWarps / kSmallHeadTiles)) == 0 && kScoreChunk % 16 == 0);
+static_assert(kValueDims / 8 % (2 * (kWarps / kSmallHeadTiles)) == 0);
+static_assert(kSoftmaxBlock % 16 == 0 && kScoreSlots % 16 == 0);
 // The maxima: a warp per 32 rows, two to a softmax block.
 static_assert(kSoftmaxBlock == 2 * kWarp);
-static_assert(kHeadGroup * kMaxD / 2 * 4 + kScoreRows * (kMaxD / 2 + 1) * 4 <= 227 * 1024);
 }  // namespace sparse_attn
 
 /// attention.cu: the indexer's scores, a block per (tile of keys, token), a warp per key, a lane per head.
