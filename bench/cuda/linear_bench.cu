@@ -6,7 +6,8 @@
 // the kernel lab's (bench/cuda/lab: wgmma, the other loads-in-flight counts and grids).
 //   cuda_linear_bench [--batches 1,8,32,64 | --skip-block-scaled]
 //   BENCH_QUICK=1: the library's kernels alone (tiled, mma, the gemv the dispatch would run), not
-//   the lab's variants; BENCH_SLICES=32,40,...: the tiled kernel at other bounds on a K slice too
+//   the lab's variants; BENCH_SLICES=32,40,...: the tiled kernel at other bounds on a K slice too;
+//   BENCH_STAGED=8,32: the tiled kernel's 64-row passes with other parts of a slice staged at once
 //   cuda_linear_bench check    the lab's variants against the CPU backend (exit status: failures)
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -271,13 +272,17 @@ int main(int argc, char** argv) {
               "TFLOP/s");
   const char* only = std::getenv("BENCH_ONLY");  // a shape's name contains it (for a profiler run)
   const bool quick = std::getenv("BENCH_QUICK") != nullptr;
-  std::vector<int> slice_sweep;
-  if (const char* s = std::getenv("BENCH_SLICES"))
-    for (std::string list = s; !list.empty();) {
-      const size_t comma = list.find(',');
-      slice_sweep.push_back(std::stoi(list.substr(0, comma)));
-      list = comma == std::string::npos ? "" : list.substr(comma + 1);
-    }
+  const auto int_list = [](const char* name) {
+    std::vector<int> v;
+    if (const char* s = std::getenv(name))
+      for (std::string list = s; !list.empty();) {
+        const size_t comma = list.find(',');
+        v.push_back(std::stoi(list.substr(0, comma)));
+        list = comma == std::string::npos ? "" : list.substr(comma + 1);
+      }
+    return v;
+  };
+  const std::vector<int> slice_sweep = int_list("BENCH_SLICES"), staged_sweep = int_list("BENCH_STAGED");
   for (const Shape& s : shapes) {
     if (batches.empty()) break;
     if (only && !std::strstr(s.name, only)) continue;
@@ -317,7 +322,8 @@ int main(int argc, char** argv) {
       // gemv kernel with chunks_in_flight c, else the FMA kernel with that many loads in flight (the library's at its
       // defaults, else the lab's)
       constexpr int kGemvVariant = 100, kTiledVariant = -1000;
-      auto run = [&](bool quantize, int in_flight, int blocks_per_sm, int gemv_rows = 0, int slice_blocks = 0) {
+      auto run = [&](bool quantize, int in_flight, int blocks_per_sm, int gemv_rows = 0, int slice_blocks = 0,
+                     int staged_blocks = 0) {
         int turn = 0;
         return graph_time_us([&](cudaStream_t stream) {
           q.stream = stream;
@@ -333,6 +339,7 @@ int main(int argc, char** argv) {
           p.gemv_rows = gemv_rows;
           if (in_flight == kTiledVariant) {
             p.kernel = dsinfer::cuda::LinearKernel::kTiled, p.tiled_slice_blocks = slice_blocks;
+            p.tiled_staged_blocks = staged_blocks;
             CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
             turn = (turn + s.groups) % copies;
             return;
@@ -368,6 +375,11 @@ int main(int argc, char** argv) {
         char variant[32];
         std::snprintf(variant, sizeof variant, "tiled slice<=%d", slice);
         report(variant, run(false, kTiledVariant, 0, 0, slice));
+      }
+      for (const int staged : n > 32 ? staged_sweep : std::vector<int>{}) {  // BENCH_STAGED: other staged parts
+        char variant[32];
+        std::snprintf(variant, sizeof variant, "tiled staged %d", staged);
+        report(variant, run(false, kTiledVariant, 0, 0, 0, staged));
       }
       report("quant + tiled", run(true, kTiledVariant, 0));
       if (quick) {

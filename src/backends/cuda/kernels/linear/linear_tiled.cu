@@ -9,8 +9,9 @@
 // the row's fp32 sum as fma(D, sx * sw, acc) (both scales powers of two, so their product is
 // exact).
 //
-// The slice's activations and weight scales are staged once in shared memory for the CTA's four
-// warps (a weight byte costs at most one activation byte from L2 at 64 rows). Each warp streams
+// The slice's activations and weight scales are staged in shared memory for the CTA's four warps
+// (a weight byte costs at most one activation byte from L2 at 64 rows), at once or, for 64 rows,
+// in parts so that an SM holds several CTAs. Each warp streams
 // its rows' weights through its own ring of K blocks in shared memory with cp.async, kStages
 // blocks ahead of its mmas: the bytes in flight cost no registers, so an SM keeps several CTAs
 // and enough loads in flight to cover the memory's latency.
@@ -60,13 +61,14 @@ __host__ __device__ constexpr int scale_bytes(int slice) {
 __host__ __device__ constexpr int ring_bytes(int stages) {
   return kWarps * stages * kRingBlockBytes;
 }
-// Shared memory of a pass of `rows` activation rows (a multiple of 8) over a slice: the rings, the
-// weight scales, the staged activations and their scales. After the pass the CTA's partial sums
-// are written from the start (over the rings); the space is sized so that they fit.
-__host__ __device__ constexpr int pass_smem_bytes(int rows, int slice, int stages) {
-  const int staged = rows * act_stride(slice) + rows * slice * 4;
+// Shared memory of a pass of `rows` activation rows (a multiple of 8) with `part` K blocks staged
+// at a time: the rings, the part's weight scales, activations and their scales. After the pass the
+// CTA's partial sums are written from the start (over the rings); the space is sized so that they
+// fit.
+__host__ __device__ constexpr int pass_smem_bytes(int rows, int part, int stages) {
+  const int staged = rows * act_stride(part) + rows * part * 4;
   const int partial = kTileRows * rows * 4;
-  return ring_bytes(stages) + scale_bytes(slice) + (staged > partial ? staged : partial);
+  return ring_bytes(stages) + scale_bytes(part) + (staged > partial ? staged : partial);
 }
 
 struct Operand {
@@ -95,12 +97,14 @@ __device__ inline Operand resolve(const BlockLinearParams& p, int group) {
 }
 
 // Starts copying the activations of the slice's blocks [b, b + count) of rows [n0, n0 + rows) to
-// shared memory (rows past `rows` up to `padded` as zeros: their columns are discarded, but stay
-// finite), and loads the CTA's weight scales of those blocks (fp4: [row][block]; fp8: [32-row
-// group][block]); the caller waits and then meets the other warps at a barrier.
+// shared memory, rows of `width` blocks (rows past `rows` up to `padded` as zeros: their columns
+// are discarded, but stay finite), and loads the CTA's weight scales of those blocks (fp4:
+// [row][block]; fp8: [32-row group][block]); the caller waits and then meets the other warps at a
+// barrier.
 __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o, int n0, int rows, int padded,
-                                   int tile_r0, int b, int count, uint8_t* act, float* scales, uint8_t* wscales) {
-  const int blocks = p.k / 32, stride = act_stride(count);
+                                   int tile_r0, int b, int count, int width, uint8_t* act, float* scales,
+                                   uint8_t* wscales) {
+  const int blocks = p.k / 32, stride = act_stride(width);
   const int chunks = count * 4;  // 16-byte chunks a row
   for (int i = threadIdx.x; i < padded * chunks; i += blockDim.x) {
     const int r = i / chunks, c = i % chunks;
@@ -109,14 +113,14 @@ __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o,
   }
   for (int i = threadIdx.x; i < padded * count; i += blockDim.x) {
     const int r = i / count, c = i % count;
-    scales[r * count + c] = r < rows ? o.sx[static_cast<int64_t>(n0 + r) * blocks + b + c] : 0.0f;
+    scales[r * width + c] = r < rows ? o.sx[static_cast<int64_t>(n0 + r) * blocks + b + c] : 0.0f;
   }
   const int scale_rows = p.fp4 ? kTileRows : kTileRows / 32;
   for (int i = threadIdx.x; i < scale_rows * count; i += blockDim.x) {
     const int r = i / count, c = i % count;
     const int row = p.fp4 ? tile_r0 + r : tile_r0 / 32 + r;
     const bool in = p.fp4 ? row < p.out : row * 32 < p.out;
-    wscales[r * count + c] = in ? o.sw[static_cast<int64_t>(row) * p.s_stride + b + c] : 0;
+    wscales[r * width + c] = in ? o.sw[static_cast<int64_t>(row) * p.s_stride + b + c] : 0;
   }
 }
 
@@ -149,54 +153,60 @@ __device__ inline void ring_raw(bool fp4, const uint8_t* slot, int g, int t, uin
 }
 
 // One pass of NT tiles of activation rows over the CTA's K slice [kb0, kb1): the slice's
-// activations and scales staged once, then each warp's blocks through its ring, kStages - 1
-// blocks in flight ahead of the one in use (a commit group a block, empty past the slice).
+// activations and scales staged `part` blocks at a time, then each warp's blocks through its ring,
+// kStages - 1 blocks in flight ahead of the one in use (a commit group a block, empty past the
+// slice; the ring runs on across the parts). The blocks' order, and so every sum, is the same
+// whatever the part.
 template <int NT, int kStages>
 __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Operand& o, int n0, int rows, int tile_r0,
-                                           int kb0, int kb1, uint8_t* smem, float (&acc)[NT][4]) {
+                                           int kb0, int kb1, int part, uint8_t* smem, float (&acc)[NT][4]) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const int count = kb1 - kb0, r0 = tile_r0 + warp * 16;
+  const int count = kb1 - kb0, r0 = tile_r0 + warp * 16, width = min(part, count);
   uint8_t* ring = smem + warp * kStages * kRingBlockBytes;
   uint8_t* wscales = smem + ring_bytes(kStages);
-  uint8_t* act = wscales + scale_bytes(count);
-  float* scales = reinterpret_cast<float*>(act + NT * 8 * act_stride(count));
+  uint8_t* act = wscales + scale_bytes(width);
+  float* scales = reinterpret_cast<float*>(act + NT * 8 * act_stride(width));
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < count) ring_load(p, o, r0, kb0 + s, ring + s * kRingBlockBytes);
     cp_async_commit();
   }
-  stage_slice(p, o, n0, rows, NT * 8, tile_r0, kb0, count, act, scales, wscales);
-  cp_async_commit();
-  cp_async_wait<0>();  // the staged slice (and the ring's first blocks)
-  __syncthreads();
-  const int stride = act_stride(count);
-  const uint8_t* sw_g = wscales + (p.fp4 ? (warp * 16 + g) * count : (warp * 16 / 32) * count);
-  const uint8_t* sw_g8 = wscales + (p.fp4 ? (warp * 16 + g + 8) * count : (warp * 16 / 32) * count);
-  for (int rel = 0; rel < count; ++rel) {
-    cp_async_wait<kStages - 2>();   // block rel is in its slot (this lane's copies)
-    __syncwarp();                   // and every lane's
-    if (rel + kStages - 1 < count)  // into the slot the previous block left
-      ring_load(p, o, r0, kb0 + rel + kStages - 1, ring + ((rel + kStages - 1) % kStages) * kRingBlockBytes);
+  const int stride = act_stride(width);
+  const uint8_t* sw_g = wscales + (p.fp4 ? (warp * 16 + g) * width : (warp * 16 / 32) * width);
+  const uint8_t* sw_g8 = wscales + (p.fp4 ? (warp * 16 + g + 8) * width : (warp * 16 / 32) * width);
+  for (int s0 = 0; s0 < count; s0 += width) {
+    if (s0 > 0) __syncthreads();  // every warp is done with the previous part
+    stage_slice(p, o, n0, rows, NT * 8, tile_r0, kb0 + s0, min(width, count - s0), width, act, scales, wscales);
     cp_async_commit();
-    uint32_t raw[4], a0[4], a1[4];
-    ring_raw(p.fp4, ring + (rel % kStages) * kRingBlockBytes, g, t, raw);
-    raw_to_a(p.fp4, raw, a0, a1);
-    const float wg = e8m0_to_float(sw_g[rel]), wg8 = e8m0_to_float(sw_g8[rel]);
+    cp_async_wait<0>();  // the staged part (and the ring's blocks in flight)
+    __syncthreads();
+    for (int rel = s0; rel < min(count, s0 + width); ++rel) {
+      const int c = rel - s0;          // the block's column in the staged part
+      cp_async_wait<kStages - 2>();   // block rel is in its slot (this lane's copies)
+      __syncwarp();                   // and every lane's
+      if (rel + kStages - 1 < count)  // into the slot the previous block left
+        ring_load(p, o, r0, kb0 + rel + kStages - 1, ring + ((rel + kStages - 1) % kStages) * kRingBlockBytes);
+      cp_async_commit();
+      uint32_t raw[4], a0[4], a1[4];
+      ring_raw(p.fp4, ring + (rel % kStages) * kRingBlockBytes, g, t, raw);
+      raw_to_a(p.fp4, raw, a0, a1);
+      const float wg = e8m0_to_float(sw_g[c]), wg8 = e8m0_to_float(sw_g8[c]);
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      if (j * 8 >= rows) break;  // tiles of no row (an expert's few tokens): nothing to add
-      const uint4 bx = *reinterpret_cast<const uint4*>(act + (j * 8 + g) * stride + rel * 64 + t * 16);
-      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_f16(a0, bx.x, bx.y, d);
-      mma_f16(a1, bx.z, bx.w, d);
-      const float sx0 = scales[(j * 8 + 2 * t) * count + rel];
-      const float sx1 = scales[(j * 8 + 2 * t + 1) * count + rel];
-      acc[j][0] = fmaf(d[0], sx0 * wg, acc[j][0]);
-      acc[j][1] = fmaf(d[1], sx1 * wg, acc[j][1]);
-      acc[j][2] = fmaf(d[2], sx0 * wg8, acc[j][2]);
-      acc[j][3] = fmaf(d[3], sx1 * wg8, acc[j][3]);
+      for (int j = 0; j < NT; ++j) {
+        if (j * 8 >= rows) break;  // tiles of no row (an expert's few tokens): nothing to add
+        const uint4 bx = *reinterpret_cast<const uint4*>(act + (j * 8 + g) * stride + c * 64 + t * 16);
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_f16(a0, bx.x, bx.y, d);
+        mma_f16(a1, bx.z, bx.w, d);
+        const float sx0 = scales[(j * 8 + 2 * t) * width + c];
+        const float sx1 = scales[(j * 8 + 2 * t + 1) * width + c];
+        acc[j][0] = fmaf(d[0], sx0 * wg, acc[j][0]);
+        acc[j][1] = fmaf(d[1], sx1 * wg, acc[j][1]);
+        acc[j][2] = fmaf(d[2], sx0 * wg8, acc[j][2]);
+        acc[j][3] = fmaf(d[3], sx1 * wg8, acc[j][3]);
+      }
+      __syncwarp();  // every lane is done with the slot before it is loaded again
     }
-    __syncwarp();  // every lane is done with the slot before it is loaded again
   }
   cp_async_wait<0>();
 }
@@ -205,10 +215,10 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
 // staged activations) written to shared memory as [kTileRows][T * 8] partial sums.
 template <int T, int kStages>
 __device__ __forceinline__ void pass_to_smem(const BlockLinearParams& p, const Operand& o, int n0, int rows,
-                                             int tile_r0, int kb0, int kb1, uint8_t* smem, float* part) {
+                                             int tile_r0, int kb0, int kb1, int staged, uint8_t* smem, float* part) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   float acc[T][4] = {};
-  slice_pass<T, kStages>(p, o, n0, rows, tile_r0, kb0, kb1, smem, acc);
+  slice_pass<T, kStages>(p, o, n0, rows, tile_r0, kb0, kb1, staged, smem, acc);
   __syncthreads();  // the staged activations are read: the space holds the partial sums now
 #pragma unroll
   for (int j = 0; j < T; ++j)
@@ -225,7 +235,7 @@ __host__ __device__ constexpr int stages_for(int tiles) {
 // kTiles: the activation tiles of a pass (rows past the call's are zeros). The same arithmetic per
 // row at every kTiles: each row is its own column of the mma.
 template <int kTiles>
-__global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_tiled(BlockLinearParams p, int split) {
+__global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_tiled(BlockLinearParams p, int split, int staged) {
   constexpr int kStages = stages_for(kTiles), cols = kTiles * 8;
   extern __shared__ __align__(16) uint8_t smem[];
   cg::cluster_group cluster = cg::this_cluster();
@@ -239,7 +249,7 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_tiled(BlockLi
   float* part = reinterpret_cast<float*>(smem);  // [kTileRows][cols] after the pass (over the rings)
   for (int n0 = 0; n0 < o.n; n0 += cols) {
     const int rows = min(cols, o.n - n0);
-    pass_to_smem<kTiles, kStages>(p, o, n0, rows, tile_r0, kb0, kb1, smem, part);
+    pass_to_smem<kTiles, kStages>(p, o, n0, rows, tile_r0, kb0, kb1, staged, smem, part);
     cluster.sync();  // every slice's partial sums are in its CTA's shared memory
     // Rank q adds the slices of every split-th output, in rank order, and writes it.
     for (int i = rank * blockDim.x + threadIdx.x; i < kTileRows * cols; i += split * blockDim.x) {
@@ -253,11 +263,18 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_tiled(BlockLi
   }
 }
 
+// K blocks of activations staged at a time: a slice's, or fewer for the 64-row instance so that
+// an SM holds more than one of its CTAs (the order of the sums does not change).
+__host__ __device__ constexpr int staged_blocks_for(int tiles) {
+  return tiles >= kMaxNTiles ? kStagedBlocksFullPass : kMaxSliceBlocks;
+}
+
 template <int kTiles>
 cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   const int slice = (p.k / 32 + split - 1) / split;
-  const int smem = pass_smem_bytes(kTiles * 8, slice, stages_for(kTiles));
-  if (smem > kSharedBytesOptIn) return cudaErrorInvalidValue;  // 64-row passes from K 12,320 (V4.1: K <= 8192)
+  const int staged = std::min(slice, p.tiled_staged_blocks > 0 ? p.tiled_staged_blocks : staged_blocks_for(kTiles));
+  const int smem = pass_smem_bytes(kTiles * 8, staged, stages_for(kTiles));
+  if (smem > kSharedBytesOptIn) return cudaErrorInvalidValue;  // only a benchmark's part of over 64 blocks
   // The opt-in once an instance (a launch takes what it asks for, up to this).
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       sm90_block_linear_tiled<kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytesOptIn);
@@ -273,7 +290,7 @@ cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, sm90_block_linear_tiled<kTiles>, p, split);
+  return cudaLaunchKernelEx(&config, sm90_block_linear_tiled<kTiles>, p, split, staged);
 }
 
 }  // namespace
