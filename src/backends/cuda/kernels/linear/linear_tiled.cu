@@ -11,10 +11,10 @@
 //
 // The slice's activations and weight scales are staged in shared memory for the CTA's four warps
 // (a weight byte costs at most one activation byte from L2 at 64 rows), at once or, for 64 rows,
-// in parts so that an SM holds several CTAs. Each warp streams
-// its rows' weights through its own ring of K blocks in shared memory with cp.async, kStages
-// blocks ahead of its mmas: the bytes in flight cost no registers, so an SM keeps several CTAs
-// and enough loads in flight to cover the memory's latency.
+// in parts so that an SM holds several CTAs. Each warp streams its rows' weights through its own
+// ring of K blocks in shared memory with cp.async, kStages blocks ahead of its mmas: the bytes in
+// flight cost no registers, so an SM keeps several CTAs and enough loads in flight to cover the
+// memory's latency.
 //
 // What fixes a row's sum: the split (by the matrix's shape and the GPU's size, never by the
 // number of rows, matrices or experts in the launch), the block order within a slice, the rank
