@@ -1,7 +1,7 @@
-// bf16 tensor-core operations (mma.sync m16n8k16 with fp32 accumulators, ldmatrix) in the PTX
-// ISA's lane layouts: lane (g, q) = (lane / 4, lane % 4) holds A rows g and g + 8 at K 2q, 2q + 1
+// f16 and bf16 tensor-core operations (mma.sync m16n8k16 with fp32 accumulators, ldmatrix) in the
+// PTX ISA's lane layouts: lane (g, q) = (lane / 4, lane % 4) holds A rows g and g + 8 at K 2q, 2q + 1
 // (a0, a1) and 2q + 8, 2q + 9 (a2, a3), B column g at K 2q, 2q + 1 (b0) and 2q + 8, 2q + 9 (b1),
-// and D rows g, g + 8 at columns 2q, 2q + 1. Products of bf16 values are exact in fp32; the order
+// and D rows g, g + 8 at columns 2q, 2q + 1. Products of f16 or bf16 values are exact in fp32; the order
 // of a D element's sum does not depend on the other rows or columns.
 #pragma once
 
@@ -10,6 +10,15 @@
 #include <cstdint>
 
 namespace dsinfer::cuda::common {
+
+/// d += a * b on f16 tensor cores (mma.m16n8k16, f32 accumulators).
+__device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 /// d += a * b on bf16 tensor cores (mma.m16n8k16, f32 accumulators).
 __device__ inline void mma_bf16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {

@@ -7,19 +7,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/cuda/common/mma.cuh"
 #include "backends/cuda/kernels/linear/params.h"
 
 namespace dsinfer::cuda::linear_detail {
 
-/// d += a * b on f16 tensor cores (mma.m16n8k16, f32 accumulators): a warp's A fragment (4 f16
-/// pairs), B fragment (2) and D (4 floats) in the PTX ISA's lane layout.
-__device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using common::mma_f16;
 
 /// Group `group`'s weights and scales: its own, or in a routed call the chosen expert's from the
 /// device table. false for an expert id outside [0, route_count) (the group's outputs are zeros).
