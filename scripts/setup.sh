@@ -5,7 +5,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
           nlohmann-json3-dev libcli11-dev libfmt-dev libutf8proc-dev libpcre2-dev
-          libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libopenmpi-dev openmpi-bin)
 # Node.js and npm run the official `openai` client against the server in the tests (the package
 # itself comes from the npm registry); a Node.js from elsewhere (e.g. NodeSource) is used as it is.
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)

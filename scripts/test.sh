@@ -3,13 +3,14 @@
 # cpu, golden, gpu; gpu tests skip themselves without a GPU) but the `long` ones (past 128K
 # positions on the CPU, 20 minutes on 2 cores: `ctest -L long` runs them), then the openai npm client against
 # the server. With SANITIZE=1 it also builds a
-# second tree under AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there.
+# second tree under AddressSanitizer + UndefinedBehaviorSanitizer and runs the suite there (without
+# the MPI communicator: Open MPI's own allocations would be reported as leaks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cuda_flag=()
 [ -n "${CUDA:-}" ] && cuda_flag=(-DDSINFER_CUDA="$CUDA")  # CUDA=ON makes a missing nvcc an error
-scripts/build.sh -DDSINFER_WERROR=ON "${cuda_flag[@]}"
+scripts/build.sh -DDSINFER_WERROR=ON -DDSINFER_MPI=ON "${cuda_flag[@]}"
 (cd build && ctest --output-on-failure -j "$(nproc)" -LE long)
 tests/e2e/openai_client.sh build/src/cli/dsinfer  # the official openai npm client against dsinfer serve
 if [ "${SANITIZE:-0}" = 1 ]; then
@@ -17,7 +18,7 @@ if [ "${SANITIZE:-0}" = 1 ]; then
   # CI's time on 2 cores), its tests run ~30 % longer; the reports keep their file:line.
   BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DDSINFER_SANITIZE=address,undefined \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
-    -DDSINFER_CUDA=OFF -DDSINFER_BUILD_BENCH=OFF -DDSINFER_WERROR=ON
+    -DDSINFER_CUDA=OFF -DDSINFER_MPI=OFF -DDSINFER_BUILD_BENCH=OFF -DDSINFER_WERROR=ON
   # The exhaustive prefill sweeps (every prompt length in every piece size: about half of this pass's
   # 8 minutes on 2 cores) run in the normal pass only; under the sanitizers the same chunked-prefill
   # code runs in BatchInvariance.BesideAPrefill, the step replay and the engine's tests.

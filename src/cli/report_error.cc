@@ -19,6 +19,8 @@ int report_error(const Status& status) {
       return 5;
     case ErrorKind::kUnsupported:
       return 6;
+    case ErrorKind::kUnavailable:
+      return 7;
     case ErrorKind::kIo:
     case ErrorKind::kInternal:
       return 1;

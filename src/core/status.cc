@@ -19,6 +19,8 @@ std::string_view error_kind_name(ErrorKind kind) {
       return "unsupported";
     case ErrorKind::kResourceExhausted:
       return "resource exhausted";
+    case ErrorKind::kUnavailable:
+      return "unavailable";
     case ErrorKind::kInternal:
       return "internal error";
   }

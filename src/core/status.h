@@ -20,6 +20,7 @@ enum class ErrorKind : uint8_t {
   kInvalidConfig,      // a config parses but describes a model we cannot run
   kUnsupported,        // valid input that this build does not implement
   kResourceExhausted,  // out of memory, cache blocks or another budget
+  kUnavailable,        // another rank of the job did not answer in time (a collective timed out)
   kInternal,           // a bug: an invariant that should have held did not
 };
 

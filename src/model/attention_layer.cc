@@ -188,8 +188,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   }
   b.be.grouped_linear({wo_a});
   b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
-  comm_.all_reduce_sum(out);
-  return {};
+  return comm_.all_reduce_sum(out);
 }
 
 void Model::publish_rows(Batch& b, const DeviceArray<uint16_t>& pool, const TensorView& rows, int layer,

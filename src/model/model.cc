@@ -216,7 +216,7 @@ Status Model::block(int l, Batch& b) {
                  f_comb.view(DType::kF32, {n, hc, hc})});
   b.be.hc_pre({stream, a_pre.view(DType::kF32, {n, hc}), xv});
   b.be.rms_norm({xv, w.ffn_norm, c.norm_eps, xv});
-  moe(l, b, xv, yv);
+  DSINFER_RETURN_IF_ERROR(moe(l, b, xv, yv));
   b.be.hc_post({yv, stream, f_post.view(DType::kF32, {n, hc}), f_comb.view(DType::kF32, {n, hc, hc}), stream});
   b.pre = std::move(f_pre);  // the delayed pre-mix: the next block's attention collapses with it
 

@@ -120,7 +120,7 @@ class Model {
   /// on where its rows go.
   void publish_rows(Batch& b, const DeviceArray<uint16_t>& pool, const TensorView& rows, int layer,
                     const std::vector<CompletedGroup>& done) const;
-  void moe(int layer, Batch& b, const TensorView& x, const TensorView& out);
+  Status moe(int layer, Batch& b, const TensorView& x, const TensorView& out);
   void engram(int layer, Batch& b);
 
   ModelConfig config_;

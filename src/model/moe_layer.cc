@@ -7,7 +7,7 @@
 
 namespace dsinfer {
 
-void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
+Status Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   const ModelConfig& c = config_;
   const MoeWeights& w = weights_.layers[l].ffn;
   const int64_t n = b.n, dim = c.dim, ff = c.moe_inter_dim, k = c.activated_experts(l);
@@ -33,7 +33,7 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   DeviceArray<float> y = b.zeros<float>(n * dim);
   b.be.routed_experts({x, droute.view(DType::kI32, {n, k}), droute.view(DType::kF32, {n, k}, n * k), w.experts,
                        static_cast<float>(c.swiglu_limit), y.view(DType::kF32, {n, dim})});
-  comm_.all_reduce_sum(y.view(DType::kF32, {n, dim}));  // routed experts live on their ranks
+  DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(y.view(DType::kF32, {n, dim})));  // experts live on their ranks
 
   // The shared expert, added last; out = bf16(y + shared).
   DeviceArray<uint16_t> sg = b.scratch<uint16_t>(n * ff), su = b.scratch<uint16_t>(n * ff);
@@ -46,6 +46,7 @@ void Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
   b.be.linear({sact.view(DType::kBF16, {n, ff}), &w.shared.w2, so.view(DType::kBF16, {n, dim})});
   b.be.scatter_add(
       {so.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), y.view(DType::kF32, {n, dim}), out});
+  return {};
 }
 
 }  // namespace dsinfer

@@ -1,9 +1,11 @@
 // Communicator: the collectives the tensor-parallel forward needs (spec §14b.2). The single-process
-// one is a no-op; NCCL implements the same interface for several GPUs.
+// one is the identity; MPI (CPU ranks, src/parallel/) implements the same interface for several
+// processes. A collective that another rank does not join in time fails with kUnavailable.
 #pragma once
 
 #include <cstdint>
 
+#include "core/status.h"
 #include "core/tensor.h"
 
 namespace dsinfer {
@@ -13,10 +15,10 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  /// In-place sum over ranks of an f32 or bf16 buffer.
-  virtual void all_reduce_sum(TensorView x) = 0;
+  /// In-place sum over ranks of an f32 or bf16 buffer (bf16 summed in f32, rounded once).
+  virtual Status all_reduce_sum(TensorView x) = 0;
   /// out [world * n] = concat over ranks of x [n] (same dtype).
-  virtual void all_gather(TensorView x, TensorView out) = 0;
+  virtual Status all_gather(TensorView x, TensorView out) = 0;
 };
 
 /// world_size 1: every collective is the identity.
@@ -24,8 +26,8 @@ class LocalCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
-  void all_reduce_sum(TensorView) override {}
-  void all_gather(TensorView x, TensorView out) override;
+  Status all_reduce_sum(TensorView) override { return {}; }
+  Status all_gather(TensorView x, TensorView out) override;
 };
 
 }  // namespace dsinfer

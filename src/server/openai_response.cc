@@ -175,6 +175,7 @@ int http_status(const Status& s) {
     case ErrorKind::kNotFound:
       return 404;
     case ErrorKind::kResourceExhausted:
+    case ErrorKind::kUnavailable:
       return 503;
     case ErrorKind::kIo:
     case ErrorKind::kInternal:

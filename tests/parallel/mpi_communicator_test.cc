@@ -1,0 +1,120 @@
+// MpiCommunicator under mpirun (ctest runs this binary on 2 and 3 ranks): sums folded in rank
+// order, the same bits on every rank; bf16 summed in f32 and rounded once; gathers in rank order;
+// a collective that the other ranks do not join in time fails with kUnavailable instead of hanging.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/float_formats.h"
+#include "parallel/mpi_communicator.h"
+
+namespace dsinfer {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<MpiCommunicator> make(std::chrono::milliseconds timeout = 60s) {
+  auto c = MpiCommunicator::create(timeout);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+// Rank r's values: magnitudes from 2^-20 to 2^20, so that the order of a sum changes its bits.
+std::vector<float> values_of(int rank, int64_t n) {
+  std::mt19937 rng(100 + rank);
+  std::vector<float> v(n);
+  for (auto& x : v)
+    x = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), static_cast<int>(rng() % 41) - 20);
+  return v;
+}
+
+TEST(MpiCommunicator, F32SumIsTheRankOrderFoldOnEveryRank) {
+  auto comm = make();
+  ASSERT_TRUE(comm);
+  const int64_t n = 4099;
+  std::vector<float> x = values_of(comm->rank(), n), want = values_of(0, n);
+  for (int r = 1; r < comm->world_size(); ++r) {
+    const std::vector<float> other = values_of(r, n);
+    for (int64_t i = 0; i < n; ++i) want[i] += other[i];
+  }
+  ASSERT_TRUE(comm->all_reduce_sum(TensorView::contiguous(x.data(), DType::kF32, {n})).ok());
+  EXPECT_EQ(0, std::memcmp(x.data(), want.data(), n * 4)) << "rank " << comm->rank();
+}
+
+TEST(MpiCommunicator, Bf16SumIsTakenInF32AndRoundedOnce) {
+  auto comm = make();
+  ASSERT_TRUE(comm);
+  const int64_t n = 1000;
+  const auto bf16_of = [&](int rank) {
+    std::vector<uint16_t> b;
+    for (float v : values_of(rank, n)) b.push_back(f32_to_bf16(v));
+    return b;
+  };
+  std::vector<uint16_t> x = bf16_of(comm->rank()), want(n);
+  std::vector<float> sum(n, 0.0f);
+  for (int r = 0; r < comm->world_size(); ++r) {
+    const std::vector<uint16_t> other = bf16_of(r);
+    for (int64_t i = 0; i < n; ++i) sum[i] = r == 0 ? bf16_to_f32(other[i]) : sum[i] + bf16_to_f32(other[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) want[i] = f32_to_bf16(sum[i]);
+  ASSERT_TRUE(comm->all_reduce_sum(TensorView::contiguous(x.data(), DType::kBF16, {n})).ok());
+  EXPECT_EQ(x, want) << "rank " << comm->rank();
+}
+
+TEST(MpiCommunicator, GatherConcatenatesInRankOrder) {
+  auto comm = make();
+  ASSERT_TRUE(comm);
+  const int64_t n = 37;
+  std::vector<float> x = values_of(comm->rank(), n), out(n * comm->world_size()), want;
+  for (int r = 0; r < comm->world_size(); ++r) {
+    const std::vector<float> other = values_of(r, n);
+    want.insert(want.end(), other.begin(), other.end());
+  }
+  ASSERT_TRUE(comm->all_gather(TensorView::contiguous(x.data(), DType::kF32, {n}),
+                               TensorView::contiguous(out.data(), DType::kF32, {n * comm->world_size()}))
+                  .ok());
+  EXPECT_EQ(out, want) << "rank " << comm->rank();
+}
+
+// Rank 0 gives up after 300 ms; the others join after 2 s (a stuck rank): rank 0's call fails with
+// the collective and its rank named, and so does its next call at once; the late ranks' calls
+// complete (rank 0's collective was posted), which is also what lets rank 0's communicator end.
+TEST(MpiCommunicator, ARankThatDoesNotJoinInTimeFailsTheCollective) {
+  auto comm = make(300ms);
+  ASSERT_TRUE(comm);
+  if (comm->world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  std::vector<float> x(16, 1.0f);
+  const TensorView v = TensorView::contiguous(x.data(), DType::kF32, {16});
+  if (comm->rank() == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    const Status s = comm->all_reduce_sum(v);
+    EXPECT_EQ(s.kind(), ErrorKind::kUnavailable) << s.to_string();
+    EXPECT_NE(s.message().find("all_reduce_sum on rank 0"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("did not join within 300 ms"), std::string::npos) << s.message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms) << "it waited for the late ranks";
+    std::vector<float> out(16 * comm->world_size());
+    EXPECT_EQ(comm->all_gather(v, TensorView::contiguous(out.data(), DType::kF32, {16 * comm->world_size()})).kind(),
+              ErrorKind::kUnavailable)
+        << "a failed communicator stays failed";
+  } else {
+    std::this_thread::sleep_for(2s);
+    EXPECT_TRUE(comm->all_reduce_sum(v).ok());
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto session = dsinfer::MpiSession::start(&argc, &argv);
+  if (!session.ok()) {
+    std::fprintf(stderr, "%s\n", session.status().to_string().c_str());
+    return 1;
+  }
+  return RUN_ALL_TESTS();  // every rank's failures count: mpirun fails if any rank does
+}
