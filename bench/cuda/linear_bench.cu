@@ -482,13 +482,14 @@ int main(int argc, char** argv) {
           p.x = x, p.x_stride = groups * k, p.exact = exact, p.x_f64 = x64, p.fp8_weights = true, p.w_stride = k;
           p.s_stride = k / 32, p.y = y, p.y_stride = groups * rows, p.n = n, p.k = k, p.out = groups * rows;
           p.group_rows = rows, p.stream = st;
-          for (int g = 0; g < groups; ++g) p.group_w[g] = w[turn * groups + g], p.group_scales[g] = ws[turn * groups + g];
+          for (int g = 0; g < groups; ++g)
+            p.group_w[g] = w[turn * groups + g], p.group_scales[g] = ws[turn * groups + g];
           CHECK_CUDA(dsinfer::cuda::launch_dense_linear(p));
           turn = (turn + 1) % copies;
         });
         const double bytes = groups * static_cast<double>(w_bytes + s_bytes);
-        std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "wo_a 8 groups (fp8, dense)",
-                    groups * rows, k, n, dense_kernel(exact), us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy,
+        std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "wo_a 8 groups (fp8, dense)", groups * rows,
+                    k, n, dense_kernel(exact), us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy,
                     2.0 * n * groups * rows * k / us / 1e6);
       }
     for (int c = 0; c < groups * copies; ++c) {
@@ -535,8 +536,9 @@ int main(int argc, char** argv) {
           },
           n >= 64 ? 3 : 20, n >= 64 ? 5 : 15);
       const double bytes = static_cast<double>(n) * (k * d * 2 + 2 * heads * d * 2);
-      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "sparse attention", heads, k, n, "three passes",
-                  us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy, 4.0 * n * heads * k * d / us / 1e6);
+      std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", "sparse attention", heads, k, n,
+                  "three passes", us, bytes / us / 1e3, 100 * bytes / us / 1e3 / copy,
+                  4.0 * n * heads * k * d / us / 1e6);
       for (void* v : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(win), static_cast<void*>(cmp),
                       static_cast<void*>(sink), static_cast<void*>(idx), static_cast<void*>(scores)})
         cudaFree(v);

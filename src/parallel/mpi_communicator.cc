@@ -55,7 +55,8 @@ MpiCommunicator::~MpiCommunicator() {
 Status MpiCommunicator::gather(const void* in, int64_t bytes, const char* what) {
   if (!failed_.ok()) return failed_;
   if (bytes > INT_MAX / size_)
-    return error(ErrorKind::kUnsupported, fmt::format("{} of {} bytes a rank: more than one MPI call takes", what, bytes));
+    return error(ErrorKind::kUnsupported,
+                 fmt::format("{} of {} bytes a rank: more than one MPI call takes", what, bytes));
   sending_.assign(static_cast<const uint8_t*>(in), static_cast<const uint8_t*>(in) + bytes);
   gathered_.resize(static_cast<size_t>(bytes) * size_);
   MPI_Request request;

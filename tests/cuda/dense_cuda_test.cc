@@ -156,8 +156,8 @@ TEST(CudaDenseLinear, MatchesTheCpuBackend) {
         int differ = 0;
         for (size_t j = 0; j < got.size(); ++j) {
           differ += got[j] != ref[j];
-          const double tol = f32 ? 1e-6 * std::fabs(ref[j]) + 1e-30
-                                 : std::ldexp(1.0, std::ilogb(ref[j] == 0 ? 1e-30f : ref[j]) - 7);
+          const double tol =
+              f32 ? 1e-6 * std::fabs(ref[j]) + 1e-30 : std::ldexp(1.0, std::ilogb(ref[j] == 0 ? 1e-30f : ref[j]) - 7);
           EXPECT_LE(std::fabs(static_cast<double>(got[j]) - ref[j]), tol) << what << how << " output " << j;
         }
         EXPECT_LE(differ, static_cast<int>(got.size() / 1000) + 1) << what << how;

@@ -103,23 +103,22 @@ void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {
   const LinearArgs& a = ops[0];
   const LinearWeight& w = *a.w;
   const int n = static_cast<int>(a.x.size(0)), k = static_cast<int>(w.in), groups = static_cast<int>(ops.size());
-  cuda::DenseLinearParams p{
-      .x = a.x.data,
-      .x_f32 = a.x.dtype == DType::kF32,
-      .x_stride = a.x.stride[0],
-      .exact = options_.linear_kernel == cuda::LinearKernel::kExact,
-      .fp8_weights = w.format == LinearFormat::kFp8AsBf16,
-      .w = w.weight.data,
-      .w_stride = w.weight.stride[0],
-      .w_scales = w.scale.as<const uint8_t>(),
-      .s_stride = w.scale.ndim ? w.scale.stride[0] : 0,
-      .y = a.out.data,
-      .y_f32 = a.out.dtype == DType::kF32,
-      .y_stride = a.out.stride[0],
-      .n = n,
-      .k = k,
-      .out = static_cast<int>(w.out * groups),
-      .stream = stream_};
+  cuda::DenseLinearParams p{.x = a.x.data,
+                            .x_f32 = a.x.dtype == DType::kF32,
+                            .x_stride = a.x.stride[0],
+                            .exact = options_.linear_kernel == cuda::LinearKernel::kExact,
+                            .fp8_weights = w.format == LinearFormat::kFp8AsBf16,
+                            .w = w.weight.data,
+                            .w_stride = w.weight.stride[0],
+                            .w_scales = w.scale.as<const uint8_t>(),
+                            .s_stride = w.scale.ndim ? w.scale.stride[0] : 0,
+                            .y = a.out.data,
+                            .y_f32 = a.out.dtype == DType::kF32,
+                            .y_stride = a.out.stride[0],
+                            .n = n,
+                            .k = k,
+                            .out = static_cast<int>(w.out * groups),
+                            .stream = stream_};
   if (groups > 1) {
     p.group_rows = static_cast<int>(w.out);
     for (int g = 0; g < groups; ++g)

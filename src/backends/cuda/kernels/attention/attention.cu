@@ -66,7 +66,9 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_sparse_attn_scores(Sp
   const int32_t* idx = p.idx + t * p.idx_stride;
   const uint16_t* qt = p.q + t * p.q_stride + static_cast<int64_t>(h0) * p.d;
   const int chunks = (p.d + kScoreChunk - 1) / kScoreChunk;
-  const auto stage_at = [&](int c) { return reinterpret_cast<uint16_t*>(smem + (c % 2) * score_stage_bytes(kHeadTiles)); };
+  const auto stage_at = [&](int c) {
+    return reinterpret_cast<uint16_t*>(smem + (c % 2) * score_stage_bytes(kHeadTiles));
+  };
   // Starts copying d chunk c of the slots' rows and the heads' q (zeros for empty slots, slots past
   // k, heads past the count, d past its end); a commit group a chunk, empty past the last.
   const auto stage = [&](int c) {
@@ -163,7 +165,7 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
 // mma.m16n8k16 (16 rows each; P is bf16 already, so the products are exact in fp32) for its 16 heads
 // and its columns of 8 dims, folded into its accumulator: acc = acc * alpha + D. out = bf16(acc / l).
 // An output's sum does not depend on the tiling (the few tokens' smaller blocks give the same bits).
-constexpr int kVStride = kValueDims + 8;  // bf16 a staged row: ldmatrix's 8 rows on distinct banks
+constexpr int kVStride = kValueDims + 8;     // bf16 a staged row: ldmatrix's 8 rows on distinct banks
 constexpr int kPStride = kSoftmaxBlock + 8;  // floats a staged row of P: a half-warp's float2 reads on distinct banks
 
 __host__ __device__ constexpr int value_stage_bytes(int head_tiles) {
@@ -334,8 +336,8 @@ size_t sparse_attn_workspace_bytes(const SparseAttnParams& p) {
 
 cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.k < 0 || p.q_stride % 8 != 0 ||
-      p.out_stride % 2 != 0 || !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) || (p.n > 0 && !p.scores))
+  if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.k < 0 || p.q_stride % 8 != 0 || p.out_stride % 2 != 0 ||
+      !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) || (p.n > 0 && !p.scores))
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;
@@ -347,7 +349,8 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   for (int t0 = 0; t0 < p.n; t0 += kTokensPerPass) {
     const unsigned tokens = static_cast<unsigned>(std::min(kTokensPerPass, p.n - t0));
     if (p.k > 0) {
-      const cudaError_t e = few ? launch_scores<kSmallHeadTiles>(p, t0, tokens) : launch_scores<kHeadTiles>(p, t0, tokens);
+      const cudaError_t e =
+          few ? launch_scores<kSmallHeadTiles>(p, t0, tokens) : launch_scores<kHeadTiles>(p, t0, tokens);
       if (e != cudaSuccess) return e;
     }
     sm90_f32_sparse_attn_softmax<<<dim3(static_cast<unsigned>((p.heads + kSoftmaxWarps - 1) / kSoftmaxWarps), tokens),

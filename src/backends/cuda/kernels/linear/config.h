@@ -85,12 +85,12 @@ static_assert(kInFlight >= 1);
 
 /// linear_tiled.cu: the decode kernel, 64 weight rows a CTA, K split over a cluster.
 namespace tiled_kernel {
-inline constexpr int kWarps = 4;               // per CTA, 16 weight rows each (the mma's M)
-inline constexpr int kTileRows = kWarps * 16;  // weight rows a CTA
-inline constexpr int kMaxNTiles = 8;           // activation rows a pass: 8 tiles of 8
-inline constexpr int kMaxSplit = 8;            // K slices of a row tile: a portable cluster
-inline constexpr int kMinSliceBlocks = 8;      // a slice's K blocks at least (the ring's fill and the reduction)
-inline constexpr int kMaxSliceBlocks = 32;     // a slice's K blocks, where the split allows (shared memory)
+inline constexpr int kWarps = 4;                 // per CTA, 16 weight rows each (the mma's M)
+inline constexpr int kTileRows = kWarps * 16;    // weight rows a CTA
+inline constexpr int kMaxNTiles = 8;             // activation rows a pass: 8 tiles of 8
+inline constexpr int kMaxSplit = 8;              // K slices of a row tile: a portable cluster
+inline constexpr int kMinSliceBlocks = 8;        // a slice's K blocks at least (the ring's fill and the reduction)
+inline constexpr int kMaxSliceBlocks = 32;       // a slice's K blocks, where the split allows (shared memory)
 inline constexpr int kStagedBlocksFullPass = 8;  // K blocks of 64 rows' activations staged at a time (4 CTAs an SM)
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 // An fp8 scale covers 32 rows: a warp's 16-row tile (16-aligned) never straddles two.
@@ -113,12 +113,12 @@ static_assert(kScaleBlock % kStep == 0);
 
 /// dense_mma.cu: dense weights on bf16 tensor cores, fp32 sums, 1-64 activation rows a pass.
 namespace dense_mma_kernel {
-inline constexpr int kWarps = 8;          // a CTA: 8 / split row tiles, each split over `split` warps
-inline constexpr int kTileRows = 16;      // weight rows a warp (the mma's M)
-inline constexpr int kChunk = 64;         // K a warp loads at once: lane (g, q) holds 16q .. 16q + 15
-inline constexpr int kMaxNTiles = 8;      // activation rows a pass: tiles of 8 (the mma's N)
-inline constexpr int kTargetWarps = 2048; // K is split until a launch has this many warps (shape only)
-inline constexpr int kMinSliceChunks = 4; // ... or a slice would be shorter than this
+inline constexpr int kWarps = 8;           // a CTA: 8 / split row tiles, each split over `split` warps
+inline constexpr int kTileRows = 16;       // weight rows a warp (the mma's M)
+inline constexpr int kChunk = 64;          // K a warp loads at once: lane (g, q) holds 16q .. 16q + 15
+inline constexpr int kMaxNTiles = 8;       // activation rows a pass: tiles of 8 (the mma's N)
+inline constexpr int kTargetWarps = 2048;  // K is split until a launch has this many warps (shape only)
+inline constexpr int kMinSliceChunks = 4;  // ... or a slice would be shorter than this
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 static_assert(kChunk == 4 * 16 && kTileRows == 2 * (kWarp / 4));
 // fp8 scales cover 32 rows x 32 K: a 16-row tile and a lane's 16 K of a chunk never straddle two.

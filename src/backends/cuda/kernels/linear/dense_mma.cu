@@ -63,8 +63,12 @@ struct Tile {
 __device__ inline Tile tile_of(const DenseLinearParams& p, int tile) {
   const int rows = p.group_rows ? p.group_rows : p.out, per_group = (rows + kTileRows - 1) / kTileRows;
   const int g = tile / per_group, r0 = tile % per_group * kTileRows;
-  return {p.group_rows ? p.group_w[g] : p.w, p.group_rows ? p.group_scales[g] : p.w_scales, rows, r0,
-          static_cast<int64_t>(g) * p.k, static_cast<int64_t>(g) * rows + r0};
+  return {p.group_rows ? p.group_w[g] : p.w,
+          p.group_rows ? p.group_scales[g] : p.w_scales,
+          rows,
+          r0,
+          static_cast<int64_t>(g) * p.k,
+          static_cast<int64_t>(g) * rows + r0};
 }
 
 // Zeros past the group's rows.
@@ -73,7 +77,7 @@ __device__ inline RawRow load_row(const DenseLinearParams& p, const Tile& t, int
   if (row >= t.rows) return v;
   if (p.fp8_weights) {
     v.a = __ldcs(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(t.weights) +
-                                                 static_cast<int64_t>(row) * p.w_stride + kk));
+                                                static_cast<int64_t>(row) * p.w_stride + kk));
     v.scale = e8m0_to_float(t.scales[static_cast<int64_t>(row / kScaleBlock) * p.s_stride + kk / kScaleBlock]);
   } else {
     const uint4* q = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(t.weights) +
@@ -130,7 +134,8 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_dense_mma(DenseLinearParam
     for (int c = c0; c < c1; ++c) {
       const int kk = c * kChunk + 16 * q;
       const RowWords lo = words_of(p, raw_lo), hi = words_of(p, raw_hi);
-      if (c + 1 < c1) raw_lo = load_row(p, t, t.r0 + g, kk + kChunk), raw_hi = load_row(p, t, t.r0 + g + 8, kk + kChunk);
+      if (c + 1 < c1)
+        raw_lo = load_row(p, t, t.r0 + g, kk + kChunk), raw_hi = load_row(p, t, t.r0 + g + 8, kk + kChunk);
 #pragma unroll
       for (int j = 0; j < NT; ++j) chunk_mma(lo, hi, load_x(p, t, i0, 8 * j + g, kk), d[j]);
     }

@@ -181,7 +181,7 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
     cp_async_wait<0>();  // the staged part (and the ring's blocks in flight)
     __syncthreads();
     for (int rel = s0; rel < min(count, s0 + width); ++rel) {
-      const int c = rel - s0;          // the block's column in the staged part
+      const int c = rel - s0;         // the block's column in the staged part
       cp_async_wait<kStages - 2>();   // block rel is in its slot (this lane's copies)
       __syncwarp();                   // and every lane's
       if (rel + kStages - 1 < count)  // into the slot the previous block left

@@ -58,11 +58,11 @@ struct BlockLinearParams {
   int64_t s_stride = 0;  // bytes per scale row
   int64_t y_stride = 0;  // elements per output row
   LinearKernel kernel = LinearKernel::kAuto;
-  int tiled_slice_blocks = 0;  // kTiled: the most K blocks a slice, where the split allows (0: the default;
-                               // the benchmark's sweeps: it changes the sums' order)
+  int tiled_slice_blocks = 0;   // kTiled: the most K blocks a slice, where the split allows (0: the default;
+                                // the benchmark's sweeps: it changes the sums' order)
   int tiled_staged_blocks = 0;  // kTiled: K blocks of activations staged at a time (0: by instance; the
                                 // benchmark's sweeps: the sums' order does not change)
-  int gemv_rows = 0;           // kGemv at n = 1: weight rows a warp, 8 (linear_gemv_rows.cuh) or 1; 0: by shape
+  int gemv_rows = 0;            // kGemv at n = 1: weight rows a warp, 8 (linear_gemv_rows.cuh) or 1; 0: by shape
   // Routed (kTiled, kFma and kGemv): group g's weights are route_table[routes[g / per_route] * per_route +
   // g % per_route] (op[g].w and w_scales unused), the experts chosen on the device; an id
   // outside [0, route_count) gives zeros.
