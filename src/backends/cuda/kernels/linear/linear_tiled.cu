@@ -4,10 +4,10 @@
 // A CTA takes 64 weight rows (a 16-row tile a warp) and one slice of the K blocks; the K slices of
 // a row tile are the CTAs of one thread-block cluster, and their fp32 partial sums meet in
 // distributed shared memory, added in cluster-rank order. A K block of a warp's 16 rows is the A
-// operand of two mma.m16n8k16 (block_fragments.cuh), each 8 activation rows the B operand, so D
-// is that block's partial sum (products exact, summed in fp32 by the tensor cores); it goes into
-// the row's fp32 sum as fma(D, sx * sw, acc) (both scales powers of two, so their product is
-// exact).
+// operand of two mma.m16n8k16 (block_fragments.cuh; fp4 codes as f16 times 2^-14, fp4.cuh), each 8
+// activation rows the B operand, so D is that block's partial sum (products exact, summed in fp32
+// by the tensor cores); it goes into the row's fp32 sum as fma(D, sx * sw, acc) (both scales
+// powers of two, fp4's times 2^14, so their product is exact).
 //
 // The slice's activations and weight scales are staged in shared memory for the CTA's four warps
 // (a weight byte costs at most one activation byte from L2 at 64 rows), at once or, for 64 rows,
@@ -96,58 +96,56 @@ __device__ inline Operand resolve(const BlockLinearParams& p, int group) {
   return o;
 }
 
-// Starts copying the activations of the slice's blocks [b, b + count) of rows [n0, n0 + rows) to
-// shared memory, rows of `width` blocks (rows past `rows` up to `padded` as zeros: their columns
-// are discarded, but stay finite), and loads the CTA's weight scales of those blocks (fp4:
-// [row][block]; fp8: [32-row group][block]); the caller waits and then meets the other warps at a
-// barrier.
+// Starts copying the activations of the slice's blocks [b, b + count) of rows [n0, n0 + rows) and
+// their scales to shared memory, rows of `width` blocks (rows past `rows` up to `padded` as zeros:
+// their columns are discarded, but stay finite), and loads the CTA's weight scales of those blocks
+// (fp4: [row][block]; fp8: [32-row group][block]); the caller waits and then meets the other warps
+// at a barrier. No load waits for another: a CTA's prologue costs one memory latency, not one a
+// scale byte (the weight scales are bytes at any offset, too small for cp.async: batches of
+// loads to registers, then the stores).
 __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o, int n0, int rows, int padded,
                                    int tile_r0, int b, int count, int width, uint8_t* act, float* scales,
                                    uint8_t* wscales) {
+  constexpr int kThreads = kWarps * kWarp, kBatch = 8;
   const int blocks = p.k / 32, stride = act_stride(width);
   const int chunks = count * 4;  // 16-byte chunks a row
-  for (int i = threadIdx.x; i < padded * chunks; i += blockDim.x) {
+  for (int i = threadIdx.x; i < padded * chunks; i += kThreads) {
     const int r = i / chunks, c = i % chunks;
     cp_async16(act + r * stride + c * 16, o.x + static_cast<int64_t>(n0 + min(r, rows - 1)) * p.k + b * 32 + c * 8,
                r < rows);
   }
-  for (int i = threadIdx.x; i < padded * count; i += blockDim.x) {
+  for (int i = threadIdx.x; i < padded * count; i += kThreads) {
     const int r = i / count, c = i % count;
-    scales[r * width + c] = r < rows ? o.sx[static_cast<int64_t>(n0 + r) * blocks + b + c] : 0.0f;
+    cp_async4(scales + r * width + c, o.sx + static_cast<int64_t>(n0 + min(r, rows - 1)) * blocks + b + c, r < rows);
   }
-  const int scale_rows = p.fp4 ? kTileRows : kTileRows / 32;
-  for (int i = threadIdx.x; i < scale_rows * count; i += blockDim.x) {
-    const int r = i / count, c = i % count;
-    const int row = p.fp4 ? tile_r0 + r : tile_r0 / 32 + r;
-    const bool in = p.fp4 ? row < p.out : row * 32 < p.out;
-    wscales[r * width + c] = in ? o.sw[static_cast<int64_t>(row) * p.s_stride + b + c] : 0;
-  }
-}
-
-// Starts copying K block b of the warp's 16 rows [r0, r0 + 16) into its ring slot (rows past the
-// matrix as zeros). fp8: a lane a half row (16 bytes); fp4: lanes 0-15 a row each.
-__device__ inline void ring_load(const BlockLinearParams& p, const Operand& o, int r0, int b, uint8_t* slot) {
-  const int lane = threadIdx.x % kWarp;
-  if (p.fp4) {
-    if (lane < 16) {
-      const int row = r0 + lane;
-      cp_async16(slot + lane * 16, o.w + static_cast<int64_t>(min(row, p.out - 1)) * p.w_stride + b * 16, row < p.out);
+  const int scale_rows = p.fp4 ? kTileRows : kTileRows / 32, total = scale_rows * count;
+  for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
+    uint8_t v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kThreads + threadIdx.x, r = i / count, c = i % count;
+      const int row = p.fp4 ? tile_r0 + r : tile_r0 / 32 + r;
+      const bool in = i < total && (p.fp4 ? row < p.out : row * 32 < p.out);
+      v[u] = in ? __ldg(o.sw + static_cast<int64_t>(row) * p.s_stride + b + c) : 0;
     }
-  } else {
-    const int row = r0 + lane / 2;
-    cp_async16(slot + lane * 16,
-               o.w + static_cast<int64_t>(min(row, p.out - 1)) * p.w_stride + b * 32 + (lane % 2) * 16, row < p.out);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = i0 + u * kThreads + threadIdx.x;
+      if (i < total) wscales[(i / count) * width + i % count] = v[u];
+    }
   }
 }
 
-// The raw words of a block from its ring slot, as load_raw gives them from global memory.
-__device__ inline void ring_raw(bool fp4, const uint8_t* slot, int g, int t, uint32_t raw[4]) {
-  if (fp4) {
-    raw[0] = *reinterpret_cast<const uint32_t*>(slot + g * 16 + t * 4);
-    raw[1] = *reinterpret_cast<const uint32_t*>(slot + (g + 8) * 16 + t * 4);
+// The raw words of a block from its ring slot (at the lane's offset, ring_offset), as load_raw
+// gives them from global memory.
+template <bool kFp4>
+__device__ __forceinline__ void ring_raw(const uint8_t* slot, uint32_t raw[4]) {
+  if constexpr (kFp4) {
+    raw[0] = *reinterpret_cast<const uint32_t*>(slot);
+    raw[1] = *reinterpret_cast<const uint32_t*>(slot + 8 * 16);
   } else {
-    const uint2 lo = *reinterpret_cast<const uint2*>(slot + g * 32 + t * 8);
-    const uint2 hi = *reinterpret_cast<const uint2*>(slot + (g + 8) * 32 + t * 8);
+    const uint2 lo = *reinterpret_cast<const uint2*>(slot);
+    const uint2 hi = *reinterpret_cast<const uint2*>(slot + 8 * 32);
     raw[0] = lo.x, raw[1] = hi.x, raw[2] = lo.y, raw[3] = hi.y;
   }
 }
@@ -156,55 +154,83 @@ __device__ inline void ring_raw(bool fp4, const uint8_t* slot, int g, int t, uin
 // activations and scales staged `part` blocks at a time, then each warp's blocks through its ring,
 // kStages - 1 blocks in flight ahead of the one in use (a commit group a block, empty past the
 // slice; the ring runs on across the parts). The blocks' order, and so every sum, is the same
-// whatever the part.
-template <int NT, int kStages>
+// whatever the part. Addresses that do not change from block to block are formed once: the loop
+// is what a weight byte costs in instructions.
+template <int NT, int kStages, bool kFp4>
 __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Operand& o, int n0, int rows, int tile_r0,
                                            int kb0, int kb1, int part, uint8_t* smem, float (&acc)[NT][4]) {
+  constexpr int kRowBytes = kFp4 ? 16 : 32;  // a weight row's bytes of one K block
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int count = kb1 - kb0, r0 = tile_r0 + warp * 16, width = min(part, count);
   uint8_t* ring = smem + warp * kStages * kRingBlockBytes;
   uint8_t* wscales = smem + ring_bytes(kStages);
   uint8_t* act = wscales + scale_bytes(width);
   float* scales = reinterpret_cast<float*>(act + NT * 8 * act_stride(width));
+  // The lane's copy of each block into a ring slot (rows past the matrix as zeros): fp8, a half
+  // row (16 bytes); fp4, lanes 0-15 a row each.
+  const int copy_row = r0 + (kFp4 ? lane : lane / 2);
+  const bool copies = !kFp4 || lane < 16, copy_in = copy_row < p.out;
+  const uint8_t* copy_src = o.w + static_cast<int64_t>(min(copy_row, p.out - 1)) * p.w_stride +
+                            static_cast<int64_t>(kb0) * kRowBytes + (kFp4 ? 0 : (lane % 2) * 16);
+  uint8_t* copy_dst = ring + lane * 16;
+  const auto ring_load = [&](int rel, int slot) {
+    if (copies) cp_async16(copy_dst + slot * kRingBlockBytes, copy_src + rel * kRowBytes, copy_in);
+  };
+  // The lane's A words of a slot: rows g and g + 8 at K 8t.. (ring_raw).
+  const uint8_t* raw_at = ring + g * kRowBytes + t * (kFp4 ? 4 : 8);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) ring_load(p, o, r0, kb0 + s, ring + s * kRingBlockBytes);
+    if (s < count) ring_load(s, s);
     cp_async_commit();
   }
   const int stride = act_stride(width);
-  const uint8_t* sw_g = wscales + (p.fp4 ? (warp * 16 + g) * width : (warp * 16 / 32) * width);
-  const uint8_t* sw_g8 = wscales + (p.fp4 ? (warp * 16 + g + 8) * width : (warp * 16 / 32) * width);
+  const uint8_t* sw_g = wscales + (kFp4 ? (warp * 16 + g) * width : (warp * 16 / 32) * width);
+  const uint8_t* sw_g8 = wscales + (warp * 16 + g + 8) * width;  // fp4 only
+  const uint8_t* act_at = act + g * stride + t * 16;             // tile j: + j * 8 * stride
+  const float* scale_at = scales + 2 * t * width;                // tile j: + j * 8 * width
+  int use = 0, refill = kStages - 1;  // the slot of block rel; the slot block rel + kStages - 1 goes to
   for (int s0 = 0; s0 < count; s0 += width) {
     if (s0 > 0) __syncthreads();  // every warp is done with the previous part
     stage_slice(p, o, n0, rows, NT * 8, tile_r0, kb0 + s0, min(width, count - s0), width, act, scales, wscales);
     cp_async_commit();
     cp_async_wait<0>();  // the staged part (and the ring's blocks in flight)
     __syncthreads();
-    for (int rel = s0; rel < min(count, s0 + width); ++rel) {
-      const int c = rel - s0;         // the block's column in the staged part
-      cp_async_wait<kStages - 2>();   // block rel is in its slot (this lane's copies)
-      __syncwarp();                   // and every lane's
-      if (rel + kStages - 1 < count)  // into the slot the previous block left
-        ring_load(p, o, r0, kb0 + rel + kStages - 1, ring + ((rel + kStages - 1) % kStages) * kRingBlockBytes);
+    const int end = min(count, s0 + width);
+#pragma unroll 2
+    for (int rel = s0; rel < end; ++rel) {
+      const int c = rel - s0;        // the block's column in the staged part
+      cp_async_wait<kStages - 2>();  // block rel is in its slot (this lane's copies)
+      __syncwarp();                  // and every lane's
+      if (rel + kStages - 1 < count) ring_load(rel + kStages - 1, refill);  // the slot the previous block left
       cp_async_commit();
       uint32_t raw[4], a0[4], a1[4];
-      ring_raw(p.fp4, ring + (rel % kStages) * kRingBlockBytes, g, t, raw);
-      raw_to_a(p.fp4, raw, a0, a1);
-      const float wg = e8m0_to_float(sw_g[c]), wg8 = e8m0_to_float(sw_g8[c]);
+      ring_raw<kFp4>(raw_at + use * kRingBlockBytes, raw);
+      float wg, wg8;
+      if constexpr (kFp4) {  // the codes as f16 times 2^-14, so their scales times 2^14 (exact below 2^113)
+        uint32_t g0[4], g8[4];
+        e2m1x8_to_f16x8_scaled(raw[0], g0), e2m1x8_to_f16x8_scaled(raw[1], g8);
+        a0[0] = g0[0], a0[1] = g8[0], a0[2] = g0[1], a0[3] = g8[1];
+        a1[0] = g0[2], a1[1] = g8[2], a1[2] = g0[3], a1[3] = g8[3];
+        wg = e8m0_to_float(sw_g[c]) * 0x1p14f, wg8 = e8m0_to_float(sw_g8[c]) * 0x1p14f;
+      } else {
+        raw_to_a(false, raw, a0, a1);
+        wg = wg8 = e8m0_to_float(sw_g[c]);
+      }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         if (j * 8 >= rows) break;  // tiles of no row (an expert's few tokens): nothing to add
-        const uint4 bx = *reinterpret_cast<const uint4*>(act + (j * 8 + g) * stride + c * 64 + t * 16);
+        const uint4 bx = *reinterpret_cast<const uint4*>(act_at + j * 8 * stride + c * 64);
         float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         mma_f16(a0, bx.x, bx.y, d);
         mma_f16(a1, bx.z, bx.w, d);
-        const float sx0 = scales[(j * 8 + 2 * t) * width + c];
-        const float sx1 = scales[(j * 8 + 2 * t + 1) * width + c];
+        const float sx0 = scale_at[j * 8 * width + c], sx1 = scale_at[j * 8 * width + width + c];
         acc[j][0] = fmaf(d[0], sx0 * wg, acc[j][0]);
         acc[j][1] = fmaf(d[1], sx1 * wg, acc[j][1]);
         acc[j][2] = fmaf(d[2], sx0 * wg8, acc[j][2]);
         acc[j][3] = fmaf(d[3], sx1 * wg8, acc[j][3]);
       }
+      refill = use;
+      use = use + 1 == kStages ? 0 : use + 1;
       __syncwarp();  // every lane is done with the slot before it is loaded again
     }
   }
@@ -213,12 +239,12 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
 
 // A pass of T tiles: the slice's sums of the warp's rows, then (once every warp has read the
 // staged activations) written to shared memory as [kTileRows][T * 8] partial sums.
-template <int T, int kStages>
+template <int T, int kStages, bool kFp4>
 __device__ __forceinline__ void pass_to_smem(const BlockLinearParams& p, const Operand& o, int n0, int rows,
                                              int tile_r0, int kb0, int kb1, int staged, uint8_t* smem, float* part) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   float acc[T][4] = {};
-  slice_pass<T, kStages>(p, o, n0, rows, tile_r0, kb0, kb1, staged, smem, acc);
+  slice_pass<T, kStages, kFp4>(p, o, n0, rows, tile_r0, kb0, kb1, staged, smem, acc);
   __syncthreads();  // the staged activations are read: the space holds the partial sums now
 #pragma unroll
   for (int j = 0; j < T; ++j)
@@ -249,7 +275,10 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_tiled(BlockLi
   float* part = reinterpret_cast<float*>(smem);  // [kTileRows][cols] after the pass (over the rings)
   for (int n0 = 0; n0 < o.n; n0 += cols) {
     const int rows = min(cols, o.n - n0);
-    pass_to_smem<kTiles, kStages>(p, o, n0, rows, tile_r0, kb0, kb1, staged, smem, part);
+    if (p.fp4)
+      pass_to_smem<kTiles, kStages, true>(p, o, n0, rows, tile_r0, kb0, kb1, staged, smem, part);
+    else
+      pass_to_smem<kTiles, kStages, false>(p, o, n0, rows, tile_r0, kb0, kb1, staged, smem, part);
     cluster.sync();  // every slice's partial sums are in its CTA's shared memory
     // Rank q adds the slices of every split-th output, in rank order, and writes it.
     for (int i = rank * blockDim.x + threadIdx.x; i < kTileRows * cols; i += split * blockDim.x) {
