@@ -140,9 +140,13 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
   __shared__ float probs[kSoftmaxWarps][kSoftmaxBlock];
   float* prob = probs[warp];
   float m = -1e30f, l = 0.0f;
+  // Each block's scores are loaded while the block before is worked on (its serial sum is about
+  // as long as a load from L2).
+  float sa = lane < k ? s[lane] : -INFINITY, sb = lane + kWarp < k ? s[lane + kWarp] : -INFINITY;
   for (int b = 0; b < nb; ++b) {
     const int ja = b * kSoftmaxBlock + lane, jb = ja + kWarp;
-    const float sa = ja < k ? s[ja] : -INFINITY, sb = jb < k ? s[jb] : -INFINITY;
+    const int na = ja + kSoftmaxBlock, nb2 = na + kWarp;
+    const float sa_next = na < k ? s[na] : -INFINITY, sb_next = nb2 < k ? s[nb2] : -INFINITY;
     const float next = fmaxf(m, warp_max(fmaxf(sa, sb)));
     const float a = expf(m - next);
     const float pa = ja < k ? expf(sa - next) : 0.0f, pb = jb < k ? expf(sb - next) : 0.0f;
@@ -155,6 +159,7 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
     if (lane == 0) alpha[th * nb + b] = a;
     l = l * a + static_cast<float>(sum);
     m = next;
+    sa = sa_next, sb = sb_next;
   }
   if (lane == 0) l_out[th] = l + expf(p.sink[h] - m);
 }

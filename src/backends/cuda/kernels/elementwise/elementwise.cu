@@ -56,24 +56,70 @@ __global__ void sm90_f32_scatter_add(ScatterAddParams p) {
   }
 }
 
+// A block per row. kVector: the row's x and weight as 16-byte chunks (8 values), every chunk of
+// both loaded at once into registers (rows of up to kNormMaxChunks * kThreads * 8 values), so a
+// call costs about one memory latency; otherwise a value at a time. Every element's arithmetic is
+// the same either way.
+template <bool kVector>
 __global__ void sm90_bf16_rms_norm(RmsNormParams p) {
   __shared__ double partial[kThreads / 32];
   const int64_t row = blockIdx.x;
   const uint16_t* x = p.x + row * p.x_stride;
-  double ss = 0;
-  for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
-    const double v = bf16_to_float(x[j]);
-    ss += v * v;  // exact: a bf16 squared fits a double
-  }
-  // Warp sums, then the warps' (exact in double: any order); one barrier instead of a tree's eight.
-  const double total = block_sum_of_warps<kThreads>(ss, partial);
-  const float mean = static_cast<float>(total) / static_cast<float>(p.d);
-  const float r = 1.0f / sqrtf(mean + p.eps);
   uint16_t* out = p.out + row * p.out_stride;
-  __syncthreads();  // every thread has read x's row before any writes it (out may alias x)
-  for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
-    const float normed = bf16_to_float(x[j]) * r;
-    out[j] = float_to_bf16(normed * bf16_to_float(p.weight[j]));
+  if constexpr (kVector) {
+    const int chunks = p.d / 8;
+    uint4 xv[kNormMaxChunks], wv[kNormMaxChunks];
+#pragma unroll
+    for (int u = 0; u < kNormMaxChunks; ++u) {
+      const int c = threadIdx.x + u * kThreads;
+      xv[u] = c < chunks ? reinterpret_cast<const uint4*>(x)[c] : make_uint4(0, 0, 0, 0);
+      wv[u] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(p.weight) + c) : make_uint4(0, 0, 0, 0);
+    }
+    double ss = 0;
+#pragma unroll
+    for (int u = 0; u < kNormMaxChunks; ++u) {
+      const uint32_t words[4] = {xv[u].x, xv[u].y, xv[u].z, xv[u].w};
+#pragma unroll
+      for (int h = 0; h < 8; ++h) {
+        const double v = bf16_to_float(static_cast<uint16_t>(words[h / 2] >> (16 * (h % 2))));
+        ss += v * v;  // exact: a bf16 squared fits a double (zero chunks past the row add nothing)
+      }
+    }
+    const double total = block_sum_of_warps<kThreads>(ss, partial);
+    const float r = 1.0f / sqrtf(static_cast<float>(total) / static_cast<float>(p.d) + p.eps);
+#pragma unroll
+    for (int u = 0; u < kNormMaxChunks; ++u) {
+      const int c = threadIdx.x + u * kThreads;
+      if (c >= chunks) break;
+      const uint32_t xw[4] = {xv[u].x, xv[u].y, xv[u].z, xv[u].w}, ww[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+      uint32_t o[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t two = 0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float normed = bf16_to_float(static_cast<uint16_t>(xw[q] >> (16 * h))) * r;
+          const float w = bf16_to_float(static_cast<uint16_t>(ww[q] >> (16 * h)));
+          two |= static_cast<uint32_t>(float_to_bf16(normed * w)) << (16 * h);
+        }
+        o[q] = two;
+      }
+      reinterpret_cast<uint4*>(out)[c] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+  } else {
+    double ss = 0;
+    for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
+      const double v = bf16_to_float(x[j]);
+      ss += v * v;  // exact: a bf16 squared fits a double
+    }
+    // Warp sums, then the warps' (exact in double: any order); one barrier instead of a tree's eight.
+    const double total = block_sum_of_warps<kThreads>(ss, partial);
+    const float r = 1.0f / sqrtf(static_cast<float>(total) / static_cast<float>(p.d) + p.eps);
+    __syncthreads();  // every thread has read x's row before any writes it (out may alias x)
+    for (int j = threadIdx.x; j < p.d; j += blockDim.x) {
+      const float normed = bf16_to_float(x[j]) * r;
+      out[j] = float_to_bf16(normed * bf16_to_float(p.weight[j]));
+    }
   }
 }
 
@@ -183,7 +229,7 @@ __global__ void sm90_bf16_engram_gate(EngramGateParams p) {
 // projection's products, or of the squares for the norm. A token's 24 projections of 20480
 // inputs on 24 blocks took 35 us a call; spread over chunks they fill the GPU at batch 1.
 int hc_chunks(int n) {
-  return n >= 16 ? 1 : n >= 4 ? 4 : 16;
+  return n >= 16 ? 1 : n >= 4 ? 4 : kMaxHcChunks;
 }
 
 __global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p, int chunks) {
@@ -208,26 +254,48 @@ __global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p, int chunks) {
 // projections' and the norm's partial sums, added up (exact in double: any order).
 __global__ void sm90_f32_hc_mixes_sinkhorn(HcMixesParams p, int chunks) {
   __shared__ float c[kMaxHc * kMaxHc], m[kMaxMix];
-  __shared__ double sums[kMaxMix + 1];
+  __shared__ double sums[kMaxMix + 1], staged[(kMaxMix + 1) * kMaxHcChunks];
   const int64_t t = blockIdx.x;
   const int hc = p.hc, mix = (2 + hc) * hc, e = threadIdx.x, i = e / hc, j = e % hc;
   const bool live = e < hc * hc;
-  for (int o = threadIdx.x; o <= mix; o += blockDim.x) {
+  // The gates' scales and biases first, so that their loads overlap the partial sums'.
+  const float scale0 = p.scale[0], scale1 = p.scale[1], scale2 = p.scale[2];
+  const float base_pre = e < hc ? p.base[e] : 0.0f, base_post = e < hc ? p.base[hc + e] : 0.0f;
+  const float base_comb = live ? p.base[2 * hc + e] : 0.0f;
+  // The token's partial sums staged with every load in flight at once (a thread adding its own
+  // chunks would wait for each load in turn).
+  const int count = (mix + 1) * chunks, threads = static_cast<int>(blockDim.x);
+  const double* partial = p.partial + t * count;
+  for (int i0 = 0; i0 < count; i0 += threads * kStageBatch) {
+    double v[kStageBatch];
+#pragma unroll
+    for (int u = 0; u < kStageBatch; ++u) {
+      const int idx = i0 + u * threads + e;
+      v[u] = idx < count ? __ldg(partial + idx) : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < kStageBatch; ++u) {
+      const int idx = i0 + u * threads + e;
+      if (idx < count) staged[idx] = v[u];
+    }
+  }
+  __syncthreads();
+  for (int o = e; o <= mix; o += threads) {
     double s = 0;
-    for (int ch = 0; ch < chunks; ++ch) s += p.partial[(t * (mix + 1) + o) * chunks + ch];
+    for (int ch = 0; ch < chunks; ++ch) s += staged[o * chunks + ch];
     sums[o] = s;
   }
   __syncthreads();
   const float width = static_cast<float>(hc * p.dim);
   const float r = 1.0f / sqrtf(static_cast<float>(sums[mix]) / width + p.norm_eps);
-  for (int o = threadIdx.x; o < mix; o += blockDim.x) m[o] = static_cast<float>(sums[o]) * r;
+  for (int o = e; o < mix; o += threads) m[o] = static_cast<float>(sums[o]) * r;
   __syncthreads();
   const float eps = p.hc_eps;
   if (e < hc) {
-    p.pre[t * hc + e] = 1.0f / (1.0f + expf(-(m[e] * p.scale[0] + p.base[e]))) + eps;
-    p.post[t * hc + e] = 2.0f * (1.0f / (1.0f + expf(-(m[hc + e] * p.scale[1] + p.base[hc + e]))));
+    p.pre[t * hc + e] = 1.0f / (1.0f + expf(-(m[e] * scale0 + base_pre))) + eps;
+    p.post[t * hc + e] = 2.0f * (1.0f / (1.0f + expf(-(m[hc + e] * scale1 + base_post))));
   }
-  if (live) c[e] = m[2 * hc + e] * p.scale[2] + p.base[2 * hc + e];
+  if (live) c[e] = m[2 * hc + e] * scale2 + base_comb;
   __syncthreads();
   float v = 0;
   if (live) {  // row softmax, + eps
@@ -287,7 +355,9 @@ cudaError_t launch_hc_mixes(const HcMixesParams& p) {
   sm90_bf16_hc_mixes_dots<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc + 1),
                                  static_cast<unsigned>(chunks)),
                             kThreads, 0, p.stream>>>(p, chunks);
-  sm90_f32_hc_mixes_sinkhorn<<<static_cast<unsigned>(p.n), kSinkhornThreads, 0, p.stream>>>(p, chunks);
+  // A thread an element of the combination: one warp (its barriers cheap) where hc * hc fits it.
+  const int threads = p.hc * p.hc <= kWarp ? kWarp : kSinkhornThreads;
+  sm90_f32_hc_mixes_sinkhorn<<<static_cast<unsigned>(p.n), threads, 0, p.stream>>>(p, chunks);
   return cudaGetLastError();
 }
 
@@ -326,7 +396,15 @@ cudaError_t launch_scatter_add(const ScatterAddParams& p) {
 cudaError_t launch_rms_norm(const RmsNormParams& p) {
   if (p.n < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_rms_norm<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  const auto aligned = [](const void* a, int64_t stride) {
+    return reinterpret_cast<uintptr_t>(a) % 16 == 0 && stride % 8 == 0;
+  };
+  const bool vector = p.d % 8 == 0 && p.d <= kNormMaxChunks * kThreads * 8 && aligned(p.x, p.x_stride) &&
+                      aligned(p.out, p.out_stride) && aligned(p.weight, 0);
+  if (vector)
+    sm90_bf16_rms_norm<true><<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
+  else
+    sm90_bf16_rms_norm<false><<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
