@@ -51,11 +51,11 @@ __host__ __device__ constexpr int score_stage_bytes(int head_tiles) {
   return (kScoreSlots + 16 * head_tiles) * kSStride * 2;
 }
 
-// Block per (kScoreSlots slots, kHeadTiles x 16 heads, token). Over d in chunks (two cp.async stages
-// of the slots' rows and the heads' q), a warp's D = q . K^T for its 16 heads and its 8-slot columns
-// is one chain of mma.m16n8k16 over d in order (products exact in fp32); a row of K is the B
+// Block per (kScoreSlots slots, kHeadTiles x 16 heads, token). Over d in chunks (kStages cp.async
+// stages of the slots' rows and the heads' q, kStages - 1 chunks in flight), a warp's D = q . K^T for its 16 heads and
+// its 8-slot columns is one chain of mma.m16n8k16 over d in order (products exact in fp32); a row of K is the B
 // operand's column as it lies in memory. scores[token][head][j] = D * scale, -inf for an empty slot.
-template <int kHeadTiles>
+template <int kHeadTiles, int kStages>
 __global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0) {
   constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = kWarps / kHeadTiles;
   constexpr int kColumns = kScoreSlots / 8 / kWarpsPerTile;  // a warp's 8-slot columns
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_sparse_attn_scores(Sp
   const uint16_t* qt = p.q + t * p.q_stride + static_cast<int64_t>(h0) * p.d;
   const int chunks = (p.d + kScoreChunk - 1) / kScoreChunk;
   const auto stage_at = [&](int c) {
-    return reinterpret_cast<uint16_t*>(smem + (c % 2) * score_stage_bytes(kHeadTiles));
+    return reinterpret_cast<uint16_t*>(smem + (c % kStages) * score_stage_bytes(kHeadTiles));
   };
   // Starts copying d chunk c of the slots' rows and the heads' q (zeros for empty slots, slots past
   // k, heads past the count, d past its end); a commit group a chunk, empty past the last.
@@ -92,10 +92,10 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_sparse_attn_scores(Sp
   };
   const int tile = warp / kWarpsPerTile, col0 = (warp % kWarpsPerTile) * kColumns;
   float d[kColumns][4] = {};
-  stage(0);
+  for (int c = 0; c < kStages - 1; ++c) stage(c);
   for (int c = 0; c < chunks; ++c) {
-    stage(c + 1);
-    cp_async_wait<1>();  // chunk c's group
+    stage(c + kStages - 1);
+    cp_async_wait<kStages - 1>();  // chunk c's group
     __syncthreads();
     const uint16_t* ks = stage_at(c);
     const uint16_t* qa = ks + kScoreSlots * kSStride + (16 * tile + g) * kSStride;
@@ -308,15 +308,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_score
   }
 }
 
-template <int kHeadTiles>
+template <int kHeadTiles, int kStages>
 cudaError_t launch_scores(const SparseAttnParams& p, int t0, unsigned tokens) {
-  constexpr int bytes = 2 * score_stage_bytes(kHeadTiles);
-  static const cudaError_t opt_in = cudaFuncSetAttribute(sm90_bf16_sparse_attn_scores<kHeadTiles>,
+  constexpr int bytes = kStages * score_stage_bytes(kHeadTiles);
+  static const cudaError_t opt_in = cudaFuncSetAttribute(sm90_bf16_sparse_attn_scores<kHeadTiles, kStages>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (opt_in != cudaSuccess) return opt_in;
   const dim3 grid(static_cast<unsigned>((p.k + kScoreSlots - 1) / kScoreSlots),
                   static_cast<unsigned>((p.heads + 16 * kHeadTiles - 1) / (16 * kHeadTiles)), tokens);
-  sm90_bf16_sparse_attn_scores<kHeadTiles><<<grid, kWarps * kWarp, bytes, p.stream>>>(p, t0);
+  sm90_bf16_sparse_attn_scores<kHeadTiles, kStages><<<grid, kWarps * kWarp, bytes, p.stream>>>(p, t0);
   return cudaGetLastError();
 }
 
@@ -354,15 +354,17 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   for (int t0 = 0; t0 < p.n; t0 += kTokensPerPass) {
     const unsigned tokens = static_cast<unsigned>(std::min(kTokensPerPass, p.n - t0));
     if (p.k > 0) {
-      const cudaError_t e =
-          few ? launch_scores<kSmallHeadTiles>(p, t0, tokens) : launch_scores<kHeadTiles>(p, t0, tokens);
+      const cudaError_t e = few ? launch_scores<kSmallHeadTiles, kSmallScoreStages>(p, t0, tokens)
+                                : launch_scores<kHeadTiles, kScoreStages>(p, t0, tokens);
       if (e != cudaSuccess) return e;
     }
     sm90_f32_sparse_attn_softmax<<<dim3(static_cast<unsigned>((p.heads + kSoftmaxWarps - 1) / kSoftmaxWarps), tokens),
                                    kSoftmaxWarps * kWarp, 0, p.stream>>>(p, alpha, l);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    const cudaError_t e = few ? launch_values<kSmallHeadTiles, kSmallValueStages>(p, t0, tokens, alpha, l)
-                              : launch_values<kHeadTiles, kValueStages>(p, t0, tokens, alpha, l);
+    const cudaError_t e = !few ? launch_values<kHeadTiles, kValueStages>(p, t0, tokens, alpha, l)
+                          : p.n <= kDeepTokens
+                              ? launch_values<kSmallHeadTiles, kDeepValueStages>(p, t0, tokens, alpha, l)
+                              : launch_values<kSmallHeadTiles, kSmallValueStages>(p, t0, tokens, alpha, l);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -20,21 +20,26 @@ inline constexpr int kSoftmaxBlock = 64;  // the reference kernel's online-softm
 // of the block's 8-wide columns (slots, or dims), in pairs.
 inline constexpr int kWarps = 4;
 inline constexpr int kHeadTiles = 4, kSmallHeadTiles = 1;
-// Scores: a block per (kScoreSlots slots, head tiles, token); d in chunks of kScoreChunk through two
-// cp.async stages of the slots' rows and the heads' q.
+// Scores: a block per (kScoreSlots slots, head tiles, token); d in chunks of kScoreChunk through a
+// ring of cp.async stages of the slots' rows and the heads' q (a few tokens' blocks, fewer than the
+// GPU's SMs at batch 1, keep more in flight).
 inline constexpr int kScoreSlots = 64, kScoreChunk = 128;
+inline constexpr int kScoreStages = 2, kSmallScoreStages = 3;
 // Softmax: a warp per (token, head), kSoftmaxWarps a block.
 inline constexpr int kSoftmaxWarps = 4;
 // Values: a block per (kValueDims dims, head tiles, token); the softmax blocks' rows and P staged
-// in a ring of shared-memory stages, more in flight for a few tokens' smaller blocks.
+// in a ring of shared-memory stages, more in flight for a few tokens' smaller blocks, most for up to
+// kDeepTokens (at batch 1, 32 blocks on 132 SMs: the loads a block has in flight bound it).
 inline constexpr int kValueDims = 64;
-inline constexpr int kValueStages = 2, kSmallValueStages = 4;
+inline constexpr int kValueStages = 2, kSmallValueStages = 4, kDeepValueStages = 8, kDeepTokens = 8;
 inline constexpr int kTokensPerPass = 256;  // bounds the workspace
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 static_assert(kWarps % kHeadTiles == 0 && kWarps % kSmallHeadTiles == 0);
 static_assert(kScoreSlots / 8 % (2 * (kWarps / kSmallHeadTiles)) == 0 && kScoreChunk % 16 == 0);
 static_assert(kValueDims / 8 % (2 * (kWarps / kSmallHeadTiles)) == 0);
 static_assert(kSoftmaxBlock % 16 == 0 && kScoreSlots % 16 == 0);
+static_assert(kScoreStages >= 2 && kSmallScoreStages >= 2 && kValueStages >= 2 && kSmallValueStages >= 2 &&
+              kDeepValueStages >= 2 && kDeepTokens < kFewTokens);
 // The maxima: a warp per 32 rows, two to a softmax block.
 static_assert(kSoftmaxBlock == 2 * kWarp);
 }  // namespace sparse_attn
