@@ -3,6 +3,7 @@
 #include "model/weights.h"
 
 #include <cstring>
+#include <map>
 
 #include "core/float_formats.h"
 
@@ -13,9 +14,23 @@ namespace {
 
 class Binder {
  public:
-  Binder(const Checkpoint& c, ModelWeights& w) : ckpt_(c), w_(w) {}
+  Binder(const Checkpoint& c, ModelWeights& w, const ModelConfig& config, Shard shard)
+      : ckpt_(c), w_(w), shard_(shard) {
+    if (shard.ranks > 1)
+      for (TensorSpec& t : build_weight_manifest(config)) specs_.emplace(t.name, std::move(t));
+  }
 
-  Result<TensorView> view(const std::string& name) {
+  const Shard& shard() const { return shard_; }
+
+  // The rank's view of tensor `name` (shard_view); `whole`: the whole tensor whatever its split.
+  Result<TensorView> view(const std::string& name, bool whole = false) {
+    DSINFER_ASSIGN_OR_RETURN(TensorView v, whole_view(name));
+    const auto spec = specs_.find(name);
+    if (whole || spec == specs_.end()) return v;
+    return shard_view(v, spec->second, shard_);
+  }
+
+  Result<TensorView> whole_view(const std::string& name) {
     const Checkpoint::Tensor* t = ckpt_.find(name);
     if (!t) return error(ErrorKind::kNotFound, fmt::format("tensor '{}' is missing", name));
     const SafetensorsEntry& e = *t->entry;
@@ -58,14 +73,14 @@ class Binder {
     return out;
   }
 
-  Result<LinearWeight> linear(const std::string& prefix, LinearFormat format) {
+  Result<LinearWeight> linear(const std::string& prefix, LinearFormat format, bool whole = false) {
     LinearWeight lw;
     lw.format = format;
-    DSINFER_ASSIGN_OR_RETURN(lw.weight, view(prefix + ".weight"));
+    DSINFER_ASSIGN_OR_RETURN(lw.weight, view(prefix + ".weight", whole));
     lw.out = lw.weight.shape[0];
     lw.in = lw.weight.shape[1] * (format == LinearFormat::kFp4 ? 2 : 1);
     if (format == LinearFormat::kFp8 || format == LinearFormat::kFp4 || format == LinearFormat::kFp8AsBf16) {
-      DSINFER_ASSIGN_OR_RETURN(lw.scale, view(prefix + ".scale"));
+      DSINFER_ASSIGN_OR_RETURN(lw.scale, view(prefix + ".scale", whole));
     }
     return lw;
   }
@@ -73,6 +88,8 @@ class Binder {
  private:
   const Checkpoint& ckpt_;
   ModelWeights& w_;
+  Shard shard_;
+  std::map<std::string, TensorSpec> specs_;  // by name, when the tensors are split (ranks > 1)
 };
 
 LinearFormat storage_format(WeightFormat f) {
@@ -99,15 +116,22 @@ Status bind_attention(Binder& b, const ModelConfig& c, int l, AttentionWeights& 
   DSINFER_ASSIGN_OR_RETURN(a.wo_b, b.linear(p + "wo_b", f));
   // wo_a is a block-diagonal (grouped) projection with bf16 math on the exactly dequantised
   // weights (spec §5.1): one LinearWeight view per group, rows [g * o_lora, (g + 1) * o_lora).
+  // A rank holds groups [rank * G / ranks, (rank + 1) * G / ranks) (their rows of the whole matrix).
+  const Shard& shard = b.shard();
+  if (c.o_groups % shard.ranks != 0)
+    return error(ErrorKind::kInvalidConfig, fmt::format("tensor parallelism over {} ranks: {}wo_a has {} groups, "
+                                                        "not a multiple of {}",
+                                                        shard.ranks, p, c.o_groups, shard.ranks));
+  const int groups = c.o_groups / shard.ranks, first_group = shard.rank * groups;
   DSINFER_ASSIGN_OR_RETURN(LinearWeight wo_a,
-                           b.linear(p + "wo_a", f == LinearFormat::kFp8 ? LinearFormat::kFp8AsBf16 : f));
+                           b.linear(p + "wo_a", f == LinearFormat::kFp8 ? LinearFormat::kFp8AsBf16 : f, true));
   // The fp8 scales tile the whole matrix in 32 x 32 blocks (spec §12.3), not each group: when a
   // group starts inside a block its rows cannot be a view with scales of their own, so the matrix
   // is dequantised once, exactly, to bf16 (what the reference's convert.py does to all of wo_a).
   if (wo_a.format == LinearFormat::kFp8AsBf16 && c.o_lora_rank % 32 != 0) {
     DSINFER_ASSIGN_OR_RETURN(wo_a, b.dequantised_to_bf16(wo_a));
   }
-  for (int g = 0; g < c.o_groups; ++g) {
+  for (int g = first_group; g < first_group + groups; ++g) {
     LinearWeight gw = wo_a;
     gw.out = c.o_lora_rank;
     gw.weight.data =
@@ -149,10 +173,18 @@ Status bind_moe(Binder& b, const ModelConfig& c, int l, MoeWeights& m) {
     DSINFER_ASSIGN_OR_RETURN(e.w3, b.linear(ep + "w3", f));
     return {};
   };
-  m.experts.resize(c.routed_experts(l));
-  for (int e = 0; e < c.routed_experts(l); ++e)
-    DSINFER_RETURN_IF_ERROR(
-        expert(fmt::format("{}experts.{}.", p, e), storage_format(c.expert_format()), m.experts[e]));
+  // The rank's whole experts (expert parallelism): ids [rank * E / ranks, (rank + 1) * E / ranks).
+  const Shard& shard = b.shard();
+  const int experts = c.routed_experts(l);
+  if (experts % shard.ranks != 0)
+    return error(ErrorKind::kInvalidConfig, fmt::format("tensor parallelism over {} ranks: layer {} has {} routed "
+                                                        "experts, not a multiple of {}",
+                                                        shard.ranks, l, experts, shard.ranks));
+  m.experts.resize(experts / shard.ranks);
+  m.first_expert = shard.rank * (experts / shard.ranks);
+  for (size_t i = 0; i < m.experts.size(); ++i)
+    DSINFER_RETURN_IF_ERROR(expert(fmt::format("{}experts.{}.", p, m.first_expert + static_cast<int>(i)),
+                                   storage_format(c.expert_format()), m.experts[i]));
   return expert(p + "shared_experts.", storage_format(c.weight_format()), m.shared);
 }
 
@@ -175,9 +207,38 @@ Status bind_engram(Binder& b, const ModelConfig& c, int l, EngramWeights& e) {
 
 }  // namespace
 
-Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& c) {
+Result<TensorView> shard_view(TensorView v, const TensorSpec& spec, Shard shard) {
+  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks)
+    return error(ErrorKind::kInvalidArgument, fmt::format("rank {} of {}", shard.rank, shard.ranks));
+  const bool split = spec.split == ShardSplit::kDim0 || spec.split == ShardSplit::kDim1;
+  if (shard.ranks == 1 || !split || spec.component == Component::kEngramTable) return v;
+  const int dim = spec.split == ShardSplit::kDim0 ? 0 : 1;
+  if (dim >= v.ndim) return error(ErrorKind::kInvalidConfig, fmt::format("'{}' has no dimension {}", spec.name, dim));
+  if (v.dtype == DType::kF4E2M1)
+    return error(ErrorKind::kUnsupported, fmt::format("'{}': packed fp4 split by rows or columns", spec.name));
+  const char* what = dim == 0 ? "rows" : "columns";
+  const int64_t n = v.shape[dim], part = n / shard.ranks;
+  if (n % shard.ranks != 0)
+    return error(ErrorKind::kInvalidConfig, fmt::format("tensor parallelism over {} ranks: {} has {} {}, not a "
+                                                        "multiple of {}",
+                                                        shard.ranks, spec.name, n, what, shard.ranks));
+  // An fp8 weight's 32 x 32 block scales are split alike (their own spec): a rank's first row or
+  // column must start a block.
+  if (v.dtype == DType::kF8E4M3 && !spec.is_scale && part % 32 != 0)
+    return error(ErrorKind::kInvalidConfig,
+                 fmt::format("tensor parallelism over {} ranks: {} would give each rank {} {}, which split its "
+                             "32 x 32 scale blocks",
+                             shard.ranks, spec.name, part, what));
+  v.data = static_cast<uint8_t*>(v.data) + dtype_bytes(v.dtype, shard.rank * part * v.stride[dim]);
+  v.shape[dim] = part;
+  return v;
+}
+
+Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& c, Shard shard) {
+  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks)
+    return error(ErrorKind::kInvalidArgument, fmt::format("rank {} of {}", shard.rank, shard.ranks));
   ModelWeights w;
-  Binder b(ckpt, w);
+  Binder b(ckpt, w, c, shard);
   DSINFER_ASSIGN_OR_RETURN(w.embed, b.view("embed.weight"));
   DSINFER_ASSIGN_OR_RETURN(w.norm, b.view("norm.weight"));
   DSINFER_ASSIGN_OR_RETURN(w.head, b.linear("head", LinearFormat::kBf16AsF32));

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "model/weight_manifest.h"
 #include "ops/device_array.h"
 #include "ops/linear_weight.h"
 
@@ -37,10 +38,11 @@ struct AttentionWeights {
 };
 
 struct MoeWeights {
-  TensorView gate;     // [E, dim] bf16
-  TensorView bias;     // [E] f32
-  TensorView bias_vl;  // [E] f32, vision configs only
-  std::vector<ExpertWeights> experts;
+  TensorView gate;                     // [E, dim] bf16
+  TensorView bias;                     // [E] f32
+  TensorView bias_vl;                  // [E] f32, vision configs only
+  std::vector<ExpertWeights> experts;  // the rank's: routed ids [first_expert, first_expert + size)
+  int first_expert = 0;
   ExpertWeights shared;
 };
 
@@ -69,8 +71,23 @@ struct ModelWeights {
   std::vector<DeviceArray<uint8_t>> on_device;  // the uploaded copies (a non-CPU backend)
 };
 
-/// Views every backbone tensor of `ckpt` (which must outlive the result and pass the manifest).
-Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& config);
+/// One rank's part of a tensor-parallel job (spec §12.4): `rank` of `ranks`.
+struct Shard {
+  int rank = 0, ranks = 1;
+};
+
+/// Rank `shard`'s slice of a checkpoint tensor, as a view into the checkpoint's bytes: a kDim0
+/// tensor its rows [rank * R / ranks, (rank + 1) * R / ranks), a kDim1 tensor its columns (a
+/// strided view), any other tensor whole (replicated ones, the Engram tables, whole routed
+/// experts: a rank binds its own). kInvalidConfig when the split dimension does not divide among
+/// the ranks, or when a slice would not start on a whole 32-row (or column) scale block of a
+/// block-scaled weight; kUnsupported for a packed fp4 tensor split by rows or columns.
+Result<TensorView> shard_view(TensorView whole, const TensorSpec& spec, Shard shard);
+
+/// Views every backbone tensor of `ckpt` (which must outlive the result and pass the manifest)
+/// that rank `shard` holds: its slices of the split tensors (shard_view), its whole routed experts
+/// (experts [r * E / ranks, (r + 1) * E / ranks)), its wo_a groups, the rest whole.
+Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& config, Shard shard = {});
 
 /// Every weight view the forward pass hands to the backend (in its memory once placed).
 void for_each_backend_view(const ModelWeights& w, const std::function<void(const TensorView&)>& f);
