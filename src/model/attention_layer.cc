@@ -87,7 +87,9 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   const ModelConfig& c = config_;
   const AttentionWeights& w = weights_.layers[l].attn;
   const RopeTable& rope = *rope_[l];
-  const int64_t n = b.n, heads = c.n_heads, hd = c.head_dim, ql = c.q_lora_rank, win = c.window_size;
+  // A rank's heads (its rows of wq_b, its sinks, its wo_a groups; spec §14b.2).
+  const int ranks = comm_.world_size();
+  const int64_t n = b.n, heads = c.n_heads / ranks, hd = c.head_dim, ql = c.q_lora_rank, win = c.window_size;
   const int r = c.compress_ratio(l);
 
   DeviceArray<uint16_t> qr = b.scratch<uint16_t>(n * ql), q = b.scratch<uint16_t>(n * heads * hd);
@@ -177,7 +179,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   at_pos.apply(b.be, o.view(DType::kBF16, {n, heads, hd}), 0, /*inverse=*/true);
 
   // Grouped low-rank output: group g projects heads [g*h/G, (g+1)*h/G) with its own rows of wo_a.
-  const int64_t groups = c.o_groups, olr = c.o_lora_rank, gw = heads * hd / groups;
+  const int64_t groups = c.o_groups / ranks, olr = c.o_lora_rank, gw = heads * hd / groups;
   DeviceArray<uint16_t> z = b.scratch<uint16_t>(n * groups * olr);
   std::vector<LinearArgs> wo_a;
   for (int64_t g = 0; g < groups; ++g) {
@@ -187,8 +189,20 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     wo_a.push_back({og, &w.wo_a[g], zg});
   }
   b.be.grouped_linear({wo_a});
-  b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
-  return comm_.all_reduce_sum(out);
+  if (ranks == 1) {
+    b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
+    return {};
+  }
+  // wo_b is row-parallel: the ranks' fp32 partial outputs are summed, then rounded to bf16 once
+  // (adding them to zero rows: out = bf16(sum)).
+  const int64_t dim = c.dim;
+  DeviceArray<float> partial = b.scratch<float>(n * dim);
+  const TensorView pv = partial.view(DType::kF32, {n, dim});
+  b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, pv});
+  DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(pv));
+  const DeviceArray<uint16_t> none = b.zeros<uint16_t>(n * dim);
+  b.be.scatter_add({none.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), pv, out});
+  return {};
 }
 
 void Model::publish_rows(Batch& b, const DeviceArray<uint16_t>& pool, const TensorView& rows, int layer,
@@ -320,7 +334,8 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
   const RopeTable& rope = *rope_[l];
   const Batch::Group& gr = b.groups[g];
   const int r = c.compress_ratio(l);
-  const int64_t m = gr.rows, hi = c.index_n_heads, di = c.index_head_dim;
+  // A rank's index heads; their score sums are added over the ranks before the selections.
+  const int64_t m = gr.rows, hi = c.index_n_heads / comm_.world_size(), di = c.index_head_dim;
 
   // Index keys of a key owner, from the pre-RoPE latents (spec §7.1); the shared slot moves here.
   const int64_t groups = static_cast<int64_t>(done.size());
@@ -366,8 +381,8 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
   b.rope_at_positions(rope).apply(b.be, q.view(DType::kBF16, {m, hi, di}), gr.row0, false);
   b.be.fake_quant({q.view(DType::kBF16, {m, hi * di}), FakeQuant::kFp4E8M0Group32});
   b.be.linear({xg, &w.idx_weights_proj, wts.view(DType::kBF16, {m, hi})});
-  const float wscale =
-      static_cast<float>(std::pow(static_cast<double>(di), -0.5) * std::pow(static_cast<double>(hi), -0.5));
+  const float wscale = static_cast<float>(std::pow(static_cast<double>(di), -0.5) *
+                                          std::pow(static_cast<double>(c.index_n_heads), -0.5));
 
   const auto by_owner = rows_by_key_owner(b.chunks.subspan(gr.first, gr.end - gr.first), gr.decode, row_T);
   if (by_owner.empty()) return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
@@ -475,6 +490,7 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
                              scores,
                              {block_table, store_->rows_per_block(owner), 0},
                              wscale});
+        DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(scores));
         if (makes_candidates && !all_candidates)
           b.be.candidate_blocks({scores, dvis, c.candidate_topk_blocks, bs, rows_of(cand_out, i0, mb)});
         if (all_topk) continue;

@@ -23,16 +23,20 @@ SequenceState make_sequence_state(const ModelConfig& c, CacheStore& store) {
 
 Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Backend& backend, Communicator& comm,
                                            const LoadOptions& options) {
-  if (comm.world_size() != 1)
-    return error(ErrorKind::kUnsupported,
-                 "the forward pass runs on one rank today (tensor parallelism is a later issue)");
+  const int ranks = comm.world_size();
+  if (ranks > 1 && backend.device() != Device::kCpu)
+    return error(
+        ErrorKind::kUnsupported,
+        fmt::format("{} ranks: several ranks run on the CPU backend only today (NCCL is a later step)", ranks));
   DSINFER_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   if (options.max_model_len > 0) DSINFER_RETURN_IF_ERROR(config.set_context(options.max_model_len));
   DSINFER_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
-  DSINFER_RETURN_IF_ERROR(check_checkpoint(build_weight_manifest(config), ckpt));
+  const std::vector<TensorSpec> manifest = build_weight_manifest(config);
+  DSINFER_RETURN_IF_ERROR(check_checkpoint(manifest, ckpt));
+  DSINFER_RETURN_IF_ERROR(check_tensor_parallel(manifest, config, ranks));
   if (options.prefault) ckpt.prefault(options.progress);
   std::unique_ptr<Model> m(new Model(std::move(config), std::move(ckpt), backend, comm));
-  DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_));
+  DSINFER_ASSIGN_OR_RETURN(m->weights_, load_model_weights(m->ckpt_, m->config_, {comm.rank(), ranks}));
   place_weights(m->weights_, backend, options.upload_progress);
   const ModelConfig& c = m->config_;
   if (!c.engram_layer_ids.empty()) {
@@ -158,10 +162,21 @@ Status Model::run(Batch& b, const TensorView& logits) {
   // Embedding into each of the hc copies; the first pre-mix is one-hot on copy 0.
   const DeviceArray<int32_t> ids = b.upload(b.ids);
   b.x = b.scratch<uint16_t>(n * hc * dim);
+  // Each rank embeds its rows of the vocabulary (zeros for the others' ids); their sum, exact with
+  // one non-zero contributor, is the embedding (spec §14b.2).
+  const int64_t vocab_rows = weights_.embed.size(0), vocab_offset = comm_.rank() * vocab_rows;
+  DeviceArray<uint16_t> embedded = b.scratch<uint16_t>(comm_.world_size() > 1 ? n * dim : 0);
+  if (comm_.world_size() > 1) {
+    b.be.embed({ids.view(DType::kI32, {n}), weights_.embed, vocab_offset, embedded.view(DType::kBF16, {n, dim})});
+    DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(embedded.view(DType::kBF16, {n, dim})));
+  }
   for (int64_t k = 0; k < hc; ++k) {
     TensorView copy = b.x.view(DType::kBF16, {n, dim}, k * dim);
     copy.stride[0] = hc * dim;
-    b.be.embed({ids.view(DType::kI32, {n}), weights_.embed, 0, copy});
+    if (comm_.world_size() > 1)
+      b.be.gather_rows({embedded.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), copy});
+    else
+      b.be.embed({ids.view(DType::kI32, {n}), weights_.embed, 0, copy});
   }
   std::vector<float> pre(n * hc, 0.0f);
   for (int64_t t = 0; t < n; ++t) pre[t * hc] = 1.0f;
@@ -186,7 +201,22 @@ Status Model::run(Batch& b, const TensorView& logits) {
   const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
   b.be.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
   b.be.rms_norm({xc, weights_.norm, c.norm_eps, xc});
-  b.be.linear({xc, &weights_.head, logits});
+  if (comm_.world_size() == 1) {
+    b.be.linear({xc, &weights_.head, logits});
+    return {};
+  }
+  // Each rank's columns of the vocabulary, gathered over the ranks ([rank][chunk][column]), then
+  // laid out as the chunks' rows.
+  const int ranks = comm_.world_size();
+  const int64_t cols = weights_.head.out;
+  DeviceArray<float> part = b.scratch<float>(nc * cols), gathered = b.scratch<float>(ranks * nc * cols);
+  b.be.linear({xc, &weights_.head, part.view(DType::kF32, {nc, cols})});
+  DSINFER_RETURN_IF_ERROR(
+      comm_.all_gather(part.view(DType::kF32, {nc * cols}), gathered.view(DType::kF32, {ranks * nc * cols})));
+  for (int r = 0; r < ranks; ++r)
+    for (int64_t ci = 0; ci < nc; ++ci)
+      b.be.copy_on_device(logits.as<float>() + ci * logits.stride[0] + r * cols, gathered.data() + (r * nc + ci) * cols,
+                          cols * sizeof(float));
   return {};
 }
 

@@ -32,7 +32,7 @@ Status Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
     b.record(ci, fmt::format("layer{}.gate_indices", l), DType::kI32, {b.size(ci), k}, droute, b.offset[ci] * k);
   DeviceArray<float> y = b.zeros<float>(n * dim);
   b.be.routed_experts({x, droute.view(DType::kI32, {n, k}), droute.view(DType::kF32, {n, k}, n * k), w.experts,
-                       static_cast<float>(c.swiglu_limit), y.view(DType::kF32, {n, dim})});
+                       static_cast<float>(c.swiglu_limit), y.view(DType::kF32, {n, dim}), w.first_expert});
   DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(y.view(DType::kF32, {n, dim})));  // experts live on their ranks
 
   // The shared expert, added last; out = bf16(y + shared).

@@ -226,15 +226,17 @@ struct GatherRowsArgs {
 /// acc[t] += w2_e(bf16(swiglu(w1_e x_t, w3_e x_t) * weight)) in fp32. The choice stays where the
 /// router wrote it (a backend may run it without reading it back).
 struct RoutedExpertsArgs {
-  TensorView x;        // [n, dim] bf16
-  TensorView indices;  // [n, k] int32, distinct experts per token
-  TensorView weights;  // [n, k] f32 routing weights
-  std::span<const ExpertWeights> experts;
-  float swiglu_limit;                                  // 0 disables the clamp
-  TensorView acc;                                      // [n, dim] f32, added into
+  TensorView x;                            // [n, dim] bf16
+  TensorView indices;                      // [n, k] int32, distinct experts per token
+  TensorView weights;                      // [n, k] f32 routing weights
+  std::span<const ExpertWeights> experts;  // ids [first_expert, first_expert + size): a rank's (others add nothing)
+  float swiglu_limit;                      // 0 disables the clamp
+  TensorView acc;                          // [n, dim] f32, added into
+  int first_expert = 0;
   bool operator==(const RoutedExpertsArgs& o) const {  // the same experts: the same table
     return x == o.x && indices == o.indices && weights == o.weights && experts.data() == o.experts.data() &&
-           experts.size() == o.experts.size() && swiglu_limit == o.swiglu_limit && acc == o.acc;
+           experts.size() == o.experts.size() && swiglu_limit == o.swiglu_limit && acc == o.acc &&
+           first_expert == o.first_expert;
   }
 };
 

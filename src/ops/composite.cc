@@ -31,21 +31,26 @@ void routed_experts_by_expert(Backend& be, const RoutedExpertsArgs& a) {
     be.copy_to_host(idx.data(), a.indices.data, n * k * 4);
     be.copy_to_host(wts.data(), a.weights.data, n * k * 4);
   }
-  std::vector<int64_t> first(experts + 1, 0);  // expert e owns rows [first[e], first[e + 1])
-  for (int32_t e : idx) {
-    DSINFER_CHECK(e >= 0 && e < experts, "routed_experts: expert {} of {}", e, experts);
-    ++first[e + 1];
+  // The table's experts by their index in it; a choice of another rank's expert adds nothing here.
+  for (int32_t& e : idx) {
+    DSINFER_CHECK(e >= 0, "routed_experts: expert {}", e);
+    e = e >= a.first_expert && e < a.first_expert + experts ? e - a.first_expert : -1;
   }
+  std::vector<int64_t> first(experts + 1, 0);  // expert e owns rows [first[e], first[e + 1])
+  for (int32_t e : idx)
+    if (e >= 0) ++first[e + 1];
   for (int64_t e = 0; e < experts; ++e) first[e + 1] += first[e];
-  std::vector<int32_t> rows(n * k);
-  std::vector<float> row_w(n * k);
+  const int64_t m = first[experts];
+  if (m == 0) return;
+  std::vector<int32_t> rows(m);
+  std::vector<float> row_w(m);
   std::vector<int64_t> next(first.begin(), first.end() - 1);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < k; ++j) {
+      if (idx[t * k + j] < 0) continue;
       const int64_t at = next[idx[t * k + j]]++;
       rows[at] = static_cast<int32_t>(t), row_w[at] = wts[t * k + j];
     }
-  const int64_t m = n * k;
   const DeviceArray<int32_t> drows(be, std::span<const int32_t>(rows));
   const DeviceArray<float> drow_w(be, std::span<const float>(row_w));
   auto xe = DeviceArray<uint16_t>::uninitialized(be, m * dim), g = DeviceArray<uint16_t>::uninitialized(be, m * ff);

@@ -63,6 +63,9 @@ const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a) {
 }  // namespace cuda
 
 void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
+  // A rank's share of the experts (expert parallelism) runs on CPU ranks only for now.
+  DSINFER_CHECK(a.first_expert == 0, "routed_experts: a table from expert {} (expert parallelism) on the GPU",
+                a.first_expert);
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
   const cuda::ExpertTable* table = cuda::few_routed_tokens(n, options_.routed_tokens) ? &experts_.find(a) : nullptr;
   if (!table || !table->on_device) {
