@@ -26,7 +26,7 @@ double since(Clock::time_point t) {
 }
 
 int run_bench(const BenchOptions& o) {
-  auto loaded = load_model(o.model, o.backend);
+  auto loaded = load_model(o.model, o.backend, "bench");
   if (!loaded.ok()) return report_error(loaded.status());
   Model& model = *loaded->model;
   const ModelConfig& c = model.config();

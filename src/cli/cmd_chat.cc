@@ -31,7 +31,7 @@ int run_chat(const ChatCommandOptions& o) {
   if (!options.ok()) return report_error(options.status());
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
-  auto model = load_model(o.model, o.backend);
+  auto model = load_model(o.model, o.backend, "chat");
   if (!model.ok()) return report_error(model.status());
   const bool interactive = isatty(STDIN_FILENO) != 0;
   if (interactive) std::fputs("dsinfer chat: /reset starts over, /exit (or Ctrl-D) quits\n", stderr);

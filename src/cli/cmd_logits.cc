@@ -43,7 +43,7 @@ Result<std::vector<std::vector<int32_t>>> read_prompts(const std::string& path) 
 int run_logits(const LogitsOptions& o) {
   auto prompts = read_prompts(o.prompts);
   if (!prompts.ok()) return report_error(prompts.status());
-  auto model = load_model(o.model, o.backend);
+  auto model = load_model(o.model, o.backend, "logits", /*several_ranks=*/true);
   if (!model.ok()) return report_error(model.status());
   std::optional<SafetensorsFile> forced, replay;
   GoldenRunOptions ro;
@@ -64,6 +64,7 @@ int run_logits(const LogitsOptions& o) {
   }
   auto res = run_golden_experiment(*model->model, *prompts, ro);
   if (!res.ok()) return report_error(res.status());
+  if (model->comm->rank() != 0) return 0;  // every rank holds the logits; rank 0 writes them
   SafetensorsWriter w;
   w.add_values<float>("logits", DType::kF32, {res->batch, res->forwards, res->vocab}, res->logits);
   w.add_values<int32_t>("tokens", DType::kI32, {res->batch, res->forwards}, res->tokens);

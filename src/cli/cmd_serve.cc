@@ -47,7 +47,7 @@ int run_serve(const ServeOptions& o) {
                     o.max_connections + kSpareDescriptors, static_cast<uint64_t>(files.rlim_cur))));
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
-  auto model = load_model(o.model, o.backend);
+  auto model = load_model(o.model, o.backend, "serve");
   if (!model.ok()) return report_error(model.status());
   const ModelConfig& mc = model->model->config();
   auto cache = cache_layout(reference_cache_sizes(mc), static_cast<int64_t>(o.cache_gib * 1073741824.0),

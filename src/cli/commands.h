@@ -49,10 +49,20 @@ void add_backend_flags(CLI::App* cmd, BackendFlags& flags);
 /// A loaded model; the backend and communicator live as long as it.
 struct LoadedModel {
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<LocalCommunicator> comm;
+  std::unique_ptr<Communicator> comm;
   std::unique_ptr<Model> model;
 };
-Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags);
+/// Loads the model on this process's rank: started by mpirun with several ranks (a build with
+/// MPI), the communicator is the job's and the rank holds its shard; otherwise one rank.
+/// `several_ranks`: whether the command runs on several (the others refuse them by name).
+Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags, const char* command,
+                               bool several_ranks = false);
+
+/// This process's rank and the job's size as mpirun set them (0 of 1 outside an MPI job).
+struct JobRank {
+  int rank = 0, size = 1;
+};
+JobRank job_rank();
 /// The config of `dir` at the context `--max-model-len` asks for (its own when 0); the flag's
 /// errors name it.
 Result<ModelConfig> load_config_at_context(const std::filesystem::path& source, int64_t max_model_len);

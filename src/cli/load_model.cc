@@ -1,6 +1,8 @@
 // The model loading the commands share: the backend from --device, the weights with a progress bar.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -11,6 +13,9 @@
 #ifdef DSINFER_WITH_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
+#endif
+#ifdef DSINFER_WITH_MPI
+#include "parallel/mpi_communicator.h"
 #endif
 
 namespace dsinfer::cli {
@@ -73,11 +78,39 @@ Result<ModelConfig> load_config_at_context(const std::filesystem::path& source, 
   return c;
 }
 
-Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags) {
+JobRank job_rank() {
+  // Open MPI's launcher sets these in every rank's environment.
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!rank || !size) return {};
+  return {std::atoi(rank), std::max(1, std::atoi(size))};
+}
+
+Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags, const char* command,
+                               bool several_ranks) {
   LoadedModel m;
+  const JobRank job = job_rank();
+  if (job.size > 1 && !several_ranks)
+    return error(ErrorKind::kUnsupported,
+                 fmt::format("`dsinfer {}` runs on one rank today, not under mpirun with {} ranks (`generate` and "
+                             "`logits` run on several)",
+                             command, job.size));
   if (flags.max_model_len > 0) DSINFER_RETURN_IF_ERROR(load_config_at_context(dir, flags.max_model_len).status());
   DSINFER_ASSIGN_OR_RETURN(m.backend, make_backend(flags));
-  m.comm = std::make_unique<LocalCommunicator>();
+  if (job.size > 1) {
+#ifdef DSINFER_WITH_MPI
+    // A rank that stops answering ends the others' collectives after this long (a clear error,
+    // not a hang); the longest collective waits for the slowest rank's share of a prefill.
+    constexpr std::chrono::minutes kCollectiveTimeout{5};
+    DSINFER_ASSIGN_OR_RETURN(m.comm, MpiCommunicator::create(kCollectiveTimeout));
+#else
+    return error(
+        ErrorKind::kUnsupported,
+        fmt::format("started with {} ranks, but this build has no MPI (configure with -DDSINFER_MPI=ON)", job.size));
+#endif
+  } else {
+    m.comm = std::make_unique<LocalCommunicator>();
+  }
   ProgressBar read_bar("loading weights"), upload_bar("copying weights to the GPU");
   LoadOptions options;
   options.prefault = fits_in_memory(dir);

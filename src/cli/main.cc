@@ -1,11 +1,27 @@
 // dsinfer command-line entry point: parses the subcommand and its flags, then runs it.
 #include <cstdio>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#ifdef DSINFER_WITH_MPI
+#include "parallel/mpi_communicator.h"
+#endif
 
 int main(int argc, char** argv) {
+  // Under mpirun with several ranks every rank runs the same command; rank 0 speaks for the job
+  // (the others' standard output is dropped; their errors still reach standard error).
+  const dsinfer::cli::JobRank job = dsinfer::cli::job_rank();
+#ifdef DSINFER_WITH_MPI
+  std::unique_ptr<dsinfer::MpiSession> mpi;
+  if (job.size > 1) {
+    auto session = dsinfer::MpiSession::start(&argc, &argv);
+    if (!session.ok()) return dsinfer::cli::report_error(session.status());
+    mpi = std::move(*session);
+  }
+#endif
+  if (job.size > 1 && job.rank != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;
   CLI::App app{"dsinfer: inference engine for DeepSeek V4.1", "dsinfer"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dsinfer 0.1.0");
