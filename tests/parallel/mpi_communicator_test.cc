@@ -108,13 +108,3 @@ TEST(MpiCommunicator, ARankThatDoesNotJoinInTimeFailsTheCollective) {
 
 }  // namespace
 }  // namespace dsinfer
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  auto session = dsinfer::MpiSession::start(&argc, &argv);
-  if (!session.ok()) {
-    std::fprintf(stderr, "%s\n", session.status().to_string().c_str());
-    return 1;
-  }
-  return RUN_ALL_TESTS();  // every rank's failures count: mpirun fails if any rank does
-}
