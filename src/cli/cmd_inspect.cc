@@ -124,8 +124,8 @@ void print_cache(const ModelConfig& c) {
 }
 
 // What each rank holds under tensor parallelism over `ranks` (the manifest's splits; a layout the
-// config does not divide into is an error). Multi-rank runs are not built yet (issue 20): this
-// plans a deployment.
+// config does not divide into is an error): what a run under mpirun with that many ranks loads
+// (CPU ranks today; GPU ranks are planned from it).
 Status print_tensor_parallel(const std::vector<TensorSpec>& manifest, const ModelConfig& c, int ranks) {
   DSINFER_RETURN_IF_ERROR(check_tensor_parallel(manifest, c, ranks));
   const std::map<Component, int64_t> bytes = rank_bytes(manifest, ranks);
@@ -215,8 +215,7 @@ void register_inspect(CLI::App& app, CommandResult& result) {
   model->excludes(config);
   add_max_model_len_flag(cmd, opts->max_model_len);
   cmd->add_option("--tensor-parallel", opts->tensor_parallel,
-                  "Also print what each of N tensor-parallel ranks would hold (planning; multi-rank runs are not "
-                  "built yet)")
+                  "Also print what each of N tensor-parallel ranks holds (mpirun -np N: CPU ranks today)")
       ->check(CLI::PositiveNumber);
   cmd->callback([opts, &result] {
     if (opts->model.empty() && opts->config.empty()) {
