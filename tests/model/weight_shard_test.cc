@@ -79,7 +79,9 @@ TEST_P(WeightShard, RanksSlicesPutBackTogetherAreEverySplitTensor) {
       const auto v = shard_view(whole, spec, {r, kRanks});
       ASSERT_TRUE(v.ok()) << spec.name << ": " << v.status().to_string();
       for (int d = 0; d < whole.ndim; ++d) {
-        if (d != dim) EXPECT_EQ(v->shape[d], whole.shape[d]) << spec.name;
+        if (d != dim) {
+          EXPECT_EQ(v->shape[d], whole.shape[d]) << spec.name;
+        }
         EXPECT_EQ(v->stride[d], whole.stride[d]) << spec.name;  // a view, not a copy
       }
       covered += v->shape[dim];
