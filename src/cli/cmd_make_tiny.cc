@@ -14,10 +14,11 @@ namespace {
 struct MakeTinyOptions {
   std::string out;
   uint64_t seed = 0;
+  int tensor_parallel = 1;
 };
 
 int run_make_tiny(const MakeTinyOptions& o) {
-  if (Status s = write_tiny_checkpoint(o.out, o.seed); !s.ok()) return report_error(s);
+  if (Status s = write_tiny_checkpoint(o.out, o.seed, 0, o.tensor_parallel); !s.ok()) return report_error(s);
   auto config = load_model_config(o.out);
   auto ckpt = Checkpoint::open(o.out);
   if (!config.ok()) return report_error(config.status());
@@ -37,6 +38,10 @@ void register_make_tiny(CLI::App& app, CommandResult& result) {
                   "Folder to write (created if missing; an existing checkpoint there is replaced whole)")
       ->required();
   cmd->add_option("--seed", opts->seed, "Random seed of the weights")->capture_default_str();
+  cmd->add_option("--tensor-parallel", opts->tensor_parallel,
+                  "Make the model divide among N ranks (2 or 4: as many output groups and index heads, the "
+                  "vocabulary padded)")
+      ->capture_default_str();
   cmd->callback([opts, &result] { result.exit_code = run_make_tiny(*opts); });
 }
 

@@ -2,6 +2,8 @@
 // that follow from a tokenizer, and the validation every config gets.
 #include "testing/config_builder.h"
 
+#include <algorithm>
+
 #include <utility>
 
 #include "io/engram_layout.h"
@@ -95,7 +97,10 @@ Result<ModelConfig> flash_shaped_config(const FlashShapedOptions& o) {
   return validated(std::move(c));
 }
 
-Result<ModelConfig> tiny_model_config(const TokenizerVocab& vocab) {
+Result<ModelConfig> tiny_model_config(const TokenizerVocab& vocab, int ranks) {
+  if (ranks != 1 && ranks != 2 && ranks != 4)
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("the tiny model splits among 1, 2 or 4 tensor-parallel ranks, not {}", ranks));
   ModelConfig c;
   c.max_batch_size = 4;
   c.max_seq_len = 4096;
@@ -147,6 +152,11 @@ Result<ModelConfig> tiny_model_config(const TokenizerVocab& vocab) {
   c.dspark_markov_rank = 32;
   c.dspark_n_routed_experts = 4;
   c.dspark_n_activated_experts = 2;
+  if (ranks > 1) {  // 4 heads of 64 and 8 experts already divide; fp8 rows stay whole scale blocks
+    c.o_groups = std::max(c.o_groups, ranks);
+    c.index_n_heads = std::max(c.index_n_heads, ranks);
+    c.vocab_size = (c.vocab_size + ranks - 1) / ranks * ranks;
+  }
   return validated(std::move(c));
 }
 

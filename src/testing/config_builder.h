@@ -67,6 +67,8 @@ Result<ModelConfig> flash_shaped_config(const FlashShapedOptions& options);
 /// The tiny model's config for the tiny tokenizer `vocab` (its token ids and Engram compressed
 /// vocab), validated: every layer kind (window only, Engram, ratio-2 and ratio-1 kv sources, reuse,
 /// reindex, candidate blocks, DSpark draft layers, vision) at widths of 128 and less.
-Result<ModelConfig> tiny_model_config(const TokenizerVocab& vocab);
+/// `ranks` > 1: the same model made to divide among that many tensor-parallel ranks (2 or 4: as
+/// many output groups and index heads as ranks, at least two, the vocabulary padded to a multiple).
+Result<ModelConfig> tiny_model_config(const TokenizerVocab& vocab, int ranks = 1);
 
 }  // namespace dsinfer

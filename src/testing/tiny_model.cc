@@ -230,10 +230,10 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, 
   return w;
 }
 
-Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, int64_t max_seq_len) {
+Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, int64_t max_seq_len, int ranks) {
   const Json tokenizer = make_tiny_tokenizer_json(kTinyTokenizerMerges);
   DSINFER_ASSIGN_OR_RETURN(TokenizerVocab vocab, TokenizerVocab::from_json(tokenizer, "tiny tokenizer"));
-  DSINFER_ASSIGN_OR_RETURN(ModelConfig config, tiny_model_config(vocab));
+  DSINFER_ASSIGN_OR_RETURN(ModelConfig config, tiny_model_config(vocab, ranks));
   if (max_seq_len > 0) config.max_seq_len = max_seq_len;
   return write_tiny_checkpoint(dir, seed, config);
 }

@@ -25,8 +25,9 @@ SafetensorsWriter make_random_weights(const ModelConfig& config, uint64_t seed, 
 /// Writes config.json, tokenizer.json, tokenizer_config.json and the weights (sharded with an
 /// index, as the release) as the folder `dir`, replacing it whole if it exists
 /// (io/atomic_file.h: write_folder_atomic; stale temporary folders of interrupted runs removed).
-/// `max_seq_len` > 0 replaces the tiny config's context (4,096 positions), for long-context tests.
-Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, int64_t max_seq_len = 0);
+/// `max_seq_len` > 0 replaces the tiny config's context (4,096 positions), for long-context tests;
+/// `ranks` > 1: the model made to divide among that many tensor-parallel ranks (tiny_model_config).
+Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, int64_t max_seq_len = 0, int ranks = 1);
 /// The same with another config for the tiny tokenizer (a variant of tiny_model_config's).
 Status write_tiny_checkpoint(const std::filesystem::path& dir, uint64_t seed, const ModelConfig& config);
 

@@ -1,4 +1,4 @@
-// The forward on several CPU ranks under mpirun (issue 20; ctest runs this binary on 2 and 3
+// The forward on several CPU ranks under mpirun (issue 20; ctest runs this binary on 2, 3 and 4
 // ranks). Each rank holds its shard (its heads, wo_a groups, index heads, vocabulary rows and
 // whole routed experts) and the ranks meet in the reference's collectives (spec §14b.2). The golden
 // fixtures replayed on 2 ranks stay within the single rank's bound of the reference, every rank
@@ -17,13 +17,17 @@
 #include <cstring>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "backends/cpu/cpu_backend.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "parallel/mpi_communicator.h"
 #include "test_util.h"
 #include "testing/golden_run.h"
+#include "testing/tiny_model.h"
 
 namespace dsinfer {
 namespace {
@@ -47,10 +51,11 @@ class TensorParallel : public ::testing::TestWithParam<const char*> {
 TEST_P(TensorParallel, GoldensReplayedWithinTheBoundOnEveryRank) {
   const auto dir = testing::data_dir() / GetParam();
   auto model = Model::load(dir / "checkpoint", backend_, *comm_);
-  if (comm_->world_size() != 2) {  // the fixtures' experts, heads and wo_a groups do not divide by 3
+  if (comm_->world_size() != 2) {  // the fixtures' experts, heads or wo_a groups do not divide by 3 or 4
     ASSERT_FALSE(model.ok());
     EXPECT_EQ(model.status().kind(), ErrorKind::kInvalidConfig);
-    EXPECT_NE(model.status().message().find("over 3 ranks"), std::string::npos) << model.status().to_string();
+    EXPECT_NE(model.status().message().find(fmt::format("over {} ranks", comm_->world_size())), std::string::npos)
+        << model.status().to_string();
     return;
   }
   ASSERT_TRUE(model.ok()) << model.status().to_string();
@@ -178,6 +183,53 @@ TEST_P(TensorParallel, OwnSelectionsAsOneRanks) {
   if (comm_->rank() == 0)
     std::printf("%s on 2 ranks against 1, own selections: max |d logit| %.4f, %d of %d selection rows equal%s\n",
                 GetParam(), worst, equal, rows, worst == 0 ? " (logits bit-identical)" : "");
+}
+
+// The tiny model made to divide by 4 (`make-tiny --tensor-parallel 4`) on 4 ranks against one:
+// one rank's run (its greedy tokens and selections) replayed on the 4, logits within the bound.
+TEST(TensorParallelTiny, FourRanksAsOne) {
+  auto made = MpiCommunicator::create(120s);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  MpiCommunicator& comm = **made;
+  if (comm.world_size() != 4) GTEST_SKIP() << "runs on 4 ranks";
+  testing::TempDir tmp;  // each rank its own copy (the same bytes: the same seed)
+  const auto dir = tmp.path() / "tiny";
+  ASSERT_TRUE(write_tiny_checkpoint(dir, 7, 0, 4).ok());
+  CpuBackend backend(1);
+  LocalCommunicator local;
+  auto whole = Model::load(dir, backend, local);
+  auto split = Model::load(dir, backend, comm);
+  ASSERT_TRUE(whole.ok() && split.ok()) << (whole.ok() ? split.status() : whole.status()).to_string();
+  const std::vector<std::vector<int32_t>> prompts = {{1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50}};
+  GoldenRunOptions o;
+  o.steps = 8;
+  o.dump_debug = true;
+  auto one = run_golden_experiment(**whole, prompts, o);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  SafetensorsWriter forced;
+  forced.add_values<int32_t>("tokens", DType::kI32, {one->batch, one->forwards}, one->tokens);
+  ASSERT_TRUE(forced.write(tmp.path() / "tokens.safetensors").ok());
+  ASSERT_TRUE(one->debug.write(tmp.path() / "selections.safetensors").ok());
+  auto tokens = SafetensorsFile::open(tmp.path() / "tokens.safetensors");
+  auto selections = SafetensorsFile::open(tmp.path() / "selections.safetensors");
+  ASSERT_TRUE(tokens.ok() && selections.ok());
+  o.dump_debug = false;
+  o.force_tokens = &*tokens;
+  o.replay = &*selections;
+  auto four = run_golden_experiment(**split, prompts, o);
+  ASSERT_TRUE(four.ok()) << four.status().to_string();
+  ASSERT_EQ(four->logits.size(), one->logits.size());
+  double worst = 0;
+  int64_t same = 0;
+  for (size_t i = 0; i < one->logits.size(); ++i) {
+    worst = std::max(worst, double{std::fabs(four->logits[i] - one->logits[i])});
+    same += four->logits[i] == one->logits[i];
+  }
+  EXPECT_LE(worst, kMaxLogitError);
+  EXPECT_EQ(four->tokens, one->tokens);
+  if (comm.rank() == 0)
+    std::printf("tiny model on 4 ranks against 1 (selections replayed): max |d logit| %.4f, %.1f %% bit-equal\n", worst,
+                100.0 * static_cast<double>(same) / static_cast<double>(one->logits.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel, ::testing::Values("v41-tiny-a", "v41-tiny-b"));
