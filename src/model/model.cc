@@ -164,19 +164,20 @@ Status Model::run(Batch& b, const TensorView& logits) {
   b.x = b.scratch<uint16_t>(n * hc * dim);
   // Each rank embeds its rows of the vocabulary (zeros for the others' ids); their sum, exact with
   // one non-zero contributor, is the embedding (spec §14b.2).
-  const int64_t vocab_rows = weights_.embed.size(0), vocab_offset = comm_.rank() * vocab_rows;
-  DeviceArray<uint16_t> embedded = b.scratch<uint16_t>(comm_.world_size() > 1 ? n * dim : 0);
-  if (comm_.world_size() > 1) {
-    b.be.embed({ids.view(DType::kI32, {n}), weights_.embed, vocab_offset, embedded.view(DType::kBF16, {n, dim})});
-    DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(embedded.view(DType::kBF16, {n, dim})));
-  }
-  for (int64_t k = 0; k < hc; ++k) {
+  const auto copy_of = [&](int64_t k) {
     TensorView copy = b.x.view(DType::kBF16, {n, dim}, k * dim);
     copy.stride[0] = hc * dim;
-    if (comm_.world_size() > 1)
-      b.be.gather_rows({embedded.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), copy});
-    else
-      b.be.embed({ids.view(DType::kI32, {n}), weights_.embed, 0, copy});
+    return copy;
+  };
+  if (comm_.world_size() == 1) {
+    for (int64_t k = 0; k < hc; ++k) b.be.embed({ids.view(DType::kI32, {n}), weights_.embed, 0, copy_of(k)});
+  } else {
+    const int64_t vocab_rows = weights_.embed.size(0);
+    const DeviceArray<uint16_t> embedded = b.scratch<uint16_t>(n * dim);
+    const TensorView ev = embedded.view(DType::kBF16, {n, dim});
+    b.be.embed({ids.view(DType::kI32, {n}), weights_.embed, comm_.rank() * vocab_rows, ev});
+    DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(ev));
+    for (int64_t k = 0; k < hc; ++k) b.be.gather_rows({ev, b.token_rows().view(DType::kI32, {n}), copy_of(k)});
   }
   std::vector<float> pre(n * hc, 0.0f);
   for (int64_t t = 0; t < n; ++t) pre[t * hc] = 1.0f;

@@ -279,15 +279,11 @@ DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const
   return d;
 }
 
-namespace {
+namespace {}  // namespace
 
-// Whether ranks hold shares of the tensor rather than all of it: the Engram tables stay whole, in
-// host memory once a machine.
 bool split_across_ranks(const TensorSpec& t) {
   return t.split != ShardSplit::kReplicated && t.component != Component::kEngramTable;
 }
-
-}  // namespace
 
 Status check_tensor_parallel(const std::vector<TensorSpec>& manifest, const ModelConfig& config, int ranks) {
   if (ranks < 1) return error(ErrorKind::kInvalidArgument, fmt::format("tensor parallelism over {} ranks", ranks));

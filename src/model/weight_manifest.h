@@ -75,6 +75,10 @@ struct DecodeStepBytes {
 };
 DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const ModelConfig& config);
 
+/// Whether tensor-parallel ranks hold shares of the tensor rather than all of it (the Engram
+/// tables stay whole, in host memory once a machine).
+bool split_across_ranks(const TensorSpec& t);
+
 /// Tensor parallelism over `ranks` ranks in the layout of the splits above: every split tensor of
 /// the device's components (not the Engram tables, which stay in host memory once a machine)
 /// divides evenly by rows, columns or whole routed experts; else the error names the first tensor

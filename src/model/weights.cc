@@ -205,13 +205,18 @@ Status bind_engram(Binder& b, const ModelConfig& c, int l, EngramWeights& e) {
   return {};
 }
 
+Status check_shard(Shard shard) {
+  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks)
+    return error(ErrorKind::kInvalidArgument, fmt::format("rank {} of {}", shard.rank, shard.ranks));
+  return {};
+}
+
 }  // namespace
 
 Result<TensorView> shard_view(TensorView v, const TensorSpec& spec, Shard shard) {
-  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks)
-    return error(ErrorKind::kInvalidArgument, fmt::format("rank {} of {}", shard.rank, shard.ranks));
-  const bool split = spec.split == ShardSplit::kDim0 || spec.split == ShardSplit::kDim1;
-  if (shard.ranks == 1 || !split || spec.component == Component::kEngramTable) return v;
+  DSINFER_RETURN_IF_ERROR(check_shard(shard));
+  // Whole routed experts are a rank's own to bind (bind_moe); the rest is split by rows or columns.
+  if (shard.ranks == 1 || !split_across_ranks(spec) || spec.split == ShardSplit::kExpert) return v;
   const int dim = spec.split == ShardSplit::kDim0 ? 0 : 1;
   if (dim >= v.ndim) return error(ErrorKind::kInvalidConfig, fmt::format("'{}' has no dimension {}", spec.name, dim));
   if (v.dtype == DType::kF4E2M1)
@@ -235,8 +240,7 @@ Result<TensorView> shard_view(TensorView v, const TensorSpec& spec, Shard shard)
 }
 
 Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfig& c, Shard shard) {
-  if (shard.ranks < 1 || shard.rank < 0 || shard.rank >= shard.ranks)
-    return error(ErrorKind::kInvalidArgument, fmt::format("rank {} of {}", shard.rank, shard.ranks));
+  DSINFER_RETURN_IF_ERROR(check_shard(shard));
   ModelWeights w;
   Binder b(ckpt, w, c, shard);
   DSINFER_ASSIGN_OR_RETURN(w.embed, b.view("embed.weight"));

@@ -37,6 +37,22 @@ using namespace std::chrono_literals;
 constexpr double kMaxLogitError = 0.5;  // the single rank's bound (golden_test.cc)
 constexpr double kClearMargin = 0.75;
 
+// Two runs' logits: the largest difference and the share that is bit-equal.
+struct LogitDiff {
+  double max = 0, bit_equal = 0;  // bit_equal: a fraction
+};
+LogitDiff compare(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  LogitDiff d;
+  int64_t same = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    d.max = std::max(d.max, double{std::fabs(a[i] - b[i])});
+    same += a[i] == b[i];
+  }
+  d.bit_equal = a.empty() ? 1.0 : static_cast<double>(same) / static_cast<double>(a.size());
+  return d;
+}
+
 class TensorParallel : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -106,13 +122,8 @@ TEST_P(TensorParallel, GoldensReplayedWithinTheBoundOnEveryRank) {
   ASSERT_TRUE(whole.ok());
   auto one = run_golden_experiment(**whole, prompts, o);
   ASSERT_TRUE(one.ok());
-  double vs_one = 0;
-  int64_t same = 0;
-  for (size_t i = 0; i < one->logits.size(); ++i) {
-    vs_one = std::max(vs_one, double{std::fabs(res->logits[i] - one->logits[i])});
-    same += res->logits[i] == one->logits[i];
-  }
-  EXPECT_LE(vs_one, kMaxLogitError);
+  const LogitDiff vs_one = compare(res->logits, one->logits);
+  EXPECT_LE(vs_one.max, kMaxLogitError);
 
   // Every rank holds the same logits, bit for bit.
   std::vector<float> mine(res->logits), all(mine.size() * comm_->world_size());
@@ -126,8 +137,8 @@ TEST_P(TensorParallel, GoldensReplayedWithinTheBoundOnEveryRank) {
     std::printf(
         "%s on %d ranks, replayed: max |d logit| %.4f over %ld steps; argmax checked on %d clear rows; against one "
         "rank: max |d| %.4f, %.1f %% of logits bit-equal\n",
-        GetParam(), comm_->world_size(), worst, static_cast<long>(steps), checked, vs_one,
-        100.0 * static_cast<double>(same) / static_cast<double>(one->logits.size()));
+        GetParam(), comm_->world_size(), worst, static_cast<long>(steps), checked, vs_one.max,
+        100.0 * vs_one.bit_equal);
 }
 
 // The ranks' own selections (no replay): the indexer's head sums added over the ranks pick what
@@ -154,8 +165,7 @@ TEST_P(TensorParallel, OwnSelectionsAsOneRanks) {
   ASSERT_TRUE(a.ok() && b.ok());
   // (The logits are reported, not bounded: a selection that flips on a near-tie moves the rows
   // after it by more than the noise floor, as one rank's own selections do against the reference.)
-  double worst = 0;
-  for (size_t i = 0; i < a->logits.size(); ++i) worst = std::max(worst, double{std::fabs(a->logits[i] - b->logits[i])});
+  const double worst = compare(a->logits, b->logits).max;
   testing::TempDir tmp;
   ASSERT_TRUE(a->debug.write(tmp.path() / "split.safetensors").ok());
   ASSERT_TRUE(b->debug.write(tmp.path() / "whole.safetensors").ok());
@@ -219,17 +229,12 @@ TEST(TensorParallelTiny, FourRanksAsOne) {
   auto four = run_golden_experiment(**split, prompts, o);
   ASSERT_TRUE(four.ok()) << four.status().to_string();
   ASSERT_EQ(four->logits.size(), one->logits.size());
-  double worst = 0;
-  int64_t same = 0;
-  for (size_t i = 0; i < one->logits.size(); ++i) {
-    worst = std::max(worst, double{std::fabs(four->logits[i] - one->logits[i])});
-    same += four->logits[i] == one->logits[i];
-  }
-  EXPECT_LE(worst, kMaxLogitError);
+  const LogitDiff d = compare(four->logits, one->logits);
+  EXPECT_LE(d.max, kMaxLogitError);
   EXPECT_EQ(four->tokens, one->tokens);
   if (comm.rank() == 0)
-    std::printf("tiny model on 4 ranks against 1 (selections replayed): max |d logit| %.4f, %.1f %% bit-equal\n", worst,
-                100.0 * static_cast<double>(same) / static_cast<double>(one->logits.size()));
+    std::printf("tiny model on 4 ranks against 1 (selections replayed): max |d logit| %.4f, %.1f %% bit-equal\n", d.max,
+                100.0 * d.bit_equal);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel, ::testing::Values("v41-tiny-a", "v41-tiny-b"));

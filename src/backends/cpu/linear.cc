@@ -78,13 +78,13 @@ void run_block_gemms(ThreadPool& pool, std::span<const BlockGemm> gemms) {
       cpu::accumulate_block_scales(x.isa, partials.data(), gemms[j].x->xs.data(), ws.data(), n, blocks, rows,
                                    acc.data());
       const TensorView& out = gemms[j].out;
-      for (int64_t i = 0; i < n; ++i)
-        for (int l = 0; l < rows; ++l) {
-          if (out.dtype == DType::kF32)  // a rank's partial sum, reduced over the ranks before it is rounded
-            out.as<float>()[i * out.stride[0] + r0 + l] = acc[i * kRows + l];
-          else
-            cpu::bf16_row_mut(out, i)[r0 + l] = f32_to_bf16(acc[i * kRows + l]);
-        }
+      if (out.dtype == DType::kF32) {  // a rank's partial sum, reduced over the ranks before it is rounded
+        for (int64_t i = 0; i < n; ++i)
+          for (int l = 0; l < rows; ++l) out.as<float>()[i * out.stride[0] + r0 + l] = acc[i * kRows + l];
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          for (int l = 0; l < rows; ++l) cpu::bf16_row_mut(out, i)[r0 + l] = f32_to_bf16(acc[i * kRows + l]);
+      }
     }
   });
 }
