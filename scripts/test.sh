@@ -13,6 +13,9 @@ cuda_flag=()
 scripts/build.sh -DDSINFER_WERROR=ON -DDSINFER_MPI=ON "${cuda_flag[@]}"
 (cd build && ctest --output-on-failure -j "$(nproc)" -LE long)
 tests/e2e/openai_client.sh build/src/cli/dsinfer  # the official openai npm client against dsinfer serve
+# and against the server on 2 ranks under mpirun (root allowed, as in containers)
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+  tests/e2e/openai_client.sh build/src/cli/dsinfer 2
 if [ "${SANITIZE:-0}" = 1 ]; then
   # -O1 with line tables: the sanitizer build compiles in ~60 % of the time of -O2 -g (it was half of
   # CI's time on 2 cores), its tests run ~30 % longer; the reports keep their file:line.

@@ -1,4 +1,6 @@
-// `dsinfer serve`: the OpenAI-compatible server on the CPU backend (SIGINT / SIGTERM stop it).
+// `dsinfer serve`: the OpenAI-compatible server (SIGINT / SIGTERM stop it). Under mpirun with several
+// ranks rank 0 serves and schedules; the others run each step's forward on their shards.
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include "core/units.h"
 #include "model/cache_sizes.h"
 #include "runtime/engine_loop.h"
+#include "runtime/model_runner.h"
 #include "server/http_server.h"
 
 namespace dsinfer::cli {
@@ -26,6 +29,15 @@ struct ServeOptions {
   int max_connections = 1024, max_connections_per_client = 64;
   double request_timeout_s = 30, keep_alive_timeout_s = 5;
 };
+
+// A rank other than 0 of a job of several: no server, the forward of each step rank 0's engine
+// plans, on this rank's shard, with the caches laid out as rank 0's.
+int follow_rank_zero(LoadedModel& model, const CacheLayout& cache) {
+  if (Status s = model.model->reserve_cache(cache); !s.ok()) return report_error(s);
+  ModelRunner runner(*model.model);
+  if (Status s = follow_steps(runner, *model.steps); !s.ok()) return report_error(s);
+  return 0;
+}
 
 int run_serve(const ServeOptions& o) {
   // Block the stop signals before any thread starts, so that only sigwait below sees them.
@@ -47,7 +59,7 @@ int run_serve(const ServeOptions& o) {
                     o.max_connections + kSpareDescriptors, static_cast<uint64_t>(files.rlim_cur))));
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
-  auto model = load_model(o.model, o.backend, "serve");
+  auto model = load_model(o.model, o.backend, "serve", /*several_ranks=*/true);
   if (!model.ok()) return report_error(model.status());
   const ModelConfig& mc = model->model->config();
   auto cache = cache_layout(reference_cache_sizes(mc), static_cast<int64_t>(o.cache_gib * 1073741824.0),
@@ -58,8 +70,15 @@ int run_serve(const ServeOptions& o) {
                fmt::format("--cache-memory {:g} (GiB): {}; raise --cache-memory or lower --max-model-len "
                            "(the context, now {})",
                            o.cache_gib, cache.status().message(), mc.max_seq_len)));
-  Engine engine(*model->model, *tok, {o.token_budget, o.max_running}, *cache);
-  EngineLoop loop(engine, o.max_pending);
+  if (job_rank().rank != 0) return follow_rank_zero(*model, *cache);
+  Engine engine(*model->model, *tok, {o.token_budget, o.max_running}, *cache, model->steps.get());
+  // The engine breaks when another rank dies or stops answering: the job ends with its error.
+  const pthread_t main_thread = ::pthread_self();
+  Status broken;
+  EngineLoop loop(engine, o.max_pending, [&](const Status& s) {
+    broken = s;
+    ::pthread_kill(main_thread, SIGTERM);  // the signal wait below ends
+  });
   server::ServerConfig config;
   config.transport.host = o.host, config.transport.port = o.port;
   config.transport.max_connections = o.max_connections;
@@ -80,7 +99,7 @@ int run_serve(const ServeOptions& o) {
   Status served;
   std::thread serving([&] {
     served = http.serve();
-    if (!served.ok()) ::kill(::getpid(), SIGTERM);  // the signal wait below ends
+    if (!served.ok()) ::pthread_kill(main_thread, SIGTERM);  // the signal wait below ends
   });
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -89,6 +108,7 @@ int run_serve(const ServeOptions& o) {
   loop.shut_down();  // at the next step: handlers waiting on their requests return; later ones are refused
   serving.join();
   if (!served.ok()) return report_error(served);
+  if (!broken.ok()) return report_error(broken);
   return 0;
 }
 

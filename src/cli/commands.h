@@ -46,10 +46,12 @@ struct BackendFlags {
 };
 void add_backend_flags(CLI::App* cmd, BackendFlags& flags);
 
-/// A loaded model; the backend and communicator live as long as it.
+/// A loaded model; the backend and communicator live as long as it. On several ranks `steps` is
+/// the channel from rank 0 to the others (null on one).
 struct LoadedModel {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Communicator> comm;
+  std::unique_ptr<StepChannel> steps;
   std::unique_ptr<Model> model;
 };
 /// Loads the model on this process's rank: started by mpirun with several ranks (a build with

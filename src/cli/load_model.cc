@@ -16,6 +16,7 @@
 #endif
 #ifdef DSINFER_WITH_MPI
 #include "parallel/mpi_communicator.h"
+#include "parallel/mpi_step_channel.h"
 #endif
 
 namespace dsinfer::cli {
@@ -92,8 +93,8 @@ Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags
   const JobRank job = job_rank();
   if (job.size > 1 && !several_ranks)
     return error(ErrorKind::kUnsupported,
-                 fmt::format("`dsinfer {}` runs on one rank today, not under mpirun with {} ranks (`generate` and "
-                             "`logits` run on several)",
+                 fmt::format("`dsinfer {}` runs on one rank today, not under mpirun with {} ranks (`generate`, "
+                             "`logits` and `serve` run on several)",
                              command, job.size));
   if (flags.max_model_len > 0) DSINFER_RETURN_IF_ERROR(load_config_at_context(dir, flags.max_model_len).status());
   DSINFER_ASSIGN_OR_RETURN(m.backend, make_backend(flags));
@@ -103,6 +104,7 @@ Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags
     // not a hang); the longest collective waits for the slowest rank's share of a prefill.
     constexpr std::chrono::minutes kCollectiveTimeout{5};
     DSINFER_ASSIGN_OR_RETURN(m.comm, MpiCommunicator::create(kCollectiveTimeout));
+    DSINFER_ASSIGN_OR_RETURN(m.steps, MpiStepChannel::create(kCollectiveTimeout));
 #else
     return error(
         ErrorKind::kUnsupported,

@@ -49,5 +49,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dsinfer: error: %s (see dsinfer --help)\n", e.what());
     return 2;
   }
+#ifdef DSINFER_WITH_MPI
+  // A rank that failed ends the job: the others may be waiting for it in a collective.
+  if (mpi && result.exit_code != 0) dsinfer::MpiSession::abort_job(result.exit_code);
+#endif
   return result.exit_code;
 }

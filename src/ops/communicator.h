@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
@@ -28,6 +30,19 @@ class LocalCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   Status all_reduce_sum(TensorView) override { return {}; }
   Status all_gather(TensorView x, TensorView out) override;
+};
+
+/// Rank 0's messages to the other ranks of a job, on the host: how the scheduler on rank 0 tells the
+/// others what each step runs (runtime/step_plan.h). Apart from the communicator, whose collectives
+/// may run on a device and wait a bounded time: a rank that follows waits for the next message as
+/// long as rank 0 takes (a server idles between requests).
+class StepChannel {
+ public:
+  virtual ~StepChannel() = default;
+  /// Rank 0: the message to every other rank; kUnavailable when they do not take it in time.
+  virtual Status send(std::span<const uint8_t> message) = 0;
+  /// Another rank: the next message of rank 0, waiting as long as it takes.
+  virtual Result<std::vector<uint8_t>> receive() = 0;
 };
 
 }  // namespace dsinfer

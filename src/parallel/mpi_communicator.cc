@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -28,6 +29,11 @@ Result<std::unique_ptr<MpiSession>> MpiSession::start(int* argc, char*** argv) {
   return s;
 }
 
+void MpiSession::abort_job(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();  // MPI_Abort does not return
+}
+
 MpiSession::~MpiSession() {
   if (finalize_) MPI_Finalize();
 }
@@ -48,7 +54,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::chrono::milliseconds timeou
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  if (abandoned_ != MPI_REQUEST_NULL) MPI_Wait(&abandoned_, MPI_STATUS_IGNORE);  // see the header
+  // A collective given up on may still write its buffers: they stay allocated (see the header).
+  if (abandoned_ != MPI_REQUEST_NULL) {
+    new std::vector<uint8_t>(std::move(sending_));   // NOLINT: deliberately never freed
+    new std::vector<uint8_t>(std::move(gathered_));  // NOLINT: likewise
+    return;
+  }
   MPI_Comm_free(&comm_);
 }
 

@@ -5,9 +5,9 @@
 // reduction's order is the library's to choose). A bf16 sum is taken in f32 and rounded once (the
 // reference reduces in fp32). A collective waits at most the timeout for the other ranks; past it
 // the call fails with kUnavailable, naming the collective and the rank, and the communicator stays
-// failed: the caller ends the job (a rank that died or took another path must not hang the rest).
-// The collective it gave up on is still posted; the communicator waits for it when it is destroyed,
-// so a job that carries on after a failure hangs there unless its peers join.
+// failed: the caller ends the job (a rank that died or took another path must not hang the rest;
+// the command line calls MPI_Abort). The collective it gave up on is still posted: its buffers are
+// left allocated when the communicator goes, since MPI may still write them.
 #pragma once
 
 #include <mpi.h>
@@ -27,6 +27,9 @@ namespace dsinfer {
 class MpiSession {
  public:
   static Result<std::unique_ptr<MpiSession>> start(int* argc, char*** argv);
+  /// Ends every rank of the job with `code` (MPI_Abort): how a rank that failed ends the others,
+  /// which may be waiting for it.
+  [[noreturn]] static void abort_job(int code);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;

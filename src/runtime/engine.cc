@@ -54,9 +54,10 @@ const CacheStore* engine_cache_store(Model& model, const std::optional<CacheLayo
 
 }  // namespace
 
-Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config, std::optional<CacheLayout> cache)
+Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config, std::optional<CacheLayout> cache,
+               StepChannel* followers)
     : model_(model),
-      runner_(model),
+      runner_(model, false, followers),
       tokenizer_(tokenizer),
       scheduler_(config, engine_cache_store(model, cache)),
       context_(model.config().max_seq_len),
@@ -86,6 +87,7 @@ Status Engine::validate(const EngineRequest& request) const {
 }
 
 Result<uint64_t> Engine::submit(EngineRequest request) {
+  DSINFER_RETURN_IF_ERROR(broken_);
   DSINFER_RETURN_IF_ERROR(validate(request));
   const uint64_t id = next_id_++;
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
@@ -107,6 +109,7 @@ void Engine::finish(uint64_t id, FinishReason reason, std::string error_text) {
     if (!stopped) out.text += r.stops.flush();
   }
   scheduler_.remove(id);
+  runner_.release(id);
   if (r.req.on_output) r.req.on_output(out);
   requests_.erase(it);
 }
@@ -133,12 +136,17 @@ bool Engine::step() {
   if (requests_.empty()) return false;
   const SchedulerOutput scheduled = scheduler_.schedule();
   // A preempted request's blocks go back with its sequence state (and the same for a finished one).
-  for (uint64_t id : scheduled.preempted) requests_.at(id)->state = model_.new_sequence();
+  for (uint64_t id : scheduled.preempted) {
+    requests_.at(id)->state = model_.new_sequence();
+    runner_.release(id);
+  }
   const std::vector<ScheduledChunk>& plan = scheduled.chunks;
   if (plan.empty()) return true;
   std::vector<ForwardChunk> chunks(plan.size());
+  std::vector<uint64_t> ids(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
     Live& r = *requests_.at(plan[i].id);
+    ids[i] = plan[i].id;
     ForwardChunk& c = chunks[i];
     c.state = &r.state;
     c.start_pos = plan[i].start;
@@ -148,7 +156,13 @@ bool Engine::step() {
   }
   const int64_t vocab = model_.config().vocab_size;
   std::vector<float> logits(plan.size() * vocab);
-  if (Status s = runner_.forward(chunks, logits); !s.ok()) {
+  if (Status s = runner_.forward(chunks, logits, ids); !s.ok()) {
+    // On several ranks a failed collective or step message leaves the ranks apart: nothing more runs.
+    if (runner_.leads_followers() && s.kind() == ErrorKind::kUnavailable) {
+      broken_ = s;
+      while (!requests_.empty()) finish(requests_.begin()->first, FinishReason::kError, s.message());
+      return false;
+    }
     for (const ScheduledChunk& c : plan) finish(c.id, FinishReason::kError, s.message());
     return !requests_.empty();
   }

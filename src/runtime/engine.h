@@ -67,9 +67,11 @@ struct EngineRequest {
 
 class Engine {
  public:
-  /// No cache layout: no cache limit (max_running bounds the memory).
+  /// No cache layout: no cache limit (max_running bounds the memory). followers: on rank 0 of a
+  /// job of several ranks, the channel to the others, which run each step's forward with it
+  /// (follow_steps, runtime/model_runner.h) and keep the same cache layout.
   Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config,
-         std::optional<CacheLayout> cache = std::nullopt);
+         std::optional<CacheLayout> cache = std::nullopt, StepChannel* followers = nullptr);
   ~Engine();
 
   /// kInvalidArgument for an empty prompt, bad sampling parameters or a prompt + budget beyond the
@@ -86,6 +88,10 @@ class Engine {
   bool step();
   bool idle() const { return requests_.empty(); }
   EngineStats stats() const;
+  /// Ok, or why the engine can run nothing more: on several ranks, a forward whose collectives or
+  /// step message failed (a rank died or stopped answering). Every request then ended with it and
+  /// submit refuses new ones; the job is to end.
+  const Status& broken() const { return broken_; }
 
  private:
   struct Live;
@@ -99,6 +105,7 @@ class Engine {
   const int64_t cache_capacity_;  // the budget's blocks; -1 without a cache budget
   std::map<uint64_t, std::unique_ptr<Live>> requests_;
   uint64_t next_id_ = 1;
+  Status broken_;
 };
 
 }  // namespace dsinfer

@@ -33,8 +33,8 @@ void OutputStream::push(RequestOutput out) {
   cv_.notify_one();
 }
 
-EngineLoop::EngineLoop(Engine& engine, int64_t max_pending)
-    : engine_(engine), max_pending_(max_pending), thread_([this] { run(); }) {}
+EngineLoop::EngineLoop(Engine& engine, int64_t max_pending, std::function<void(const Status&)> on_broken)
+    : engine_(engine), max_pending_(max_pending), on_broken_(std::move(on_broken)), thread_([this] { run(); }) {}
 
 EngineLoop::~EngineLoop() {
   {
@@ -162,6 +162,7 @@ void EngineLoop::run() {
       for (uint64_t id : ids) engine_.cancel(id);
     }
     if (!stop && !engine_.idle()) engine_.step();
+    if (!engine_.broken().ok() && on_broken_) std::exchange(on_broken_, nullptr)(engine_.broken());
     publish();
     if (stop) return;
   }

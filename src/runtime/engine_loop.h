@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -50,7 +51,8 @@ struct EngineLoopStats {
 class EngineLoop {
  public:
   /// max_pending: requests waiting beyond this are refused (kResourceExhausted: the server's 503).
-  EngineLoop(Engine& engine, int64_t max_pending);
+  /// on_broken: called once, on the loop thread, when the engine breaks (Engine::broken).
+  EngineLoop(Engine& engine, int64_t max_pending, std::function<void(const Status&)> on_broken = {});
   /// Cancels what runs or waits (at most the step in progress ends first) and joins the thread.
   ~EngineLoop();
   EngineLoop(const EngineLoop&) = delete;
@@ -81,6 +83,7 @@ class EngineLoop {
 
   Engine& engine_;
   const int64_t max_pending_;
+  std::function<void(const Status&)> on_broken_;
 
   std::mutex mu_;  // guards what follows up to the loop thread's own state; never held in a step
   std::condition_variable work_;

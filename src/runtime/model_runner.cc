@@ -2,17 +2,44 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
 
 namespace dsinfer {
 
-ModelRunner::ModelRunner(Model& model, bool replay_steps) : model_(model), recorder_(model.backend()) {
+ModelRunner::ModelRunner(Model& model, bool replay_steps, StepChannel* followers)
+    : model_(model), recorder_(model.backend()), followers_(followers) {
   recorder_.set_enabled(replay_steps || model.backend().step_graphs());
 }
 
-Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> logits) {
+ModelRunner::~ModelRunner() {
+  if (!followers_) return;
+  StepPlan stop;
+  stop.stop = true;
+  (void)followers_->send(encode_step_plan(stop));  // a failed channel: the job is being aborted anyway
+}
+
+void ModelRunner::release(uint64_t sequence) {
+  if (followers_) released_.push_back(sequence);
+}
+
+Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> logits,
+                            std::span<const uint64_t> sequences) {
   const int64_t vocab = model_.config().vocab_size, n = static_cast<int64_t>(chunks.size());
   if (logits.size() != static_cast<size_t>(n * vocab))
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
+  if (followers_) {
+    if (sequences.size() != chunks.size())
+      return error(ErrorKind::kInvalidArgument, "a forward led on several ranks names each chunk's sequence");
+    StepPlan plan;
+    plan.released = std::move(released_);
+    released_.clear();
+    for (size_t i = 0; i < chunks.size(); ++i)
+      plan.chunks.push_back(
+          {sequences[i], chunks[i].start_pos, chunks[i].decode, chunks[i].prompt_len, chunks[i].tokens});
+    DSINFER_RETURN_IF_ERROR(followers_->send(encode_step_plan(plan)));
+  }
   Backend& backend = model_.backend();
   if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(backend, logits.size());
   // A decode step of few tokens reads nothing back before its logits (the router's choice and the
@@ -25,6 +52,35 @@ Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> log
   DSINFER_RETURN_IF_ERROR(st);
   backend.copy_to_host(logits.data(), logits_.data(), logits.size() * sizeof(float));
   return {};
+}
+
+Status follow_steps(ModelRunner& runner, StepChannel& leader, const StepObserver& after_step) {
+  Model& model = runner.model();
+  std::map<uint64_t, SequenceState> states;
+  std::vector<float> logits;
+  for (;;) {
+    DSINFER_ASSIGN_OR_RETURN(std::vector<uint8_t> message, leader.receive());
+    DSINFER_ASSIGN_OR_RETURN(StepPlan plan, decode_step_plan(message));
+    if (plan.stop) return {};
+    for (uint64_t id : plan.released) states.erase(id);
+    std::vector<ForwardChunk> chunks(plan.chunks.size());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      PlannedChunk& p = plan.chunks[i];
+      auto it = states.find(p.sequence);
+      if (it == states.end()) {
+        if (p.start_pos != 0)
+          return error(ErrorKind::kInternal,
+                       fmt::format("rank 0's step continues sequence {} at position {}, which this rank never began",
+                                   p.sequence, p.start_pos));
+        it = states.emplace(p.sequence, model.new_sequence()).first;
+      }
+      chunks[i] = {&it->second, p.start_pos, p.tokens, p.decode, p.prompt_len};
+    }
+    logits.resize(chunks.size() * model.config().vocab_size);
+    const Status s = runner.forward(chunks, logits);
+    if (!s.ok() && s.kind() == ErrorKind::kUnavailable) return s;
+    if (s.ok() && after_step) after_step(plan, logits);
+  }
 }
 
 }  // namespace dsinfer

@@ -3,13 +3,22 @@
 // reads nothing back before its logits) and then asks the model for fixed shapes, so the step's
 // calls repeat and its recording runs again (runtime/step_recorder.h). The model describes the
 // math only; recording and replay are this room's.
+//
+// On rank 0 of a job of several ranks it also leads the others: each forward's plan (the chunks,
+// their sequences, the states that went since) goes to them before it runs, and follow_steps runs
+// it there on their shards, their collectives meeting rank 0's.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <span>
+#include <vector>
 
 #include "core/status.h"
 #include "model/model.h"
+#include "ops/communicator.h"
 #include "ops/device_array.h"
+#include "runtime/step_plan.h"
 #include "runtime/step_recorder.h"
 
 namespace dsinfer {
@@ -19,11 +28,20 @@ class ModelRunner {
   /// replay_steps: record decode steps and run them again as recorded while their calls repeat
   /// (the same sequences in the same order); on anyway where the model's backend keeps captured
   /// steps (Backend::step_graphs: CUDA graphs), since that is what makes replay pay.
-  explicit ModelRunner(Model& model, bool replay_steps = false);
+  /// followers: on rank 0 of several ranks, the channel to the others (they stop when the runner goes).
+  explicit ModelRunner(Model& model, bool replay_steps = false, StepChannel* followers = nullptr);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   Model& model() const { return model_; }
+  bool leads_followers() const { return followers_ != nullptr; }
   /// Runs the chunks and copies the fp32 logits of each chunk's last token to `logits` [chunks, V].
-  Status forward(std::span<ForwardChunk> chunks, std::span<float> logits);
+  /// `sequences`: each chunk's sequence id, which the followers key their states by (required
+  /// with followers, else ignored).
+  Status forward(std::span<ForwardChunk> chunks, std::span<float> logits, std::span<const uint64_t> sequences = {});
+  /// A sequence's state went (finished, preempted): the followers drop theirs before the next forward.
+  void release(uint64_t sequence);
 
   /// Turns the recording of decode steps on or off between calls.
   void set_replay_steps(bool on) { recorder_.set_enabled(on); }
@@ -34,6 +52,16 @@ class ModelRunner {
   Model& model_;
   StepRecorder recorder_;      // in front of the model's backend
   DeviceArray<float> logits_;  // [chunks, V]: one address, so that a recorded step writes them there again
+  StepChannel* followers_;
+  std::vector<uint64_t> released_;  // since the last plan sent
 };
+
+/// The loop of a rank other than 0 in a job whose scheduler runs on rank 0: receives each step's
+/// plan and runs its forward on this rank's shard until rank 0 stops (then ok). A forward that fails
+/// as rank 0's does (a request's error) does not end it; what does is returned: a channel or a
+/// collective that failed (kUnavailable), a malformed message (kInternal). `after_step`, when
+/// given, sees each step's plan and the logits its forward computed (tests).
+using StepObserver = std::function<void(const StepPlan& plan, std::span<const float> logits)>;
+Status follow_steps(ModelRunner& runner, StepChannel& leader, const StepObserver& after_step = {});
 
 }  // namespace dsinfer

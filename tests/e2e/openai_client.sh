@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Runs tests/e2e/openai_client.mjs (the official `openai` npm package) and `dsinfer bench-serve`
-# against `dsinfer serve` on a fresh tiny model. Usage: tests/e2e/openai_client.sh path/to/dsinfer
+# against `dsinfer serve` on a fresh tiny model. Usage: tests/e2e/openai_client.sh path/to/dsinfer [RANKS]
+# With RANKS > 1 the server runs under `mpirun -np RANKS` on a tiny model made for that many ranks.
 set -euo pipefail
 dsinfer="$(realpath "$1")"
+ranks="${2:-1}"
+launch=()
+[ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks" --oversubscribe)
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 server_pid=""
@@ -11,12 +15,12 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-"$dsinfer" make-tiny --out "$work/model" --seed 11 >/dev/null
+"$dsinfer" make-tiny --out "$work/model" --seed 11 --tensor-parallel "$ranks" >/dev/null
 (cd "$work" && npm install --silent --no-audit --no-fund --no-save openai@4 >/dev/null)
 cp "$here/openai_client.mjs" "$work/"
-"$dsinfer" serve --model "$work/model" --port 0 --api-key test-key --threads 2 2>"$work/server.log" &
+"${launch[@]}" "$dsinfer" serve --model "$work/model" --port 0 --api-key test-key --threads 2 2>"$work/server.log" &
 server_pid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   port="$(sed -n 's|.*on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/server.log")"
   [ -n "$port" ] && break
   sleep 0.1

@@ -1,6 +1,7 @@
 // MpiCommunicator under mpirun (ctest runs this binary on 2 and 3 ranks): sums folded in rank
 // order, the same bits on every rank; bf16 summed in f32 and rounded once; gathers in rank order;
 // a collective that the other ranks do not join in time fails with kUnavailable instead of hanging.
+// The step channel carries rank 0's messages, whole and in order, however long rank 0 takes.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include "core/float_formats.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/mpi_step_channel.h"
 
 namespace dsinfer {
 namespace {
@@ -82,7 +84,7 @@ TEST(MpiCommunicator, GatherConcatenatesInRankOrder) {
 
 // Rank 0 gives up after 300 ms; the others join after 2 s (a stuck rank): rank 0's call fails with
 // the collective and its rank named, and so does its next call at once; the late ranks' calls
-// complete (rank 0's collective was posted), which is also what lets rank 0's communicator end.
+// complete (rank 0's collective was posted).
 TEST(MpiCommunicator, ARankThatDoesNotJoinInTimeFailsTheCollective) {
   auto comm = make(300ms);
   ASSERT_TRUE(comm);
@@ -103,6 +105,33 @@ TEST(MpiCommunicator, ARankThatDoesNotJoinInTimeFailsTheCollective) {
   } else {
     std::this_thread::sleep_for(2s);
     EXPECT_TRUE(comm->all_reduce_sum(v).ok());
+  }
+}
+
+// Rank 0 sends an empty message, a large one and a small one, the last after twice the channel's
+// timeout (a server idle between requests): the others receive each whole, in order. A rank sends
+// or receives only as its role says.
+TEST(MpiStepChannel, RankZerosMessagesReachEveryRankWholeAndInOrder) {
+  auto channel = MpiStepChannel::create(300ms);
+  ASSERT_TRUE(channel.ok()) << channel.status().message();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<uint8_t> large(1 << 20);
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<uint8_t>(i * 31 + 7);
+  const std::vector<std::vector<uint8_t>> messages = {{}, large, {1, 2, 3}};
+  if (rank == 0) {
+    EXPECT_EQ((*channel)->receive().status().kind(), ErrorKind::kInternal);
+    for (size_t m = 0; m < messages.size(); ++m) {
+      if (m == 2) std::this_thread::sleep_for(600ms);
+      EXPECT_TRUE((*channel)->send(messages[m]).ok()) << m;
+    }
+  } else {
+    EXPECT_EQ((*channel)->send(messages[0]).kind(), ErrorKind::kInternal);
+    for (size_t m = 0; m < messages.size(); ++m) {
+      auto got = (*channel)->receive();
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      EXPECT_EQ(*got, messages[m]) << m;
+    }
   }
 }
 
