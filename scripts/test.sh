@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cuda_flag=()
-[ -n "${CUDA:-}" ] && cuda_flag=(-DDSINFER_CUDA="$CUDA")  # CUDA=ON makes a missing nvcc an error
+[ -n "${CUDA:-}" ] && cuda_flag=(-DDSINFER_CUDA="$CUDA" -DDSINFER_NCCL="$CUDA")  # CUDA=ON: a missing nvcc or NCCL is an error
 scripts/build.sh -DDSINFER_WERROR=ON -DDSINFER_MPI=ON "${cuda_flag[@]}"
 (cd build && ctest --output-on-failure -j "$(nproc)" -LE long)
 tests/e2e/openai_client.sh build/src/cli/dsinfer  # the official openai npm client against dsinfer serve

@@ -63,6 +63,7 @@ Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags
 /// This process's rank and the job's size as mpirun set them (0 of 1 outside an MPI job).
 struct JobRank {
   int rank = 0, size = 1;
+  bool under_mpirun = false;  // started by mpirun (also with one rank)
 };
 JobRank job_rank();
 /// The config of `dir` at the context `--max-model-len` asks for (its own when 0); the flag's

@@ -10,9 +10,13 @@
 
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
+#include "core/check.h"
 #ifdef DSINFER_WITH_CUDA
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
+#endif
+#ifdef DSINFER_WITH_NCCL
+#include "backends/cuda/nccl_communicator.h"
 #endif
 #ifdef DSINFER_WITH_MPI
 #include "parallel/mpi_communicator.h"
@@ -56,6 +60,27 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendFlags& flags) {
 #endif
 }
 
+// A rank that stops answering ends the others' collectives after this long (a clear error, not a
+// hang); the longest collective waits for the slowest rank's share of a prefill.
+constexpr std::chrono::minutes kCollectiveTimeout{5};
+
+// A GPU rank under mpirun meets the others in NCCL. One rank today: its id needs no sharing (several
+// GPU ranks are refused before, as the model's GPU kernels take a whole model).
+Result<std::unique_ptr<Communicator>> nccl_communicator(Backend& backend, const JobRank& job) {
+#ifdef DSINFER_WITH_NCCL
+  DSINFER_CHECK(job.size == 1, "one GPU rank");
+  DSINFER_ASSIGN_OR_RETURN(
+      std::unique_ptr<NcclCommunicator> comm,
+      NcclCommunicator::create(
+          static_cast<CudaBackend&>(backend), 0, 1, [](std::span<uint8_t>) { return Status{}; }, kCollectiveTimeout));
+  return std::unique_ptr<Communicator>(std::move(comm));
+#else
+  (void)backend, (void)job;
+  return error(ErrorKind::kUnsupported,
+               "--device cuda under mpirun: this build has no NCCL communicator (configure with -DDSINFER_NCCL=ON)");
+#endif
+}
+
 }  // namespace
 
 void add_backend_flags(CLI::App* cmd, BackendFlags& flags) {
@@ -84,7 +109,7 @@ JobRank job_rank() {
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!rank || !size) return {};
-  return {std::atoi(rank), std::max(1, std::atoi(size))};
+  return {std::atoi(rank), std::max(1, std::atoi(size)), true};
 }
 
 Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags, const char* command,
@@ -98,11 +123,15 @@ Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags
                              command, job.size));
   if (flags.max_model_len > 0) DSINFER_RETURN_IF_ERROR(load_config_at_context(dir, flags.max_model_len).status());
   DSINFER_ASSIGN_OR_RETURN(m.backend, make_backend(flags));
-  if (job.size > 1) {
+  if (flags.device == "cuda" && job.size > 1)
+    return error(ErrorKind::kUnsupported,
+                 fmt::format("--device cuda under mpirun with {} ranks: several GPU ranks are not built yet (one GPU "
+                             "rank runs over NCCL; several ranks run with --device cpu)",
+                             job.size));
+  if (flags.device == "cuda" && job.under_mpirun) {
+    DSINFER_ASSIGN_OR_RETURN(m.comm, nccl_communicator(*m.backend, job));
+  } else if (job.size > 1) {
 #ifdef DSINFER_WITH_MPI
-    // A rank that stops answering ends the others' collectives after this long (a clear error,
-    // not a hang); the longest collective waits for the slowest rank's share of a prefill.
-    constexpr std::chrono::minutes kCollectiveTimeout{5};
     DSINFER_ASSIGN_OR_RETURN(m.comm, MpiCommunicator::create(kCollectiveTimeout));
     DSINFER_ASSIGN_OR_RETURN(m.steps, MpiStepChannel::create(kCollectiveTimeout));
 #else

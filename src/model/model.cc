@@ -25,9 +25,10 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
                                            const LoadOptions& options) {
   const int ranks = comm.world_size();
   if (ranks > 1 && backend.device() != Device::kCpu)
-    return error(
-        ErrorKind::kUnsupported,
-        fmt::format("{} ranks: several ranks run on the CPU backend only today (NCCL is a later step)", ranks));
+    return error(ErrorKind::kUnsupported,
+                 fmt::format("{} ranks: several ranks run on the CPU backend only today (the GPU kernels take a whole "
+                             "model; NCCL runs one GPU rank)",
+                             ranks));
   DSINFER_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   if (options.max_model_len > 0) DSINFER_RETURN_IF_ERROR(config.set_context(options.max_model_len));
   DSINFER_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));

@@ -75,6 +75,7 @@ class Model {
   const CacheStore& cache_store() const { return *store_; }
   /// The backend the weights, caches and sequences live on.
   Backend& backend() const { return backend_; }
+  const Communicator& communicator() const { return comm_; }
 
   /// Puts a kv source's compressed rows and index keys (bf16, groups x head_dim and groups x
   /// index_head_dim) into `seq` as a prefill of groups * ratio positions would leave them, for

@@ -17,6 +17,9 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  /// Whether the collectives are enqueued on the device's stream rather than done at the call (NCCL):
+  /// a recorded step that skipped the call would then skip the collective, so such steps are not recorded.
+  virtual bool enqueues_on_device() const { return false; }
   /// In-place sum over ranks of an f32 or bf16 buffer (bf16 summed in f32, rounded once).
   virtual Status all_reduce_sum(TensorView x) = 0;
   /// out [world * n] = concat over ranks of x [n] (same dtype).

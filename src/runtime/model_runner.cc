@@ -45,7 +45,9 @@ Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> log
   // A decode step of few tokens reads nothing back before its logits (the router's choice and the
   // indexer's selections stay on the device): the recorder may hold it and run it as recorded.
   const bool decode = std::all_of(chunks.begin(), chunks.end(), [](const ForwardChunk& ch) { return ch.decode; });
-  const bool recorded = decode && n <= backend.max_tokens_without_reads() && recorder_.begin_step();
+  // Collectives enqueued on the device (NCCL) happen at the model's call, which a recorded step skips.
+  const bool recorded = decode && n <= backend.max_tokens_without_reads() &&
+                        !model_.communicator().enqueues_on_device() && recorder_.begin_step();
   const Status st = model_.forward(chunks, logits_.view(DType::kF32, {n, vocab}),
                                    {.ops = recorded ? &recorder_ : nullptr, .fixed_shapes = recorded});
   if (recorded) recorder_.end_step(st.ok());
