@@ -45,7 +45,11 @@ using namespace linear_config;
 using namespace linear_config::tiled_kernel;
 using namespace linear_detail;
 
-constexpr int kRingBlockBytes = 16 * 32;  // a warp's 16 rows of one fp8 K block (fp4: half of it)
+// A ring slot: a warp's 16 rows of one K block (fp8 32 bytes a row, fp4 16). fp4's smaller slots
+// leave shared memory for more CTAs an SM.
+__host__ __device__ constexpr int ring_slot_bytes(bool fp4) {
+  return fp4 ? 16 * 16 : 16 * 32;
+}
 
 // Bytes of one activation row of a slice in shared memory: 64 a K block, padded to 64 mod 128 so
 // that the eight lanes of a 16-byte load phase (rows g, g + 1, slots t) hit distinct banks.
@@ -58,17 +62,17 @@ __host__ __device__ constexpr int scale_bytes(int slice) {
   return (kTileRows * slice + 15) / 16 * 16;
 }
 // The warps' rings of `stages` K blocks each.
-__host__ __device__ constexpr int ring_bytes(int stages) {
-  return kWarps * stages * kRingBlockBytes;
+__host__ __device__ constexpr int ring_bytes(int stages, bool fp4) {
+  return kWarps * stages * ring_slot_bytes(fp4);
 }
 // Shared memory of a pass of `rows` activation rows (a multiple of 8) with `part` K blocks staged
 // at a time: the rings, the part's weight scales, activations and their scales. After the pass the
 // CTA's partial sums are written from the start (over the rings); the space is sized so that they
 // fit.
-__host__ __device__ constexpr int pass_smem_bytes(int rows, int part, int stages) {
+__host__ __device__ constexpr int pass_smem_bytes(int rows, int part, int stages, bool fp4) {
   const int staged = rows * act_stride(part) + rows * part * 4;
   const int partial = kTileRows * rows * 4;
-  return ring_bytes(stages) + scale_bytes(part) + (staged > partial ? staged : partial);
+  return ring_bytes(stages, fp4) + scale_bytes(part) + (staged > partial ? staged : partial);
 }
 
 struct Operand {
@@ -108,14 +112,17 @@ __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o,
                                    uint8_t* wscales) {
   constexpr int kThreads = kWarps * kWarp, kBatch = 8;
   const int blocks = p.k / 32, stride = act_stride(width);
-  const int chunks = count * 4;  // 16-byte chunks a row
-  for (int i = threadIdx.x; i < padded * chunks; i += kThreads) {
-    const int r = i / chunks, c = i % chunks;
+  // i / count as (2i * ceil(2^31 / count)) / 2^32: exact for i < 2^31 / count (here i < 2^13, count
+  // <= 64), where a division by a value known only at run time costs ~20 instructions.
+  const uint32_t magic = (0x80000000u + static_cast<uint32_t>(count) - 1u) / static_cast<uint32_t>(count);
+  const auto row_of = [magic](int i) { return static_cast<int>(__umulhi(static_cast<uint32_t>(i) << 1, magic)); };
+  for (int i = threadIdx.x; i < padded * count * 4; i += kThreads) {  // 16-byte chunks, 4 a block
+    const int r = row_of(i >> 2), c = i - r * count * 4;
     cp_async16(act + r * stride + c * 16, o.x + static_cast<int64_t>(n0 + min(r, rows - 1)) * p.k + b * 32 + c * 8,
                r < rows);
   }
   for (int i = threadIdx.x; i < padded * count; i += kThreads) {
-    const int r = i / count, c = i % count;
+    const int r = row_of(i), c = i - r * count;
     cp_async4(scales + r * width + c, o.sx + static_cast<int64_t>(n0 + min(r, rows - 1)) * blocks + b + c, r < rows);
   }
   const int scale_rows = p.fp4 ? kTileRows : kTileRows / 32, total = scale_rows * count;
@@ -123,15 +130,15 @@ __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o,
     uint8_t v[kBatch];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kThreads + threadIdx.x, r = i / count, c = i % count;
+      const int i = i0 + u * kThreads + threadIdx.x, r = row_of(i), c = i - r * count;
       const int row = p.fp4 ? tile_r0 + r : tile_r0 / 32 + r;
       const bool in = i < total && (p.fp4 ? row < p.out : row * 32 < p.out);
       v[u] = in ? __ldg(o.sw + static_cast<int64_t>(row) * p.s_stride + b + c) : 0;
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int i = i0 + u * kThreads + threadIdx.x;
-      if (i < total) wscales[(i / count) * width + i % count] = v[u];
+      const int i = i0 + u * kThreads + threadIdx.x, r = row_of(i);
+      if (i < total) wscales[r * width + i - r * count] = v[u];
     }
   }
 }
@@ -162,8 +169,9 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
   constexpr int kRowBytes = kFp4 ? 16 : 32;  // a weight row's bytes of one K block
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int count = kb1 - kb0, r0 = tile_r0 + warp * 16, width = min(part, count);
-  uint8_t* ring = smem + warp * kStages * kRingBlockBytes;
-  uint8_t* wscales = smem + ring_bytes(kStages);
+  constexpr int kSlot = ring_slot_bytes(kFp4);
+  uint8_t* ring = smem + warp * kStages * kSlot;
+  uint8_t* wscales = smem + ring_bytes(kStages, kFp4);
   uint8_t* act = wscales + scale_bytes(width);
   float* scales = reinterpret_cast<float*>(act + NT * 8 * act_stride(width));
   // The lane's copy of each block into a ring slot (rows past the matrix as zeros): fp8, a half
@@ -174,7 +182,7 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
                             static_cast<int64_t>(kb0) * kRowBytes + (kFp4 ? 0 : (lane % 2) * 16);
   uint8_t* copy_dst = ring + lane * 16;
   const auto ring_load = [&](int rel, int slot) {
-    if (copies) cp_async16(copy_dst + slot * kRingBlockBytes, copy_src + rel * kRowBytes, copy_in);
+    if (copies) cp_async16(copy_dst + slot * kSlot, copy_src + rel * kRowBytes, copy_in);
   };
   // The lane's A words of a slot: rows g and g + 8 at K 8t.. (ring_raw).
   const uint8_t* raw_at = ring + g * kRowBytes + t * (kFp4 ? 4 : 8);
@@ -204,7 +212,7 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
       if (rel + kStages - 1 < count) ring_load(rel + kStages - 1, refill);  // the slot the previous block left
       cp_async_commit();
       uint32_t raw[4], a0[4], a1[4];
-      ring_raw<kFp4>(raw_at + use * kRingBlockBytes, raw);
+      ring_raw<kFp4>(raw_at + use * kSlot, raw);
       float wg, wg8;
       if constexpr (kFp4) {  // the codes as f16 times 2^-14, so their scales times 2^14 (exact below 2^113)
         uint32_t g0[4], g8[4];
@@ -260,8 +268,15 @@ __host__ __device__ constexpr int stages_for(int tiles) {
 
 // kTiles: the activation tiles of a pass (rows past the call's are zeros). The same arithmetic per
 // row at every kTiles: each row is its own column of the mma.
+// CTAs an SM should hold, which caps the registers: a few rows' instances fit 6 in shared memory
+// (fp4), the others 4 (the compiler's own choice took up to 110 and 146).
+__host__ __device__ constexpr int min_ctas_for(int tiles) {
+  return tiles <= 2 ? 6 : 4;
+}
+
 template <int kTiles>
-__global__ void __launch_bounds__(kWarps* kWarp) sm90_block_linear_tiled(BlockLinearParams p, int split, int staged) {
+__global__ void __launch_bounds__(kWarps* kWarp, min_ctas_for(kTiles))
+    sm90_block_linear_tiled(BlockLinearParams p, int split, int staged) {
   constexpr int kStages = stages_for(kTiles), cols = kTiles * 8;
   extern __shared__ __align__(16) uint8_t smem[];
   cg::cluster_group cluster = cg::this_cluster();
@@ -302,7 +317,7 @@ template <int kTiles>
 cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   const int slice = (p.k / 32 + split - 1) / split;
   const int staged = std::min(slice, p.tiled_staged_blocks > 0 ? p.tiled_staged_blocks : staged_blocks_for(kTiles));
-  const int smem = pass_smem_bytes(kTiles * 8, staged, stages_for(kTiles));
+  const int smem = pass_smem_bytes(kTiles * 8, staged, stages_for(kTiles), p.fp4);
   if (smem > kSharedBytesOptIn) return cudaErrorInvalidValue;  // only a benchmark's part of over 64 blocks
   // The opt-in once an instance (a launch takes what it asks for, up to this).
   static const cudaError_t opt_in = cudaFuncSetAttribute(
