@@ -11,7 +11,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/dsinfer-device}"
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/build-cuda/devlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# The image's own libraries first: its Open MPI (which dsinfer links) needs its newer libstdc++.
+export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:$PWD/build-cuda/devlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export DSINFER_TEST_DATA="$PWD/tests/data"
 steps="${*:-tests serve decode}"
 # kernels: the kernel lab's check against the CPU, then the per-kernel benchmark (KERNEL_ARGS
