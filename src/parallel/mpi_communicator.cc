@@ -38,13 +38,18 @@ MpiSession::~MpiSession() {
   if (finalize_) MPI_Finalize();
 }
 
-Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create(std::chrono::milliseconds timeout) {
+Result<MPI_Comm> duplicate_world(const char* purpose) {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (!initialised) return error(ErrorKind::kInternal, "MPI is not initialised (no MpiSession)");
   MPI_Comm comm;
   if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS)
-    return error(ErrorKind::kUnavailable, "MPI could not make a communicator over the job's ranks");
+    return error(ErrorKind::kUnavailable, fmt::format("MPI could not make a communicator for {}", purpose));
+  return comm;
+}
+
+Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::create(std::chrono::milliseconds timeout) {
+  DSINFER_ASSIGN_OR_RETURN(MPI_Comm comm, duplicate_world("the collectives"));
   return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(comm, timeout));
 }
 

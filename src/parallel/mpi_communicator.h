@@ -39,6 +39,10 @@ class MpiSession {
   bool finalize_ = false;
 };
 
+/// A communicator of its own over every rank of the job (MPI_Comm_dup of MPI_COMM_WORLD), named by
+/// `purpose` in its error; MPI must be initialised.
+Result<MPI_Comm> duplicate_world(const char* purpose);
+
 class MpiCommunicator final : public Communicator {
  public:
   /// Every rank of the job, on its own duplicate of MPI_COMM_WORLD (its messages never meet

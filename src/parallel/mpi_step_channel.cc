@@ -4,18 +4,14 @@
 #include <fmt/format.h>
 
 #include <climits>
-#include <cstring>
 #include <thread>
+
+#include "parallel/mpi_communicator.h"
 
 namespace dsinfer {
 
 Result<std::unique_ptr<MpiStepChannel>> MpiStepChannel::create(std::chrono::milliseconds timeout) {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (!initialised) return error(ErrorKind::kInternal, "MPI is not initialised (no MpiSession)");
-  MPI_Comm comm;
-  if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS)
-    return error(ErrorKind::kUnavailable, "MPI could not make a communicator for the step messages");
+  DSINFER_ASSIGN_OR_RETURN(MPI_Comm comm, duplicate_world("the step messages"));
   return std::unique_ptr<MpiStepChannel>(new MpiStepChannel(comm, timeout));
 }
 
