@@ -43,6 +43,10 @@ struct BackendFlags {
   std::string device = "cpu";
   int threads = 0;
   int64_t max_model_len = 0;  // 0: the config's context (docs/context.md)
+  // Several ranks: how long a rank waits for the others in a collective before the job ends with
+  // an error (a rank that died or stopped answering); the longest waits for the slowest rank's share
+  // of a prefill.
+  double collective_timeout_s = 300;
 };
 void add_backend_flags(CLI::App* cmd, BackendFlags& flags);
 

@@ -60,22 +60,19 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendFlags& flags) {
 #endif
 }
 
-// A rank that stops answering ends the others' collectives after this long (a clear error, not a
-// hang); the longest collective waits for the slowest rank's share of a prefill.
-constexpr std::chrono::minutes kCollectiveTimeout{5};
-
 // A GPU rank under mpirun meets the others in NCCL. One rank today: its id needs no sharing (several
 // GPU ranks are refused before, as the model's GPU kernels take a whole model).
-Result<std::unique_ptr<Communicator>> nccl_communicator(Backend& backend, const JobRank& job) {
+Result<std::unique_ptr<Communicator>> nccl_communicator(Backend& backend, const JobRank& job,
+                                                        std::chrono::milliseconds timeout) {
 #ifdef DSINFER_WITH_NCCL
   DSINFER_CHECK(job.size == 1, "one GPU rank");
   DSINFER_ASSIGN_OR_RETURN(
       std::unique_ptr<NcclCommunicator> comm,
       NcclCommunicator::create(
-          static_cast<CudaBackend&>(backend), 0, 1, [](std::span<uint8_t>) { return Status{}; }, kCollectiveTimeout));
+          static_cast<CudaBackend&>(backend), 0, 1, [](std::span<uint8_t>) { return Status{}; }, timeout));
   return std::unique_ptr<Communicator>(std::move(comm));
 #else
-  (void)backend, (void)job;
+  (void)backend, (void)job, (void)timeout;
   return error(ErrorKind::kUnsupported,
                "--device cuda under mpirun: this build has no NCCL communicator (configure with -DDSINFER_NCCL=ON)");
 #endif
@@ -87,6 +84,10 @@ void add_backend_flags(CLI::App* cmd, BackendFlags& flags) {
   cmd->add_option("--device", flags.device, "Where the model runs: cpu or cuda (GPU 0)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--threads", flags.threads, "CPU threads (default: all)");
+  cmd->add_option("--collective-timeout", flags.collective_timeout_s,
+                  "Seconds a rank waits for the others (under mpirun) before the job ends with an error")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   add_max_model_len_flag(cmd, flags.max_model_len);
 }
 
@@ -123,17 +124,18 @@ Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags
                              command, job.size));
   if (flags.max_model_len > 0) DSINFER_RETURN_IF_ERROR(load_config_at_context(dir, flags.max_model_len).status());
   DSINFER_ASSIGN_OR_RETURN(m.backend, make_backend(flags));
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout_s * 1000));
   if (flags.device == "cuda" && job.size > 1)
     return error(ErrorKind::kUnsupported,
                  fmt::format("--device cuda under mpirun with {} ranks: several GPU ranks are not built yet (one GPU "
                              "rank runs over NCCL; several ranks run with --device cpu)",
                              job.size));
   if (flags.device == "cuda" && job.under_mpirun) {
-    DSINFER_ASSIGN_OR_RETURN(m.comm, nccl_communicator(*m.backend, job));
+    DSINFER_ASSIGN_OR_RETURN(m.comm, nccl_communicator(*m.backend, job, timeout));
   } else if (job.size > 1) {
 #ifdef DSINFER_WITH_MPI
-    DSINFER_ASSIGN_OR_RETURN(m.comm, MpiCommunicator::create(kCollectiveTimeout));
-    DSINFER_ASSIGN_OR_RETURN(m.steps, MpiStepChannel::create(kCollectiveTimeout));
+    DSINFER_ASSIGN_OR_RETURN(m.comm, MpiCommunicator::create(timeout));
+    DSINFER_ASSIGN_OR_RETURN(m.steps, MpiStepChannel::create(timeout));
 #else
     return error(
         ErrorKind::kUnsupported,
