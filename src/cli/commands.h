@@ -47,6 +47,7 @@ struct BackendFlags {
   // an error (a rank that died or stopped answering); the longest waits for the slowest rank's share
   // of a prefill.
   double collective_timeout_s = 300;
+  int tensor_parallel = 0;  // --tensor-parallel N: the ranks the job must have (0: any)
 };
 void add_backend_flags(CLI::App* cmd, BackendFlags& flags);
 
@@ -70,6 +71,10 @@ struct JobRank {
   bool under_mpirun = false;  // started by mpirun (also with one rank)
 };
 JobRank job_rank();
+/// `generate`, `logits` or `serve` with `--tensor-parallel N` (N > 1) outside mpirun: starts the same
+/// command as N ranks under mpirun (exec: does not return on success) and returns the exit code of
+/// the failure; -1 when the command line asks for no such thing.
+int relaunch_as_ranks(int argc, char** argv);
 /// The config of `dir` at the context `--max-model-len` asks for (its own when 0); the flag's
 /// errors name it.
 Result<ModelConfig> load_config_at_context(const std::filesystem::path& source, int64_t max_model_len);

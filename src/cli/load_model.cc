@@ -88,6 +88,9 @@ void add_backend_flags(CLI::App* cmd, BackendFlags& flags) {
                   "Seconds a rank waits for the others (under mpirun) before the job ends with an error")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));
+  cmd->add_option("--tensor-parallel", flags.tensor_parallel,
+                  "Ranks to run on (generate, logits, serve): started under mpirun on this machine")
+      ->check(CLI::Range(1, 4096));
   add_max_model_len_flag(cmd, flags.max_model_len);
 }
 
@@ -117,6 +120,12 @@ Result<LoadedModel> load_model(const std::string& dir, const BackendFlags& flags
                                bool several_ranks) {
   LoadedModel m;
   const JobRank job = job_rank();
+  if (flags.tensor_parallel > 0 && flags.tensor_parallel != job.size)
+    return error(
+        ErrorKind::kInvalidArgument,
+        job.under_mpirun
+            ? fmt::format("--tensor-parallel {}, but mpirun started {} ranks", flags.tensor_parallel, job.size)
+            : fmt::format("--tensor-parallel {}: `dsinfer {}` runs on one rank", flags.tensor_parallel, command));
   if (job.size > 1 && !several_ranks)
     return error(ErrorKind::kUnsupported,
                  fmt::format("`dsinfer {}` runs on one rank today, not under mpirun with {} ranks (`generate`, "

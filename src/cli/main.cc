@@ -12,6 +12,8 @@
 int main(int argc, char** argv) {
   // Under mpirun with several ranks every rank runs the same command; rank 0 speaks for the job
   // (the others' standard output is dropped; their errors still reach standard error).
+  // `--tensor-parallel N` outside mpirun: the same command again as N ranks (exec).
+  if (const int failed = dsinfer::cli::relaunch_as_ranks(argc, argv); failed >= 0) return failed;
   const dsinfer::cli::JobRank job = dsinfer::cli::job_rank();
 #ifdef DSINFER_WITH_MPI
   std::unique_ptr<dsinfer::MpiSession> mpi;
