@@ -61,12 +61,13 @@ int relaunch_as_ranks(int argc, char** argv) {
   std::vector<std::string> args = {"mpirun", "-np", std::to_string(ranks), "--bind-to", "none", "--oversubscribe"};
   if (::geteuid() == 0) args.push_back("--allow-run-as-root");  // as the user already is
   args.push_back(exe);
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  if (!has_flag(argc, argv, "--threads")) {
+  args.push_back(argv[1]);                   // the command, then the default threads, then the rest as given
+  if (!has_flag(argc, argv, "--threads")) {  // (right after the command: no option's missing value takes it)
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     args.push_back("--threads");
     args.push_back(std::to_string(std::max(1u, cores / static_cast<unsigned>(ranks))));
   }
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
