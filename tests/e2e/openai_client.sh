@@ -8,6 +8,7 @@ ranks="${2:-1}"
 launch=()
 [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks" --oversubscribe)
 here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/wait_for_port.sh"
 work="$(mktemp -d)"
 server_pid=""
 cleanup() {
@@ -20,11 +21,7 @@ trap cleanup EXIT
 cp "$here/openai_client.mjs" "$work/"
 "${launch[@]}" "$dsinfer" serve --model "$work/model" --port 0 --api-key test-key --threads 2 2>"$work/server.log" &
 server_pid=$!
-for _ in $(seq 1 300); do
-  port="$(sed -n 's|.*on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/server.log")"
-  [ -n "$port" ] && break
-  sleep 0.1
-done
+port="$(wait_for_port "$work/server.log")"
 [ -n "$port" ] || { cat "$work/server.log"; echo "openai_client: the server did not start"; exit 1; }
 node "$work/openai_client.mjs" "http://127.0.0.1:$port/v1" test-key
 # and the load generator against the same server

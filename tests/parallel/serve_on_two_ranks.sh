@@ -8,6 +8,7 @@
 #   serve_on_two_ranks.sh DSINFER MPIEXEC
 set -euo pipefail
 dsinfer=$1 mpiexec=$2
+. "$(dirname "$0")/../e2e/wait_for_port.sh"
 work=$(mktemp -d)
 job=""
 cleanup() {
@@ -21,12 +22,7 @@ start_job() {
   "$mpiexec" -np 2 --oversubscribe "$dsinfer" serve --model "$work/model" --port 0 --threads 1 "$@" \
     2>"$work/server.log" &
   job=$!
-  port=""
-  for _ in $(seq 1 300); do
-    port="$(sed -n 's|.*on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/server.log")"
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  port="$(wait_for_port "$work/server.log")"
   [ -n "$port" ] || { cat "$work/server.log"; echo "the server on 2 ranks did not start"; exit 1; }
 }
 # rank_one: the pid of the job's rank 1 (its environment says so).
@@ -43,25 +39,32 @@ ends_within() {
   done
   return 1
 }
+# disturb_rank_one SIGNAL SECONDS PROMPTS NAME: long requests from PROMPTS clients (their report in
+# $work/NAME.txt), SIGNAL to rank 1 SECONDS in; then the job must end within a minute with a
+# non-zero exit ($status) and the clients return within 30 s.
+disturb_rank_one() {
+  local rank1
+  rank1=$(rank_one)
+  [ -n "$rank1" ] || { echo "rank 1's process not found among mpirun's children"; exit 1; }
+  "$dsinfer" bench-serve --port "$port" --input-len 64 --output-len 2000 --num-prompts "$3" --concurrency "$3" \
+    >"$work/$4.txt" 2>&1 &
+  local clients=$!
+  sleep "$2"
+  kill "$1" "$rank1"
+  ends_within 60 "$job" || { cat "$work/server.log"; echo "the job still runs a minute after rank 1 got $1"; exit 1; }
+  status=0
+  wait "$job" || status=$?
+  job=""
+  [ "$status" != 0 ] || { cat "$work/server.log"; echo "mpirun exited 0 after rank 1 got $1"; exit 1; }
+  ends_within 30 "$clients" || { echo "the clients still wait after the job ended"; exit 1; }
+}
 start_job
 
 "$dsinfer" bench-serve --port "$port" --input-len 32 --output-len 16 --num-prompts 8 --concurrency 4 >"$work/bench.txt"
 grep -q "requests: 8 ok of 8" "$work/bench.txt" || { cat "$work/bench.txt" "$work/server.log"; exit 1; }
 
-rank1=$(rank_one)
-[ -n "$rank1" ] || { echo "rank 1's process not found among mpirun's children"; exit 1; }
-"$dsinfer" bench-serve --port "$port" --input-len 64 --output-len 2000 --num-prompts 4 --concurrency 4 \
-  >"$work/killed.txt" 2>&1 &
-clients=$!
-sleep 2
-kill -9 "$rank1"
-ends_within 60 "$job" || { cat "$work/server.log"; echo "the job still runs a minute after rank 1 was killed"; exit 1; }
-status=0
-wait "$job" || status=$?
-job=""
-[ "$status" != 0 ] || { cat "$work/server.log"; echo "mpirun exited 0 after rank 1 was killed"; exit 1; }
+disturb_rank_one -9 2 4 killed
 grep -q "rank 1" "$work/server.log" || { cat "$work/server.log"; echo "no error names rank 1"; exit 1; }
-ends_within 30 "$clients" || { echo "the clients still wait after the job ended"; exit 1; }
 if grep -q "requests: 4 ok of 4" "$work/killed.txt"; then
   echo "every request completed although rank 1 was killed 2 s in: the kill came too late to test anything"
   exit 1
@@ -69,21 +72,9 @@ fi
 killed="$(grep -o -E "requests: .*|no request .* succeeded" "$work/killed.txt" || echo "no report")"
 
 start_job --collective-timeout 3
-rank1=$(rank_one)
-[ -n "$rank1" ] || { echo "rank 1's process not found among mpirun's children"; exit 1; }
-"$dsinfer" bench-serve --port "$port" --input-len 64 --output-len 2000 --num-prompts 2 --concurrency 2 \
-  >"$work/stopped.txt" 2>&1 &
-clients=$!
-sleep 1
-kill -STOP "$rank1"
-ends_within 60 "$job" || { cat "$work/server.log"; echo "the job still runs a minute after rank 1 stopped"; exit 1; }
-status=0
-wait "$job" || status=$?
-job=""
-[ "$status" != 0 ] || { cat "$work/server.log"; echo "mpirun exited 0 after rank 1 stopped"; exit 1; }
+disturb_rank_one -STOP 1 2 stopped
 grep -q "rank 0 of 2: the other ranks did not join within 3000 ms" "$work/server.log" ||
   { cat "$work/server.log"; echo "rank 0 did not report the collective it gave up on"; exit 1; }
-ends_within 30 "$clients" || { echo "the clients still wait after the job ended"; exit 1; }
 echo "serve on 2 ranks: 8 of 8 requests; rank 1 killed mid-request: the job ended, the clients: $killed;" \
   "rank 1 stopped mid-request: rank 0 gave up after 3 s and the job ended (exit $status):"
 grep "dsinfer: error" "$work/server.log"
