@@ -279,8 +279,6 @@ DecodeStepBytes decode_step_bytes(const std::vector<TensorSpec>& manifest, const
   return d;
 }
 
-namespace {}  // namespace
-
 bool split_across_ranks(const TensorSpec& t) {
   return t.split != ShardSplit::kReplicated && t.component != Component::kEngramTable;
 }
