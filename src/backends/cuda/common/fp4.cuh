@@ -1,5 +1,5 @@
 // fp4 (e2m1) on the device: a code's value, e2m1 widened to e4m3 in registers (the mma kernel) or
-// placed in f16 bits scaled by 2^-14 (the tiled kernel), the shared-memory table of byte -> f16
+// placed in e4m3 bits scaled by 2^-6 (the tiled kernel), the shared-memory table of byte -> f16
 // pair (the f16 kernels), and the rounding of the fp4 fake quantisation.
 #pragma once
 
@@ -42,19 +42,16 @@ __device__ inline uint32_t e2m1x4_to_e4m3x4(uint32_t w) {
   return pos | neg | ((neg + 0x7F7F7F7Fu) & 0x80808080u);
 }
 
-/// Eight e2m1 codes (element j in nibble j of w) as four f16 pairs (elements 0-1, 2-3, 4-5, 6-7),
-/// each value times 2^-14 (exact; the caller scales by 2^14): a code's magnitude bits e1 e0 m put
-/// where an f16's lowest exponent bits and its top mantissa bit are read e2m1 with f16's bias (15
-/// where e2m1's is 1), subnormals alike, so 0.5 becomes the f16 subnormal 2^-15. Each f16's high
-/// byte is sign << 7 | magnitude << 1, its low byte zero. Fifteen integer instructions for eight
-/// codes, where widening through e4m3 takes about twice as many.
-__device__ inline void e2m1x8_to_f16x8_scaled(uint32_t w, uint32_t out[4]) {
-  const uint32_t even = w & 0x0F0F0F0Fu, odd = (w >> 4) & 0x0F0F0F0Fu;  // codes 0, 2, 4, 6 and 1, 3, 5, 7: a byte each
-  // A byte's code c to 2c + 14 (c & 8) = magnitude << 1 | sign << 7 (at most 142: no carry between bytes).
-  const uint32_t he = even * 2u + (even & 0x08080808u) * 14u, ho = odd * 2u + (odd & 0x08080808u) * 14u;
-  const uint32_t lo = prmt(he, ho, 0x5140u), hi = prmt(he, ho, 0x7362u);  // high bytes of codes 0-3, 4-7
-  out[0] = prmt(lo, 0u, 0x1404u), out[1] = prmt(lo, 0u, 0x3424u);         // [0, H(2i), 0, H(2i + 1)]
-  out[2] = prmt(hi, 0u, 0x1404u), out[3] = prmt(hi, 0u, 0x3424u);
+/// Eight e2m1 codes (element j in nibble j of w) as e4m3 bytes times 2^-6: `even` holds elements
+/// 0, 2, 4, 6 and `odd` elements 1, 3, 5, 7, a byte each in that order. A code s e1 e0 m becomes the
+/// byte s 0 0 e1 e0 m 0 0: e1 e0 m read with e4m3's bias (7 where e2m1's is 1), subnormals alike,
+/// so 0.5 becomes the e4m3 subnormal 2^-7 (exact; the caller scales by 2^6). Nine integer
+/// instructions for eight codes and no conversion: the tiled kernel's fp8 mma takes the bytes.
+__device__ inline void e2m1x8_to_e4m3x8_scaled(uint32_t w, uint32_t& even, uint32_t& odd) {
+  const uint32_t e = w & 0x0F0F0F0Fu, o = (w >> 4) & 0x0F0F0F0Fu;  // a code a byte
+  // A byte's code c = 8s + m to 4 (c + 3 (c & 8)) = 128 s + 4 m (at most 156: no carry between bytes).
+  even = (e + (e & 0x08080808u) * 3u) << 2;
+  odd = (o + (o & 0x08080808u) * 3u) << 2;
 }
 
 /// The fp4 table of a block's threads: entry [byte][lane] = the byte's two e2m1 codes (low nibble

@@ -1,8 +1,9 @@
-// f16 and bf16 tensor-core operations (mma.sync m16n8k16 with fp32 accumulators, ldmatrix) in the
-// PTX ISA's lane layouts: lane (g, q) = (lane / 4, lane % 4) holds A rows g and g + 8 at K 2q, 2q + 1
-// (a0, a1) and 2q + 8, 2q + 9 (a2, a3), B column g at K 2q, 2q + 1 (b0) and 2q + 8, 2q + 9 (b1),
-// and D rows g, g + 8 at columns 2q, 2q + 1. Products of f16 or bf16 values are exact in fp32; the order
-// of a D element's sum does not depend on the other rows or columns.
+// f16, bf16 and e4m3 tensor-core operations (mma.sync with fp32 accumulators, ldmatrix) in the PTX
+// ISA's lane layouts: for f16 and bf16 (m16n8k16) lane (g, q) = (lane / 4, lane % 4) holds A rows g
+// and g + 8 at K 2q, 2q + 1 (a0, a1) and 2q + 8, 2q + 9 (a2, a3), B column g at K 2q, 2q + 1 (b0)
+// and 2q + 8, 2q + 9 (b1), and D rows g, g + 8 at columns 2q, 2q + 1 (e4m3: mma_e4m3). Products of
+// f16, bf16 or e4m3 values are exact in fp32; the order of a D element's sum does not depend on the
+// other rows or columns.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,6 +25,17 @@ __device__ inline void mma_f16(const uint32_t a[4], uint32_t b0, uint32_t b1, fl
 __device__ inline void mma_bf16(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// d += a * b on e4m3 tensor cores (mma.m16n8k32, f32 accumulators). Lane (g, q) holds A rows g
+/// and g + 8 at K 4q .. 4q + 3 (a0, a1) and 16 + 4q .. 16 + 4q + 3 (a2, a3), a byte each, and B
+/// column g at the same K (b0, b1); D as the f16 mma's.
+__device__ inline void mma_e4m3(const uint32_t a[4], uint32_t b0, uint32_t b1, float d[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

@@ -39,7 +39,8 @@ __device__ inline bool expert_group_operands(const BlockLinearParams& p, int gro
         .x_scales = sorted.x_scales + static_cast<int64_t>(e.first) * (p.k / 32),
         .w = w.w,
         .w_scales = w.w_scales,
-        .y = sorted.y + static_cast<int64_t>(e.first) * p.y_stride};
+        .y = sorted.y + static_cast<int64_t>(e.first) * p.y_stride,
+        .x_codes = sorted.x_codes ? sorted.x_codes + static_cast<int64_t>(e.first) * p.k : nullptr};
   n = e.count;
   return true;
 }

@@ -1,13 +1,13 @@
-// sm90_block_linear_tiled: the block-scaled linear of a decode step (1-64 activation rows) on f16
+// sm90_block_linear_tiled: the block-scaled linear of a decode step (1-64 activation rows) on e4m3
 // tensor cores, reading each weight once per 64 activation rows, batch-invariant by construction.
 //
 // A CTA takes 64 weight rows (a 16-row tile a warp) and one slice of the K blocks; the K slices of
 // a row tile are the CTAs of one thread-block cluster, and their fp32 partial sums meet in
 // distributed shared memory, added in cluster-rank order. A K block of a warp's 16 rows is the A
-// operand of two mma.m16n8k16 (block_fragments.cuh; fp4 codes as f16 times 2^-14, fp4.cuh), each 8
-// activation rows the B operand, so D is that block's partial sum (products exact, summed in fp32
-// by the tensor cores); it goes into the row's fp32 sum as fma(D, sx * sw, acc) (both scales
-// powers of two, fp4's times 2^14, so their product is exact).
+// operand of one mma.m16n8k32 on e4m3 (fp8 weights as they are, fp4 codes placed in e4m3 bits times
+// 2^-6, fp4.cuh), each 8 activation rows' e4m3 codes the B operand, so D is that block's partial
+// sum (products exact, summed by the tensor cores); it goes into the row's fp32 sum as fma(D, sx *
+// sw, acc) (both scales powers of two, fp4's times 2^6, so their product is exact).
 //
 // The slice's activations and weight scales are staged in shared memory for the CTA's four warps
 // (a weight byte costs at most one activation byte from L2 at 64 rows), at once or, for 64 rows,
@@ -30,8 +30,8 @@
 
 #include "backends/cuda/common/async_copy.cuh"
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
-#include "backends/cuda/kernels/linear/block_fragments.cuh"
 #include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
@@ -51,10 +51,11 @@ __host__ __device__ constexpr int ring_slot_bytes(bool fp4) {
   return fp4 ? 16 * 16 : 16 * 32;
 }
 
-// Bytes of one activation row of a slice in shared memory: 64 a K block, padded to 64 mod 128 so
-// that the eight lanes of a 16-byte load phase (rows g, g + 1, slots t) hit distinct banks.
+// Bytes of one activation row of a slice in shared memory: 32 a K block (e4m3 codes), padded to 32
+// mod 64 so that the sixteen lanes of an 8-byte load phase (rows g .. g + 3, slots t) hit distinct
+// banks.
 __host__ __device__ constexpr int act_stride(int slice) {
-  return slice * 64 + ((slice * 64) % 128 == 0 ? 64 : 0);
+  return slice * 32 + (slice % 2 == 0 ? 32 : 0);
 }
 // The weight scales of the CTA's rows over a slice: fp4 a byte a row and block, fp8 one a 32-row
 // group and block (two groups), padded to 16 bytes.
@@ -76,8 +77,8 @@ __host__ __device__ constexpr int pass_smem_bytes(int rows, int part, int stages
 }
 
 struct Operand {
-  const uint16_t* x = nullptr;  // f16 code values, row stride k
-  const float* sx = nullptr;    // [rows][k / 32]
+  const uint8_t* x = nullptr;  // e4m3 codes, row stride k
+  const float* sx = nullptr;   // [rows][k / 32]
   const uint8_t* w = nullptr;
   const uint8_t* sw = nullptr;
   uint16_t* y = nullptr;
@@ -91,11 +92,11 @@ __device__ inline Operand resolve(const BlockLinearParams& p, int group) {
   if (p.expert_groups) {
     LinearOperands op;
     if (!expert_group_operands(p, group, op, o.n)) return o;  // nothing to write
-    o.x = op.x_values, o.sx = op.x_scales, o.y = op.y, o.w = op.w, o.sw = op.w_scales, o.live = true;
+    o.x = op.x_codes, o.sx = op.x_scales, o.y = op.y, o.w = op.w, o.sw = op.w_scales, o.live = true;
     return o;
   }
   const LinearOperands& op = p.op[group];
-  o.x = op.x_values, o.sx = op.x_scales, o.y = op.y, o.n = p.n;
+  o.x = op.x_codes, o.sx = op.x_scales, o.y = op.y, o.n = p.n;
   o.live = group_weights(p, group, o.w, o.sw);
   return o;
 }
@@ -116,9 +117,9 @@ __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o,
   // <= 64), where a division by a value known only at run time costs ~20 instructions.
   const uint32_t magic = (0x80000000u + static_cast<uint32_t>(count) - 1u) / static_cast<uint32_t>(count);
   const auto row_of = [magic](int i) { return static_cast<int>(__umulhi(static_cast<uint32_t>(i) << 1, magic)); };
-  for (int i = threadIdx.x; i < padded * count * 4; i += kThreads) {  // 16-byte chunks, 4 a block
-    const int r = row_of(i >> 2), c = i - r * count * 4;
-    cp_async16(act + r * stride + c * 16, o.x + static_cast<int64_t>(n0 + min(r, rows - 1)) * p.k + b * 32 + c * 8,
+  for (int i = threadIdx.x; i < padded * count * 2; i += kThreads) {  // 16-byte chunks, 2 a block
+    const int r = row_of(i >> 1), c = i - r * count * 2;
+    cp_async16(act + r * stride + c * 16, o.x + static_cast<int64_t>(n0 + min(r, rows - 1)) * p.k + b * 32 + c * 16,
                r < rows);
   }
   for (int i = threadIdx.x; i < padded * count; i += kThreads) {
@@ -143,8 +144,9 @@ __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o,
   }
 }
 
-// The raw words of a block from its ring slot (at the lane's offset, ring_offset), as load_raw
-// gives them from global memory.
+// The lane's words of a block from its ring slot (at the lane's offset): fp8, rows g and g + 8 at
+// K 8t .. 8t + 3, then at 8t + 4 .. 8t + 7 (mma_e4m3's A fragment as it is); fp4, the words of rows
+// g and g + 8 holding K 8t .. 8t + 7.
 template <bool kFp4>
 __device__ __forceinline__ void ring_raw(const uint8_t* slot, uint32_t raw[4]) {
   if constexpr (kFp4) {
@@ -194,7 +196,7 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
   const int stride = act_stride(width);
   const uint8_t* sw_g = wscales + (kFp4 ? (warp * 16 + g) * width : (warp * 16 / 32) * width);
   const uint8_t* sw_g8 = wscales + (warp * 16 + g + 8) * width;  // fp4 only
-  const uint8_t* act_at = act + g * stride + t * 16;             // tile j: + j * 8 * stride
+  const uint8_t* act_at = act + g * stride + t * 8;              // tile j: + j * 8 * stride
   const float* scale_at = scales + 2 * t * width;                // tile j: + j * 8 * width
   int use = 0, refill = kStages - 1;  // the slot of block rel; the slot block rel + kStages - 1 goes to
   for (int s0 = 0; s0 < count; s0 += width) {
@@ -211,26 +213,29 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
       __syncwarp();                  // and every lane's
       if (rel + kStages - 1 < count) ring_load(rel + kStages - 1, refill);  // the slot the previous block left
       cp_async_commit();
-      uint32_t raw[4], a0[4], a1[4];
-      ring_raw<kFp4>(raw_at + use * kSlot, raw);
+      // The A fragment (mma_e4m3): rows g, g + 8 at K' 4t.. and 16 + 4t... fp8: the row's bytes
+      // 8t .. 8t + 3 and 8t + 4 .. 8t + 7 as they are; fp4: its even and odd elements 8t .. 8t + 7,
+      // so that B's columns take the activations in that order too (prmt below).
+      uint32_t a[4];
+      ring_raw<kFp4>(raw_at + use * kSlot, a);
       float wg, wg8;
-      if constexpr (kFp4) {  // the codes as f16 times 2^-14, so their scales times 2^14 (exact below 2^113)
-        uint32_t g0[4], g8[4];
-        e2m1x8_to_f16x8_scaled(raw[0], g0), e2m1x8_to_f16x8_scaled(raw[1], g8);
-        a0[0] = g0[0], a0[1] = g8[0], a0[2] = g0[1], a0[3] = g8[1];
-        a1[0] = g0[2], a1[1] = g8[2], a1[2] = g0[3], a1[3] = g8[3];
-        wg = e8m0_to_float(sw_g[c]) * 0x1p14f, wg8 = e8m0_to_float(sw_g8[c]) * 0x1p14f;
+      if constexpr (kFp4) {  // the codes as e4m3 times 2^-6, so their scales times 2^6 (exact below 2^121)
+        const uint32_t row_g = a[0], row_g8 = a[1];
+        e2m1x8_to_e4m3x8_scaled(row_g, a[0], a[2]);
+        e2m1x8_to_e4m3x8_scaled(row_g8, a[1], a[3]);
+        wg = e8m0_to_float(sw_g[c]) * 0x1p6f, wg8 = e8m0_to_float(sw_g8[c]) * 0x1p6f;
       } else {
-        raw_to_a(false, raw, a0, a1);
         wg = wg8 = e8m0_to_float(sw_g[c]);
       }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         if (j * 8 >= rows) break;  // tiles of no row (an expert's few tokens): nothing to add
-        const uint4 bx = *reinterpret_cast<const uint4*>(act_at + j * 8 * stride + c * 64);
+        const uint2 bx = *reinterpret_cast<const uint2*>(act_at + j * 8 * stride + c * 32);
         float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        mma_f16(a0, bx.x, bx.y, d);
-        mma_f16(a1, bx.z, bx.w, d);
+        if constexpr (kFp4)
+          mma_e4m3(a, prmt(bx.x, bx.y, 0x6420u), prmt(bx.x, bx.y, 0x7531u), d);
+        else
+          mma_e4m3(a, bx.x, bx.y, d);
         const float sx0 = scale_at[j * 8 * width + c], sx1 = scale_at[j * 8 * width + width + c];
         acc[j][0] = fmaf(d[0], sx0 * wg, acc[j][0]);
         acc[j][1] = fmaf(d[1], sx1 * wg, acc[j][1]);
@@ -353,6 +358,8 @@ int tiled_split(int out, int k, int max_slice_blocks) {
 
 cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {
   if (!operands_given(p)) return cudaErrorInvalidValue;
+  for (int g = 0; g < (p.expert_groups ? p.per_route : p.groups); ++g)
+    if (!p.op[g].x_codes) return cudaErrorInvalidValue;  // the kernel reads the e4m3 codes
   const bool grouped = p.expert_groups != nullptr;
   const int split = tiled_split(p.out, p.k, p.tiled_slice_blocks > 0 ? p.tiled_slice_blocks : kMaxSliceBlocks);
   const int64_t ctas = static_cast<int64_t>(p.groups) * ((p.out + kTileRows - 1) / kTileRows) * split;

@@ -14,7 +14,7 @@ struct LinearOperands {
   const uint8_t* w = nullptr;          // [out, k] e4m3 or [out, k / 2] packed e2m1
   const uint8_t* w_scales = nullptr;   // e8m0: [ceil(out / 32), k / 32] (fp8) or [out, k / 32] (fp4)
   uint16_t* y = nullptr;               // [n, out] bf16, row stride y_stride elements
-  const uint8_t* x_codes = nullptr;    // [n, k] e4m3 codes from QuantizeInputParams (tensor-core kernel)
+  const uint8_t* x_codes = nullptr;    // [n, k] e4m3 codes from QuantizeInputParams (the tiled kernel)
 };
 
 inline constexpr int kMaxLinearGroups = 16;
@@ -37,7 +37,7 @@ enum class LinearKernel {
   kAuto,   // kTiled
   kExact,  // the kernels that equal the CPU's exact block sums, the fastest measured for the shape:
            // kGemv at n = 1 (kFma where it does not apply), kMma above; the dense linears' double sums
-  kTiled,  // f16 tensor cores, fp32 sums: 64 weight rows a CTA, K split over a cluster by shape
+  kTiled,  // e4m3 tensor cores, fp32 sums: 64 weight rows a CTA, K split over a cluster by shape
            // alone, the activations staged in shared memory; any n (passes of 64), batch-invariant
   kGemv,   // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
            // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
