@@ -6,7 +6,7 @@
 // the kernel lab's (bench/cuda/lab: wgmma, the other loads-in-flight counts and grids).
 //   cuda_linear_bench [--batches 1,8,32,64 | --skip-block-scaled]
 //   BENCH_QUICK=1: the library's kernels alone (tiled, mma, the gemv the dispatch would run), not
-//   the lab's variants; BENCH_SLICES=32,40,...: the tiled kernel at other bounds on a K slice too;
+//   the lab's variants; BENCH_SLICES=20,40,...: the tiled kernel with K slices of at most that many blocks too;
 //   BENCH_STAGED=8,32: the tiled kernel's 64-row passes with other parts of a slice staged at once
 //   cuda_linear_bench check    the lab's variants against the CPU backend (exit status: failures)
 #include <cublasLt.h>
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
                     100 * gbs / copy, 2.0 * s.groups * n * s.out * s.k / us / 1e6);
       };
       report("tiled", run(false, kTiledVariant, 0));
-      for (const int slice : n <= 16 ? slice_sweep : std::vector<int>{}) {  // BENCH_SLICES: other slice bounds
+      for (const int slice : slice_sweep) {  // BENCH_SLICES: other splits
         char variant[32];
         std::snprintf(variant, sizeof variant, "tiled slice<=%d", slice);
         report(variant, run(false, kTiledVariant, 0, 0, slice));

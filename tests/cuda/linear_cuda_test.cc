@@ -182,7 +182,8 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
 
 // Batch invariance: an activation row's outputs from the tiled and the mma kernel are the same bits
 // whether it is alone or one of 8, 24 or 64 rows (a decode step's sequences), fp8 and fp4; 1000 rows
-// end in a partial tile, K 2048 is split over a cluster and K 5120 more so.
+// end in a partial tile; fp8 K 2048 is split over a cluster, fp4 K 5120 in two slices of 80 blocks
+// staged in parts (of 32 blocks for a few rows, of 8 for 64).
 TEST(CudaLinear, RowsDoNotDependOnTheBatch) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(5);

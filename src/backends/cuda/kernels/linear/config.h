@@ -91,11 +91,13 @@ inline constexpr int kMaxNTiles = 8;             // activation rows a pass: 8 ti
 inline constexpr int kMaxSplit = 8;              // K slices of a row tile: a portable cluster
 inline constexpr int kMinSliceBlocks = 8;        // a slice's K blocks at least (the ring's fill and the reduction)
 inline constexpr int kMaxSliceBlocks = 32;       // a slice's K blocks, where the split allows (shared memory)
+inline constexpr int kFp4SliceBlocks = 80;       // fp4 (the routed experts): a slice's K blocks at most
 inline constexpr int kStagedBlocksFullPass = 8;  // K blocks of 64 rows' activations staged at a time (4 CTAs an SM)
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 // An fp8 scale covers 32 rows: a warp's 16-row tile (16-aligned) never straddles two.
 static_assert(kScaleBlock % 16 == 0 && kTileRows % kScaleBlock == 0);
-static_assert(kMinSliceBlocks >= 1 && kMaxSliceBlocks >= kMinSliceBlocks && kMaxSplit >= 1 && kMaxSplit <= 8);
+static_assert(kMinSliceBlocks >= 1 && kMaxSliceBlocks >= kMinSliceBlocks && kFp4SliceBlocks >= 1 && kMaxSplit >= 1 &&
+              kMaxSplit <= 8);
 static_assert(kStagedBlocksFullPass >= 1);
 }  // namespace tiled_kernel
 

@@ -11,7 +11,7 @@ namespace dsinfer::cuda {
 cudaError_t launch_block_linear_fma(const BlockLinearParams& p);        // linear.cu
 cudaError_t launch_block_linear_mma(const BlockLinearParams& p);        // linear_mma.cu
 cudaError_t launch_block_linear_tiled(const BlockLinearParams& p);      // linear_tiled.cu
-int tiled_split(int out, int k, int max_slice_blocks);                  // K slices (a cluster) a row tile
+int tiled_split(int out, int k, bool fp4);                              // K slices (a cluster) a row tile
 cudaError_t launch_block_linear_gemv(const BlockLinearParams& p);       // linear_gemv.cu, gemv_applies(p)
 bool gemv_applies(const BlockLinearParams& p);                          // gemv_rows_applies, or n <= 4, k % 64 == 0
 bool gemv_takes_rows(const BlockLinearParams& p);                       // gemv_applies(p): 8 rows a warp, else a row

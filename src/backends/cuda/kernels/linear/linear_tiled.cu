@@ -344,14 +344,22 @@ cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
 
 }  // namespace
 
-int tiled_split(int out, int k, int max_slice_blocks) {
+int tiled_split(int out, int k, bool fp4) {
+  const int blocks = k / 32;
+  int split = 1;
+  if (fp4) {
+    // fp4 weights are the routed experts, several matrices a launch (top-k, w1 with w3) whose CTAs
+    // fill the GPU together: the fewest slices of at most kFp4SliceBlocks, so that a CTA streams
+    // long runs through its ring (measured faster than one matrix's fill: docs/perf-notes.md).
+    while (split < kMaxSplit && (blocks + split - 1) / split > kFp4SliceBlocks) split *= 2;
+    return split;
+  }
   // Clusters of K slices until the row tiles of one matrix fill the GPU once and a slice's
   // activations fit the shared memory, each slice keeping a wave of blocks; by shape alone, so a
   // row's sums never depend on the launch.
-  const int row_tiles = (out + kTileRows - 1) / kTileRows, blocks = k / 32;
-  int split = 1;
+  const int row_tiles = (out + kTileRows - 1) / kTileRows;
   while (split < kMaxSplit && blocks / (split * 2) >= kMinSliceBlocks &&
-         (row_tiles * split < sm_count() || (blocks + split - 1) / split > max_slice_blocks))
+         (row_tiles * split < sm_count() || (blocks + split - 1) / split > kMaxSliceBlocks))
     split *= 2;
   return split;
 }
@@ -361,7 +369,9 @@ cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {
   for (int g = 0; g < (p.expert_groups ? p.per_route : p.groups); ++g)
     if (!p.op[g].x_codes) return cudaErrorInvalidValue;  // the kernel reads the e4m3 codes
   const bool grouped = p.expert_groups != nullptr;
-  const int split = tiled_split(p.out, p.k, p.tiled_slice_blocks > 0 ? p.tiled_slice_blocks : kMaxSliceBlocks);
+  int split = tiled_split(p.out, p.k, p.fp4);
+  if (p.tiled_slice_blocks > 0)  // the benchmark's sweep: the fewest slices of at most that many blocks
+    for (split = 1; split < kMaxSplit && (p.k / 32 + split - 1) / split > p.tiled_slice_blocks;) split *= 2;
   const int64_t ctas = static_cast<int64_t>(p.groups) * ((p.out + kTileRows - 1) / kTileRows) * split;
   if (ctas > INT32_MAX) return cudaErrorInvalidValue;
   // As few activation tiles a pass as the rows need: fewer tiles keep more blocks in flight and

@@ -58,7 +58,7 @@ struct BlockLinearParams {
   int64_t s_stride = 0;  // bytes per scale row
   int64_t y_stride = 0;  // elements per output row
   LinearKernel kernel = LinearKernel::kAuto;
-  int tiled_slice_blocks = 0;   // kTiled: the most K blocks a slice, where the split allows (0: the default;
+  int tiled_slice_blocks = 0;   // kTiled: the fewest K slices of at most this many blocks (0: the default;
                                 // the benchmark's sweeps: it changes the sums' order)
   int tiled_staged_blocks = 0;  // kTiled: K blocks of activations staged at a time (0: by instance; the
                                 // benchmark's sweeps: the sums' order does not change)
