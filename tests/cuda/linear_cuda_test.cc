@@ -2,7 +2,8 @@
 // The CPU sums each block's code products exactly and chains the blocks in order; the GPU in fp32.
 // Every kernel's outputs agree within 2 bf16 ulps (or 1e-3 of the RMS where a sum cancels to near
 // zero). The exact kernels (fma, gemv, mma: the CPU's order) are nearly all bit for bit; the tiled
-// kernel adds its K slices' sums in another order, so at least kTiledBitEqual of its outputs are.
+// kernel sums each block on e4m3 tensor cores and adds its K slices' sums in another order, so at
+// least kTiledBitEqual of its outputs are.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
