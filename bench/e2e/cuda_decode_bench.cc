@@ -87,29 +87,6 @@ void fill_unwritten_weights(const Model& model, Backend& backend) {
   });
 }
 
-// A sequence as a prefill of `context` positions would leave it: random window rows on every
-// layer, random compressed rows and index keys on the kv sources, the index-key slot on the last,
-// an Engram token history.
-// `pool` holds the random bf16 values (shared by every sequence: only the time is measured).
-SequenceState filled_sequence(Model& model, const std::vector<uint16_t>& pool, int64_t context) {
-  const ModelConfig& c = model.config();
-  SequenceState s = model.new_sequence();
-  const auto rows = [&](int64_t n) { return std::span<const uint16_t>(pool.data(), static_cast<size_t>(n)); };
-  for (int l = 0; l < c.n_layers; ++l) {
-    if (Status st = model.write_window(s, l, rows(static_cast<int64_t>(c.window_size) * c.head_dim)); !st.ok())
-      std::fprintf(stderr, "%s\n", st.to_string().c_str());
-    if (!c.is_kv_source(l)) continue;
-    const int64_t groups = context / c.compress_ratio(l);
-    if (Status st = model.write_compressed_cache(s, l, rows(groups * c.head_dim), rows(groups * c.index_head_dim));
-        !st.ok())
-      std::fprintf(stderr, "%s\n", st.to_string().c_str());
-    s.index_key_owner = l;
-  }
-  s.length = context;
-  if (!c.engram_layer_ids.empty()) s.engram_history.assign(context, 5);  // compressed ids of the prompt
-  return s;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,9 +167,8 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const int context : contexts)
     for (const int batch : batches)
-      for (const bool graphs : {false, true}) {  // one sequence's steps also as CUDA graphs
-        if (graphs && batch != 1) continue;
-        runner.set_replay_steps(graphs);  // the step recorder in front of the backend's graphs, or none
+      for (const bool graphs : {false, true}) {  // each batch's steps also as CUDA graphs
+        runner.set_replay_steps(graphs);         // the step recorder in front of the backend's graphs, or none
         std::vector<SequenceState> seqs;
         for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
         std::vector<ForwardChunk> chunks(batch);

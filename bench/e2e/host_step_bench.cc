@@ -5,7 +5,7 @@
 // with the step recorder (runtime/step_recorder.h) the comparisons that find the recording to
 // relaunch. The backend keeps steps as CudaBackend's graphs do (a relaunch costs it nothing here),
 // so "recorded" rows are what a replayed GPU step costs the host before its one graph launch.
-//   host_step_bench [--steps N] [--context 4096,32768] [--dir PATH]
+//   host_step_bench [--steps N] [--context 4096,32768] [--batch 1,64] [--dir PATH]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,14 +42,22 @@ class NullBackend final : public Backend, private StepGraphs {
 
   // routed_experts too: on the device's choice, as CudaBackend runs a decode step's.
 #define DSINFER_COUNT_OP(name, Args) \
-  void name(const Args&) override { ++calls; }
+  void name(const Args&) override {  \
+    ++calls;                         \
+  }
   DSINFER_OPS(DSINFER_COUNT_OP)
 #undef DSINFER_COUNT_OP
 
  private:
-  bool begin_capture() override { return true; }
-  uint64_t end_capture(bool run) override { return run ? 1 : 0; }
-  bool relaunch(uint64_t, std::span<const std::span<const uint8_t>>) override { return true; }
+  bool begin_capture() override {
+    return true;
+  }
+  uint64_t end_capture(bool run) override {
+    return run ? 1 : 0;
+  }
+  bool relaunch(uint64_t, std::span<const std::span<const uint8_t>>) override {
+    return true;
+  }
   void release(uint64_t) override {}
 };
 
@@ -65,7 +73,7 @@ std::vector<int> int_list(const std::string& s) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int steps = 64;
-  std::vector<int> contexts = {4096, 32768};
+  std::vector<int> contexts = {4096, 32768}, batches = {1};
   std::string dir = (std::filesystem::temp_directory_path() / "dsinfer_flash_bench").string();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -73,6 +81,8 @@ int main(int argc, char** argv) {
       steps = std::stoi(argv[i + 1]);
     else if (k == "--context")
       contexts = int_list(argv[i + 1]);
+    else if (k == "--batch")
+      batches = int_list(argv[i + 1]);
     else if (k == "--dir")
       dir = argv[i + 1];
   }
@@ -85,47 +95,41 @@ int main(int argc, char** argv) {
   if (!model.ok()) return std::fprintf(stderr, "%s\n", model.status().to_string().c_str()), 1;
   const ModelConfig& c = (*model)->config();
   ModelRunner runner(**model);
-  std::vector<uint16_t> rows(static_cast<size_t>(std::max(max_context, c.window_size)) * c.head_dim, 0x3F80);
+  const std::vector<uint16_t> rows(static_cast<size_t>(std::max(max_context, c.window_size)) * c.head_dim, 0x3F80);
 
   std::printf(
-      "| context | steps | recorder | host ms a step: mean / best | calls issued to the backend a step | relaunched / "
-      "recorded |\n");
-  std::printf("| --- | --- | --- | --- | --- | --- |\n");
+      "| context | batch | steps | recorder | host ms a step: mean / best | calls issued to the backend a step | "
+      "relaunched / recorded |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   for (const int context : contexts)
-    for (const bool recorded : {false, true}) {
-      runner.set_replay_steps(recorded);
-      SequenceState seq = (*model)->new_sequence();
-      for (int l = 0; l < c.n_layers; ++l) {  // the caches as a prefill of `context` positions leaves them
-        if (!c.is_kv_source(l)) continue;
-        const int64_t groups = context / c.compress_ratio(l);
-        if (Status st = (*model)->write_compressed_cache(seq, l, std::span(rows.data(), groups * c.head_dim),
-                                                         std::span(rows.data(), groups * c.index_head_dim));
-            !st.ok())
-          return std::fprintf(stderr, "%s\n", st.to_string().c_str()), 1;
-        seq.index_key_owner = l;
+    for (const int batch : batches)
+      for (const bool recorded : {false, true}) {
+        runner.set_replay_steps(recorded);
+        std::vector<SequenceState> seqs;
+        for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, rows, context));
+        std::vector<ForwardChunk> chunk(batch);
+        std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
+        double sum = 0, best = 1e30;
+        int64_t calls = 0;
+        StepRecorder::Stats before;
+        for (int step = -3; step < steps; ++step) {  // warm-up: the arena, then a recording of each step shape
+          if (step == 0) before = runner.step_stats(), calls = backend.calls;
+          for (int b = 0; b < batch; ++b) {
+            chunk[b].state = &seqs[b], chunk[b].start_pos = seqs[b].length, chunk[b].decode = true;
+            chunk[b].tokens = {static_cast<int32_t>(3 + (step + b + 8) % 200)};
+          }
+          const auto t0 = Clock::now();
+          if (Status s = runner.forward(chunk, logits); !s.ok())
+            return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+          const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+          if (step >= 0) sum += dt, best = std::min(best, dt);
+        }
+        const StepRecorder::Stats& after = runner.step_stats();
+        std::printf("| %d | %d | %d | %s | %.3f / %.3f | %lld | %lld / %lld |\n", context, batch, steps,
+                    recorded ? "on" : "off", sum / steps * 1e3, best * 1e3,
+                    static_cast<long long>((backend.calls - calls) / steps),
+                    static_cast<long long>(after.relaunched - before.relaunched),
+                    static_cast<long long>(after.recorded - before.recorded));
       }
-      seq.length = context;
-      if (!c.engram_layer_ids.empty()) seq.engram_history.assign(context, 5);
-      std::vector<ForwardChunk> chunk(1);
-      std::vector<float> logits(c.vocab_size);
-      double sum = 0, best = 1e30;
-      int64_t calls = 0;
-      StepRecorder::Stats before;
-      for (int step = -3; step < steps; ++step) {  // warm-up: the arena, then a recording of each step shape
-        if (step == 0) before = runner.step_stats(), calls = backend.calls;
-        chunk[0].state = &seq, chunk[0].start_pos = seq.length, chunk[0].decode = true;
-        chunk[0].tokens = {static_cast<int32_t>(3 + (step + 8) % 200)};
-        const auto t0 = Clock::now();
-        if (Status s = runner.forward(chunk, logits); !s.ok())
-          return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
-        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (step >= 0) sum += dt, best = std::min(best, dt);
-      }
-      const StepRecorder::Stats& after = runner.step_stats();
-      std::printf("| %d | %d | %s | %.3f / %.3f | %lld | %lld / %lld |\n", context, steps, recorded ? "on" : "off",
-                  sum / steps * 1e3, best * 1e3, static_cast<long long>((backend.calls - calls) / steps),
-                  static_cast<long long>(after.relaunched - before.relaunched),
-                  static_cast<long long>(after.recorded - before.recorded));
-    }
   return 0;
 }

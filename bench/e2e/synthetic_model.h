@@ -1,7 +1,7 @@
 // The decode benchmarks' synthetic model: V4.1-shaped (dim 2048, 16 heads x 512, 8 routed fp4
 // experts top-6, fp8 elsewhere, ratio-2 and ratio-1 kv sources, indexers, candidate blocks; no
 // Engram, whose lookup is a host-side table read either way) with random weights in the release
-// format, written once to a folder and reused.
+// format, written once to a folder and reused; and the sequences the benchmarks decode (filled_sequence).
 #pragma once
 
 #include <chrono>
@@ -11,6 +11,7 @@
 
 #include "io/atomic_file.h"
 #include "io/model_config.h"
+#include "model/model.h"
 #include "model/weight_manifest.h"
 #include "testing/config_builder.h"
 #include "testing/tiny_model.h"
@@ -99,6 +100,29 @@ inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir
         t.part == Part::kRoutedExperts ? t.bytes() * c.n_activated_experts / c.n_routed_experts : t.bytes();
   }
   return m;
+}
+
+/// A sequence as a prefill of `context` positions would leave it: random window rows on every
+/// layer, random compressed rows and index keys on the kv sources, the index-key slot on the last,
+/// an Engram token history.
+/// `pool` holds the random bf16 values (shared by every sequence: only the time is measured).
+inline SequenceState filled_sequence(Model& model, const std::vector<uint16_t>& pool, int64_t context) {
+  const ModelConfig& c = model.config();
+  SequenceState s = model.new_sequence();
+  const auto rows = [&](int64_t n) { return std::span<const uint16_t>(pool.data(), static_cast<size_t>(n)); };
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (Status st = model.write_window(s, l, rows(static_cast<int64_t>(c.window_size) * c.head_dim)); !st.ok())
+      std::fprintf(stderr, "%s\n", st.to_string().c_str());
+    if (!c.is_kv_source(l)) continue;
+    const int64_t groups = context / c.compress_ratio(l);
+    if (Status st = model.write_compressed_cache(s, l, rows(groups * c.head_dim), rows(groups * c.index_head_dim));
+        !st.ok())
+      std::fprintf(stderr, "%s\n", st.to_string().c_str());
+    s.index_key_owner = l;
+  }
+  s.length = context;
+  if (!c.engram_layer_ids.empty()) s.engram_history.assign(context, 5);  // compressed ids of the prompt
+  return s;
 }
 
 }  // namespace dsinfer
