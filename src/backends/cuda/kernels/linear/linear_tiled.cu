@@ -342,18 +342,22 @@ cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   return cudaLaunchKernelEx(&config, sm90_block_linear_tiled<kTiles>, p, split, staged);
 }
 
+// The fewest K slices (a power of two, at most kMaxSplit) of at most `max_blocks` blocks each.
+int fewest_slices(int blocks, int max_blocks) {
+  int split = 1;
+  while (split < kMaxSplit && (blocks + split - 1) / split > max_blocks) split *= 2;
+  return split;
+}
+
 }  // namespace
 
 int tiled_split(int out, int k, bool fp4) {
   const int blocks = k / 32;
+  // fp4 weights are the routed experts, several matrices a launch (top-k, w1 with w3) whose CTAs
+  // fill the GPU together: the fewest slices of at most kFp4SliceBlocks, so that a CTA streams
+  // long runs through its ring (measured faster than one matrix's fill: docs/perf-notes.md).
+  if (fp4) return fewest_slices(blocks, kFp4SliceBlocks);
   int split = 1;
-  if (fp4) {
-    // fp4 weights are the routed experts, several matrices a launch (top-k, w1 with w3) whose CTAs
-    // fill the GPU together: the fewest slices of at most kFp4SliceBlocks, so that a CTA streams
-    // long runs through its ring (measured faster than one matrix's fill: docs/perf-notes.md).
-    while (split < kMaxSplit && (blocks + split - 1) / split > kFp4SliceBlocks) split *= 2;
-    return split;
-  }
   // Clusters of K slices until the row tiles of one matrix fill the GPU once and a slice's
   // activations fit the shared memory, each slice keeping a wave of blocks; by shape alone, so a
   // row's sums never depend on the launch.
@@ -365,13 +369,11 @@ int tiled_split(int out, int k, bool fp4) {
 }
 
 cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {
-  if (!operands_given(p)) return cudaErrorInvalidValue;
-  for (int g = 0; g < (p.expert_groups ? p.per_route : p.groups); ++g)
-    if (!p.op[g].x_codes) return cudaErrorInvalidValue;  // the kernel reads the e4m3 codes
+  if (!operands_given(p, /*codes=*/true)) return cudaErrorInvalidValue;
   const bool grouped = p.expert_groups != nullptr;
-  int split = tiled_split(p.out, p.k, p.fp4);
-  if (p.tiled_slice_blocks > 0)  // the benchmark's sweep: the fewest slices of at most that many blocks
-    for (split = 1; split < kMaxSplit && (p.k / 32 + split - 1) / split > p.tiled_slice_blocks;) split *= 2;
+  // The benchmark's sweep (tiled_slice_blocks) sets the slices' bound itself.
+  const int split =
+      p.tiled_slice_blocks > 0 ? fewest_slices(p.k / 32, p.tiled_slice_blocks) : tiled_split(p.out, p.k, p.fp4);
   const int64_t ctas = static_cast<int64_t>(p.groups) * ((p.out + kTileRows - 1) / kTileRows) * split;
   if (ctas > INT32_MAX) return cudaErrorInvalidValue;
   // As few activation tiles a pass as the rows need: fewer tiles keep more blocks in flight and
