@@ -1,6 +1,6 @@
 // The launches whose grids grow with a prefill's tokens or positions, at one-shot prefill sizes of
 // 131K+ queries (skipped without a GPU): the indexer scores of 131,072 queries x 65,600 keys
-// (2^31 warp blocks: past grid.x), the router of 140,000 tokens (past grid.y's 65,535), the sparse
+// (past grid.y's 65,535 tokens a launch), the router of 140,000 tokens (past grid.y's 65,535), the sparse
 // attention of 131,072 queries, the top-k and candidate blocks over 600,000 compressed positions
 // and of 140,000 rows. Each against the CPU backend on sampled rows: bit for bit, the attention
 // within 1 bf16 ulp (expf).
@@ -57,10 +57,13 @@ class LongLaunchCuda : public ::testing::Test {
   std::unique_ptr<CudaBackend> gpu_;
 };
 
-TEST_F(LongLaunchCuda, IndexerScoresOfMoreWarpsThanAGrid) {
-  const int64_t n = 131072, T = 65600, heads = 2, d = 32;  // n * T / 4 warps a block > 2^31
-  const std::vector<uint16_t> q = random_bf16(n * heads * d, 1), keys = random_bf16(T * d, 2),
-                              w = random_bf16(n * heads, 3);
+TEST_F(LongLaunchCuda, IndexerScoresOfMoreTokensThanGridY) {
+  const int64_t n = 131072, T = 65600, heads = 2, d = 32;
+  // fp4 values, as the model's q and keys are (the kernel gives the CPU's bits for them).
+  std::vector<uint16_t> q = random_bf16(n * heads * d, 1), keys = random_bf16(T * d, 2);
+  const std::vector<uint16_t> w = random_bf16(n * heads, 3);
+  cpu_.fake_quant({host_view(q.data(), DType::kBF16, {n * heads, d}), FakeQuant::kFp4E8M0Group32});
+  cpu_.fake_quant({host_view(keys.data(), DType::kBF16, {T, d}), FakeQuant::kFp4E8M0Group32});
   std::vector<int32_t> visible(n);
   for (int64_t t = 0; t < n; ++t) visible[t] = static_cast<int32_t>(std::min<int64_t>(T, (t + 1) / 2 + 3));
   uint16_t *dq = to_device(q), *dk = to_device(keys), *dw = to_device(w);

@@ -1,10 +1,7 @@
 // sm90_bf16_sparse_attn_scores, sm90_f32_sparse_attn_softmax, sm90_bf16_sparse_attn_values: the sparse attention
-// in three passes (scores, the softmax, the value sums), sm90_bf16_indexer_scores. The indexer's
-// numerics are the CPU backend's: a q.k dot product is the exact sum of its bf16 x bf16 products
-// (each exact in fp32, summed in double), rounded once, so its bits are the CPU's. The attention
-// keeps the CPU's structure (the online softmax over the reference's 64-row blocks in row order,
-// P rounded to bf16, each block's value sums folded into the fp32 accumulator in block order) but
-// sums its dot products and a block's values on bf16 tensor cores (fp32 sums), in an order fixed
+// in three passes (scores, the softmax, the value sums). It keeps the CPU's structure (the online softmax over the
+// reference's 64-row blocks in row order, P rounded to bf16, each block's value sums folded into the fp32 accumulator
+// in block order) but sums its dot products and a block's values on bf16 tensor cores (fp32 sums), in an order fixed
 // per output.
 #include <algorithm>
 #include <cmath>
@@ -22,9 +19,6 @@ namespace {
 using namespace common;
 using namespace attention_config;
 using namespace attention_config::sparse_attn;
-using attention_config::indexer_scores::kFewTokensKeys;
-using attention_config::indexer_scores::kKeysPerBlock;
-using attention_config::indexer_scores::kWarpsPerBlock;
 
 // A token's row of scores (then P) in the workspace: its k slots padded to whole softmax blocks,
 // P zero past k, so that the value pass copies whole 16-byte pieces of a block.
@@ -266,48 +260,6 @@ __global__ void __launch_bounds__(kWarps* kWarp)
   }
 }
 
-// Block per (tile of `tile` keys, token): the token's q staged once in shared memory as
-// floats [d][32] (lane h reads head h's column: no bank conflicts), its weights scaled in each
-// lane's register; warp w takes keys w, w + kWarpsPerBlock, ... of the tile, each key row staged
-// in the warp's slice of shared memory, and lane h sums head h's dot product over d in double, in
-// d's order.
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_bf16_indexer_scores(IndexerScoresParams p, int tile) {
-  extern __shared__ float qs[];  // [d][kWarp], then each warp's key row [d]
-  float* key = qs + p.d * kWarp + (threadIdx.x / kWarp) * p.d;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t t = blockIdx.y;
-  const int64_t tau0 = static_cast<int64_t>(blockIdx.x) * tile, tau_end = min(static_cast<int64_t>(p.T), tau0 + tile);
-  const int64_t visible = p.visible[t];
-  float* out = p.out + t * p.out_stride;
-  if (tau0 >= visible) {  // none of the tile's keys is visible
-    for (int64_t tau = tau0 + threadIdx.x; tau < tau_end; tau += blockDim.x) out[tau] = -INFINITY;
-    return;
-  }
-  const uint16_t* q = p.q + t * p.q_stride;
-  for (int i = threadIdx.x; i < p.heads * p.d; i += blockDim.x) qs[(i % p.d) * kWarp + i / p.d] = bf16_to_float(q[i]);
-  const float wt = lane < p.heads ? round_bf16(bf16_to_float(p.weights[t * p.heads + lane]) * p.weight_scale) : 0.0f;
-  __syncthreads();
-  for (int64_t tau = tau0 + warp; tau < tau_end; tau += kWarpsPerBlock) {
-    if (tau >= visible) {
-      if (lane == 0) out[tau] = -INFINITY;
-      continue;
-    }
-    const uint16_t* k = p.keys + (p.key_table.blocks ? p.key_table.row(t, tau) : tau) * static_cast<int64_t>(p.d);
-    for (int c = lane; c < p.d; c += kWarp) key[c] = bf16_to_float(k[c]);
-    __syncwarp();
-    double term = 0;  // lane = head
-    if (lane < p.heads) {
-      double dot = 0;
-      for (int c = 0; c < p.d; ++c) dot += static_cast<double>(qs[c * kWarp + lane]) * key[c];
-      const float dv = fmaxf(round_bf16(static_cast<float>(dot)), 0.0f);  // bf16, then relu
-      term = round_bf16(dv * wt);
-    }
-    const double exact = warp_sum(term);  // the bf16 terms sum exactly in double: order-free
-    if (lane == 0) out[tau] = round_bf16(static_cast<float>(exact));
-    __syncwarp();  // the key row is read before the next is staged
-  }
-}
-
 template <int kHeadTiles, int kStages>
 cudaError_t launch_scores(const SparseAttnParams& p, int t0, unsigned tokens) {
   constexpr int bytes = kStages * score_stage_bytes(kHeadTiles);
@@ -366,33 +318,6 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
                               ? launch_values<kSmallHeadTiles, kDeepValueStages>(p, t0, tokens, alpha, l)
                               : launch_values<kSmallHeadTiles, kSmallValueStages>(p, t0, tokens, alpha, l);
     if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
-}
-
-cudaError_t launch_indexer_scores(const IndexerScoresParams& p) {
-  if (p.n < 0 || p.heads <= 0 || p.heads > attention_config::indexer_scores::kMaxHeads || p.d <= 0 ||
-      p.d > attention_config::indexer_scores::kMaxD || p.T < 0 ||
-      (p.key_table.blocks && p.key_table.rows_per_block <= 0))
-    return cudaErrorInvalidValue;
-  if (static_cast<int64_t>(p.n) * p.T == 0) return cudaSuccess;
-  // A launch covers at most kMaxTokens tokens (grid.y).
-  using attention_config::indexer_scores::kMaxTokens;
-  // A few tokens' keys in short tiles, so that their blocks fill the GPU (each key's sum is the same).
-  const int tile = p.n < kFewTokens ? kFewTokensKeys : kKeysPerBlock;
-  const unsigned tiles = static_cast<unsigned>((p.T + tile - 1) / tile);
-  const size_t shared = static_cast<size_t>(p.d) * (kWarp + kWarpsPerBlock) * sizeof(float);
-  for (int64_t t0 = 0; t0 < p.n; t0 += kMaxTokens) {
-    IndexerScoresParams part = p;
-    part.n = static_cast<int>(std::min<int64_t>(kMaxTokens, p.n - t0));
-    part.q += t0 * p.q_stride;
-    part.weights += t0 * p.heads;
-    part.visible += t0;
-    part.out += t0 * p.out_stride;
-    if (part.key_table.blocks) part.key_table.blocks += t0 * p.key_table.blocks_stride;
-    sm90_bf16_indexer_scores<<<dim3(tiles, static_cast<unsigned>(part.n)), kWarpsPerBlock * kWarp, shared, p.stream>>>(
-        part, tile);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }

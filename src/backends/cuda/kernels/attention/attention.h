@@ -1,7 +1,5 @@
-// Launchers of the sparse attention and indexer-score kernels, with the CPU backend's numerics:
-// dot products in double, the reference kernel's 64-row online-softmax blocks, P cast to bf16
-// before P.V (spec §5.3); results equal the CPU's except where expf differs in its last bit.
-// Framework-free; cudaErrorInvalidValue on bad shapes.
+// Launchers of the sparse attention, the indexer's scores and its selections. Framework-free;
+// cudaErrorInvalidValue on bad shapes.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,8 +13,10 @@ namespace dsinfer::cuda {
 /// 1024; q, the KV rows and the workspace 16-byte aligned.
 cudaError_t launch_sparse_attn(const SparseAttnParams& p);
 size_t sparse_attn_workspace_bytes(const SparseAttnParams& p);
-/// One warp per (token, key), a lane per head (heads <= 32); launches of a bounded grid over
-/// consecutive tokens, so any n x T fits.
+/// The indexer's scores on bf16 tensor cores (indexer_scores.cu): the CPU's bits for fp4-valued q
+/// and keys (the model's), a block per (tile of keys, token). heads <= 32, d a multiple of 16 of
+/// at most 256, q (with its token stride) and keys 16-byte aligned; launches of a bounded grid
+/// over consecutive tokens, so any n x T fits.
 cudaError_t launch_indexer_scores(const IndexerScoresParams& p);
 /// The indexer's selections on the device (select.cu): a block per query row, radix selection
 /// of the k-th largest key, then the row compacted in column order.

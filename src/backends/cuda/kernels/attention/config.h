@@ -44,16 +44,17 @@ static_assert(kScoreStages >= 2 && kSmallScoreStages >= 2 && kValueStages >= 2 &
 static_assert(kSoftmaxBlock == 2 * kWarp);
 }  // namespace sparse_attn
 
-/// attention.cu: the indexer's scores, a block per (tile of keys, token), a warp per key, a lane per head.
+/// indexer_scores.cu: the indexer's scores on bf16 tensor cores, a block per (tile of keys, token).
 namespace indexer_scores {
-inline constexpr int kWarpsPerBlock = 8;
-inline constexpr int kKeysPerBlock = 128, kFewTokensKeys = 32;  // keys a block (for a few tokens)
-inline constexpr int kMaxHeads = kWarp;
-// The token's q as floats [d][32] and a key row a warp, in the default shared memory.
+inline constexpr int kWarps = 4;
+// n8 tiles of keys a warp: 2 (64 keys a block), or 1 for a few tokens so that their blocks fill the GPU.
+inline constexpr int kKeyTiles = 2, kFewTokensKeyTiles = 1;
+inline constexpr int kMaxHeads = 2 * 16;  // two m16 tiles of heads
+// The token's q (kMaxHeads rows) and the tile's keys staged as bf16 rows of d + 8.
 inline constexpr int kMaxD = 256;
 inline constexpr int64_t kMaxTokens = 65535;  // grid.y
-static_assert(kWarpsPerBlock * kWarp <= kMaxThreadsPerBlock);
-static_assert(kMaxD * (kWarp + kWarpsPerBlock) * 4 <= kSharedBytesDefault);
+static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
+static_assert((kMaxHeads + kWarps * kKeyTiles * 8) * (kMaxD + 8) * 2 <= 227 * 1024);
 }  // namespace indexer_scores
 
 /// select.cu: the indexer's selections, a block per query row.
