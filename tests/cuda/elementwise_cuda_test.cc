@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -192,9 +193,10 @@ TEST_F(CudaRowOps, CompressPoolAndEngramGate) {
 }
 
 TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
-  // Batches of each chunking of the projections (16, 4 and 1 chunks a row).
-  for (const int n : {3, 6, 17}) {
-    const int hc = 4, dim = 5120, mix = (2 + hc) * hc;
+  // Batches of each chunking of the projections (16, 4 and 1 chunks a row); V4.1's 4 copies (a
+  // lane an element of the combination) and 6 and 8 (two a lane).
+  for (const auto& [n, hc] : {std::pair{3, 4}, {6, 4}, {17, 4}, {5, 6}, {2, 8}}) {
+    const int dim = 5120, mix = (2 + hc) * hc;
     const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 30);
     const std::vector<float> fn = random_f32(static_cast<size_t>(mix) * hc * dim, 31, -0.02f, 0.02f),
                              scale = random_f32(3, 32, 0.5f, 1.5f), base = random_f32(mix, 33, -1, 1);

@@ -10,13 +10,13 @@ inline constexpr int kMaxBlocks = 1 << 20;  // a grid-stride kernel's grid, at m
 inline constexpr int kNormMaxChunks = 4;    // RMSNorm's 16-byte chunks a thread holds: rows up to 8192 values
 inline constexpr int kMaxHc = 8;            // hyper-connection copies (hc_post's registers, Sinkhorn's tiles)
 inline constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;  // the mixes' projections: pre, post, the combination
-inline constexpr int kSinkhornThreads = 64;            // a thread per element of the hc x hc combination
 inline constexpr int kMaxHcChunks = 16;                // the mixes' chunks of a row at most (batch 1)
 inline constexpr int kStageBatch = 8;                  // loads a thread issues before their stores
 static_assert(kThreads <= 1024 && kThreads % kWarp == 0);
 // The block sums: a tree over kThreads (a power of two), or the warps' in order (kThreads / 32 of them).
 static_assert((kThreads & (kThreads - 1)) == 0);
-static_assert(kSinkhornThreads >= kMaxHc * kMaxHc && kSinkhornThreads <= 1024);
+// Sinkhorn: one warp, at most two elements of the hc x hc combination a lane.
+static_assert(kMaxHc * kMaxHc <= 2 * kWarp);
 // Sinkhorn's shared memory: the staged partial sums of one token.
 static_assert((kMaxMix + 1) * kMaxHcChunks * 8 <= 48 * 1024);
 

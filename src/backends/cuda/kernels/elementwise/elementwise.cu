@@ -248,87 +248,110 @@ __global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p, int chunks) {
   if (threadIdx.x == 0) p.partial[(t * (mix + 1) + o) * chunks + ch] = sum;
 }
 
-// Block per token, a thread per matrix element: the gates and Sinkhorn in fp32. Every element
-// sees the CPU's operations in the CPU's order (each thread forms its own row or column sum in
-// index order), so the result is the sequential loop's, without its latency. First the
-// projections' and the norm's partial sums, added up (exact in double: any order).
-__global__ void sm90_f32_hc_mixes_sinkhorn(HcMixesParams p, int chunks) {
-  __shared__ float c[kMaxHc * kMaxHc], m[kMaxMix];
+// Element x of the combination, held in slot x / 32 of lane x % 32 (every lane of the warp calls it).
+template <int kSlots>
+__device__ inline float element_of(const float (&c)[kSlots], int x) {
+  float v = __shfl_sync(kFullMask, c[0], x % kWarp);
+  if constexpr (kSlots == 2) {
+    const float v1 = __shfl_sync(kFullMask, c[1], x % kWarp);
+    v = x < kWarp ? v : v1;
+  }
+  return v;
+}
+
+// Divides each element by its row's (or column's) sum plus eps, every sum formed from the elements
+// before any changes, in index order (the CPU's).
+template <int kSlots>
+__device__ inline void normalise(float (&c)[kSlots], int hc, bool rows, float eps) {
+  const int lane = static_cast<int>(threadIdx.x);
+  float sum[kSlots];
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int e = min(s * kWarp + lane, hc * hc - 1), first = rows ? e / hc * hc : e % hc, step = rows ? 1 : hc;
+    sum[s] = 0;
+    for (int k = 0; k < hc; ++k) sum[s] += element_of(c, first + k * step);
+  }
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) c[s] = c[s] / (sum[s] + eps);
+}
+
+// One warp per token: the gates and Sinkhorn in fp32, the combination's elements in the lanes'
+// registers (kSlots a lane) and their row and column sums gathered by shuffles, so its 2 x 20
+// rounds need no barrier. Every element sees the CPU's operations in the CPU's order (each sum in
+// index order), so the result is the sequential loop's. First the projections' and the norm's
+// partial sums, added up (exact in double: any order).
+template <int kSlots>
+__global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParams p, int chunks) {
+  __shared__ float m[kMaxMix];
   __shared__ double sums[kMaxMix + 1], staged[(kMaxMix + 1) * kMaxHcChunks];
   const int64_t t = blockIdx.x;
-  const int hc = p.hc, mix = (2 + hc) * hc, e = threadIdx.x, i = e / hc, j = e % hc;
-  const bool live = e < hc * hc;
+  const int hc = p.hc, mix = (2 + hc) * hc, lane = static_cast<int>(threadIdx.x);
   // The gates' scales and biases first, so that their loads overlap the partial sums'.
   const float scale0 = p.scale[0], scale1 = p.scale[1], scale2 = p.scale[2];
-  const float base_pre = e < hc ? p.base[e] : 0.0f, base_post = e < hc ? p.base[hc + e] : 0.0f;
-  const float base_comb = live ? p.base[2 * hc + e] : 0.0f;
+  const float base_pre = lane < hc ? p.base[lane] : 0.0f, base_post = lane < hc ? p.base[hc + lane] : 0.0f;
+  float base_comb[kSlots];
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) base_comb[s] = s * kWarp + lane < hc * hc ? p.base[2 * hc + s * kWarp + lane] : 0.0f;
   // The token's partial sums staged with every load in flight at once (a thread adding its own
   // chunks would wait for each load in turn).
-  const int count = (mix + 1) * chunks, threads = static_cast<int>(blockDim.x);
+  const int count = (mix + 1) * chunks;
   const double* partial = p.partial + t * count;
-  for (int i0 = 0; i0 < count; i0 += threads * kStageBatch) {
+  for (int i0 = 0; i0 < count; i0 += kWarp * kStageBatch) {
     double v[kStageBatch];
 #pragma unroll
     for (int u = 0; u < kStageBatch; ++u) {
-      const int idx = i0 + u * threads + e;
+      const int idx = i0 + u * kWarp + lane;
       v[u] = idx < count ? __ldg(partial + idx) : 0.0;
     }
 #pragma unroll
     for (int u = 0; u < kStageBatch; ++u) {
-      const int idx = i0 + u * threads + e;
+      const int idx = i0 + u * kWarp + lane;
       if (idx < count) staged[idx] = v[u];
     }
   }
-  __syncthreads();
-  for (int o = e; o <= mix; o += threads) {
+  __syncwarp();
+  for (int o = lane; o <= mix; o += kWarp) {
     double s = 0;
     for (int ch = 0; ch < chunks; ++ch) s += staged[o * chunks + ch];
     sums[o] = s;
   }
-  __syncthreads();
+  __syncwarp();
   const float width = static_cast<float>(hc * p.dim);
   const float r = 1.0f / sqrtf(static_cast<float>(sums[mix]) / width + p.norm_eps);
-  for (int o = e; o < mix; o += threads) m[o] = static_cast<float>(sums[o]) * r;
-  __syncthreads();
+  for (int o = lane; o < mix; o += kWarp) m[o] = static_cast<float>(sums[o]) * r;
+  __syncwarp();
   const float eps = p.hc_eps;
-  if (e < hc) {
-    p.pre[t * hc + e] = 1.0f / (1.0f + expf(-(m[e] * scale0 + base_pre))) + eps;
-    p.post[t * hc + e] = 2.0f * (1.0f / (1.0f + expf(-(m[hc + e] * scale1 + base_post))));
+  if (lane < hc) {
+    p.pre[t * hc + lane] = 1.0f / (1.0f + expf(-(m[lane] * scale0 + base_pre))) + eps;
+    p.post[t * hc + lane] = 2.0f * (1.0f / (1.0f + expf(-(m[hc + lane] * scale1 + base_post))));
   }
-  if (live) c[e] = m[2 * hc + e] * scale2 + base_comb;
-  __syncthreads();
-  float v = 0;
-  if (live) {  // row softmax, + eps
-    float mx = c[i * hc];
-    for (int k = 1; k < hc; ++k) mx = fmaxf(mx, c[i * hc + k]);
-    v = expf(c[e] - mx);
+  float c[kSlots], v[kSlots];  // elements past hc * hc: idle copies of the last
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int e = min(s * kWarp + lane, hc * hc - 1);
+    c[s] = m[2 * hc + e] * scale2 + base_comb[s];
   }
-  __syncthreads();
-  if (live) c[e] = v;
-  __syncthreads();
-  float sum = 0;
-  if (live)
-    for (int k = 0; k < hc; ++k) sum += c[i * hc + k];
-  __syncthreads();
-  if (live) c[e] = c[e] / sum + eps;
-  __syncthreads();
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {  // the row softmax, + eps
+    const int first = min(s * kWarp + lane, hc * hc - 1) / hc * hc;
+    float mx = element_of(c, first);
+    for (int k = 1; k < hc; ++k) mx = fmaxf(mx, element_of(c, first + k));
+    v[s] = expf(c[s] - mx);
+  }
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int first = min(s * kWarp + lane, hc * hc - 1) / hc * hc;
+    float sum = 0;
+    for (int k = 0; k < hc; ++k) sum += element_of(v, first + k);
+    c[s] = v[s] / sum + eps;
+  }
   for (int it = 0; it < p.sinkhorn_iters; ++it) {
-    if (it > 0) {  // rows
-      sum = 0;
-      if (live)
-        for (int k = 0; k < hc; ++k) sum += c[i * hc + k];
-      __syncthreads();
-      if (live) c[e] = c[e] / (sum + eps);
-      __syncthreads();
-    }
-    sum = 0;  // columns
-    if (live)
-      for (int k = 0; k < hc; ++k) sum += c[k * hc + j];
-    __syncthreads();
-    if (live) c[e] = c[e] / (sum + eps);
-    __syncthreads();
+    if (it > 0) normalise(c, hc, /*rows=*/true, eps);
+    normalise(c, hc, /*rows=*/false, eps);
   }
-  if (live) p.comb[t * hc * hc + e] = c[e];
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s)
+    if (s * kWarp + lane < hc * hc) p.comb[t * hc * hc + s * kWarp + lane] = c[s];
 }
 
 }  // namespace
@@ -355,9 +378,10 @@ cudaError_t launch_hc_mixes(const HcMixesParams& p) {
   sm90_bf16_hc_mixes_dots<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((2 + p.hc) * p.hc + 1),
                                  static_cast<unsigned>(chunks)),
                             kThreads, 0, p.stream>>>(p, chunks);
-  // A thread an element of the combination: one warp (its barriers cheap) where hc * hc fits it.
-  const int threads = p.hc * p.hc <= kWarp ? kWarp : kSinkhornThreads;
-  sm90_f32_hc_mixes_sinkhorn<<<static_cast<unsigned>(p.n), threads, 0, p.stream>>>(p, chunks);
+  if (p.hc * p.hc <= kWarp)
+    sm90_f32_hc_mixes_sinkhorn<1><<<static_cast<unsigned>(p.n), kWarp, 0, p.stream>>>(p, chunks);
+  else
+    sm90_f32_hc_mixes_sinkhorn<2><<<static_cast<unsigned>(p.n), kWarp, 0, p.stream>>>(p, chunks);
   return cudaGetLastError();
 }
 
