@@ -1,7 +1,9 @@
 // CudaBackend's kept graphs under a StepRecorder (skipped without a GPU): a small step (rows
 // uploaded, RMSNorm'ed, scattered into uploaded rows of a persistent array) recorded as a graph
 // and relaunched with each step's own uploads gives the CPU's results every step; a step of
-// another shape is captured as a graph of its own.
+// another shape is captured as a graph of its own; a step that needs a larger upload buffer and
+// arena (its temporaries from the backend, some allocated before its capture began and freed in
+// it) runs once, then the buffer regrows, which drops the kept graphs, captured again.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -16,7 +18,7 @@
 namespace dsinfer {
 namespace {
 
-constexpr int64_t kDim = 256, kRows = 40;
+constexpr int64_t kDim = 256, kRows = 20000;  // not a multiple of 3: a step's rows are distinct
 
 // The step: rows x uploaded, RMSNorm'ed into a temporary, scattered into rows `at` of out.
 void step(Backend& be, const std::vector<uint16_t>& x, const std::vector<int32_t>& at, const DeviceArray<uint16_t>& w,
@@ -76,6 +78,13 @@ TEST_F(StepCapture, KeptGraphsRunWithEachStepsUploads) {
   run(rec, 2, 8);
   run(rec, 3, 9);
   EXPECT_EQ(rec.stats().relaunched, 6);
+
+  // Uploads of ~8.8 MB: past the graphs' first buffer (8 MiB) and the arena.
+  run(rec, 17000, 10);
+  run(rec, 17000, 11);
+  run(rec, 3, 12);
+  run(rec, 3, 13);
+  EXPECT_EQ(rec.stats().relaunched, 7) << "the last step relaunched: graphs kept again after the regrowth";
 }
 
 }  // namespace

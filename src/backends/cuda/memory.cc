@@ -86,13 +86,14 @@ CudaBackend::Quantized CudaBackend::quantize_rows(const uint16_t* x, int64_t row
 // from scratch buffers: an allocation that still reaches the backend is a graph allocation.
 void* CudaBackend::allocate(size_t bytes) {
   ++stats_.allocations;
-  if (graphs_.capturing()) graphs_.graph_allocation();
   void* p = nullptr;
   cuda::check_cuda(cudaMallocAsync(&p, bytes ? bytes : 1, stream_), "allocation");
+  if (graphs_.capturing()) graphs_.graph_allocation(p);
   return p;
 }
 
 void CudaBackend::deallocate(void* p) {
+  if (graphs_.takes_free(p)) return;
   cuda::check_cuda(cudaFreeAsync(p, stream_), "free");
 }
 

@@ -77,6 +77,24 @@ bool CudaStepGraphs::upload(void* dst, const void* host_src, size_t bytes) {
   return true;
 }
 
+void CudaStepGraphs::graph_allocation(void* p) {
+  keepable_ = false;
+  captured_allocations_.push_back(p);
+}
+
+bool CudaStepGraphs::takes_free(void* p) {
+  const auto take = [p](std::vector<void*>& list) {
+    const auto it = std::find(list.begin(), list.end(), p);
+    if (it == list.end()) return false;
+    list.erase(it);
+    return true;
+  };
+  if (take(unborn_)) return true;
+  if (!active_ || take(captured_allocations_)) return false;  // freed now (in the capture: a free node)
+  deferred_frees_.push_back(p);
+  return true;
+}
+
 void CudaStepGraphs::retire(void* old) {
   if (active_)  // the graph's earlier nodes read the old buffer: freed once it ran, not kept
     retired_.push_back(old), keepable_ = false;
@@ -109,6 +127,12 @@ uint64_t CudaStepGraphs::end_capture(bool run) {
     }
   }
   cudaGraphDestroy(graph);
+  // After the step on the stream: what it freed of the memory from before it, and none of what it
+  // allocated if it never ran.
+  for (void* p : deferred_frees_) check_cuda(cudaFreeAsync(p, stream_), "free");
+  deferred_frees_.clear();
+  if (!run) unborn_.insert(unborn_.end(), captured_allocations_.begin(), captured_allocations_.end());
+  captured_allocations_.clear();
   if (!retired_.empty()) {
     check_cuda(cudaStreamSynchronize(stream_), "retired scratch");
     for (void* p : retired_) cudaFree(p);

@@ -46,7 +46,11 @@ class CudaStepGraphs final : public StepGraphs {
   bool upload(void* dst, const void* host_src, size_t bytes);
   /// An allocation reached the backend during the capture: a graph allocation, at an address no
   /// later step gets again, so this capture is not kept.
-  void graph_allocation() { keepable_ = false; }
+  void graph_allocation(void* p);
+  /// Whether the graphs see to freeing `p` instead of the caller: a free during a capture of
+  /// memory from before it (a captured free may name only the graph's own allocations) is done
+  /// once the capture ran; memory a capture that never ran allocated is nothing to free.
+  bool takes_free(void* p);
   /// Scratch::at_least's retire: a buffer replaced by a larger one. Kept graphs name it (dropped);
   /// a running capture's earlier nodes read it (freed once the capture ran, which is not kept).
   void retire(void* old);
@@ -84,7 +88,10 @@ class CudaStepGraphs final : public StepGraphs {
   bool keepable_ = true;            // the running capture names only memory a later step finds again
   uint8_t* uploads_buffer_ = nullptr;
   size_t upload_bytes_ = 0, upload_used_ = 0, upload_needed_ = 0;
-  std::vector<void*> retired_;  // scratch buffers replaced during the capture, freed after it ran
+  std::vector<void*> retired_;               // scratch buffers replaced during the capture, freed after it ran
+  std::vector<void*> captured_allocations_;  // the running capture's, not freed in it
+  std::vector<void*> deferred_frees_;        // memory from before the running capture, freed in it
+  std::vector<void*> unborn_;                // allocations of captures that never ran
   int64_t launches_ = 0, instantiations_ = 0, uploads_ = 0;
 };
 
