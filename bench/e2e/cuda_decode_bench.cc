@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   // The DSINFER_CUDA_* switches as the CLI reads them, with graphs kept: whether a step runs as
   // one is the model's step recorder's choice, switched on and off below on the one loaded model.
   CudaBackendOptions options = CudaBackendOptions::from_switches(std::getenv);
-  options.step_graphs = true;
+  options.graph_tokens = CudaBackendOptions::kDeviceRoutedTokens;  // graphs measured at every batch
   CudaBackend backend(options);
   LocalCommunicator comm;
   const auto t0 = Clock::now();

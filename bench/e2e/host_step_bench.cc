@@ -59,6 +59,7 @@ class NullBackend final : public Backend, private StepGraphs {
     return true;
   }
   void release(uint64_t) override {}
+  int64_t max_step_tokens() const override { return INT64_MAX; }  // the recorder at every batch
 };
 
 std::vector<int> int_list(const std::string& s) {

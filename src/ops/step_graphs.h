@@ -21,6 +21,8 @@ class StepGraphs {
   /// sizes) now copying `uploads`. false: nothing ran (not kept, or memory it used has moved).
   virtual bool relaunch(uint64_t id, std::span<const std::span<const uint8_t>> uploads) = 0;
   virtual void release(uint64_t id) = 0;
+  /// Steps of more tokens are not worth capturing (they run op by op).
+  virtual int64_t max_step_tokens() const = 0;
 };
 
 }  // namespace dsinfer

@@ -43,11 +43,15 @@ Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> log
   Backend& backend = model_.backend();
   if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(backend, logits.size());
   // A decode step of few tokens reads nothing back before its logits (the router's choice and the
-  // indexer's selections stay on the device): the recorder may hold it and run it as recorded.
+  // indexer's selections stay on the device): the recorder may hold it and run it as recorded, up
+  // to the size the backend's kept steps pay at.
   const bool decode = std::all_of(chunks.begin(), chunks.end(), [](const ForwardChunk& ch) { return ch.decode; });
+  const StepGraphs* graphs = backend.step_graphs();
+  const int64_t recordable =
+      std::min(backend.max_tokens_without_reads(), graphs ? graphs->max_step_tokens() : INT64_MAX);
   // Collectives enqueued on the device (NCCL) happen at the model's call, which a recorded step skips.
-  const bool recorded = decode && n <= backend.max_tokens_without_reads() &&
-                        !model_.communicator().enqueues_on_device() && recorder_.begin_step();
+  const bool recorded =
+      decode && n <= recordable && !model_.communicator().enqueues_on_device() && recorder_.begin_step();
   const Status st = model_.forward(chunks, logits_.view(DType::kF32, {n, vocab}),
                                    {.ops = recorded ? &recorder_ : nullptr, .fixed_shapes = recorded});
   if (recorded) recorder_.end_step(st.ok());

@@ -35,7 +35,7 @@ class StepCapture : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    gpu_ = std::make_unique<CudaBackend>(CudaBackendOptions{.step_graphs = true});
+    gpu_ = std::make_unique<CudaBackend>(CudaBackendOptions{.graph_tokens = CudaBackendOptions::kDeviceRoutedTokens});
     const std::vector<uint16_t> weight = testing::random_bf16(kDim, 3), zeros(kRows * kDim, 0);
     gpu_w_ = DeviceArray<uint16_t>(*gpu_, std::span<const uint16_t>(weight));
     gpu_out_ = DeviceArray<uint16_t>(*gpu_, std::span<const uint16_t>(zeros));

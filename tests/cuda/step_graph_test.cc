@@ -1,4 +1,4 @@
-// Decode steps recorded as CUDA graphs and relaunched with each step's uploads (options.step_graphs:
+// Decode steps recorded as CUDA graphs and relaunched with each step's uploads (options.graph_tokens:
 // the model runner's step recorder in front of CudaBackend's kept graphs) give the logits of the same
 // steps run op by op, bit for bit, on both fixture models: a prompt, then single-token steps past
 // the window and through new compressed rows (skipped without a GPU).
@@ -26,9 +26,9 @@ struct Decoded {
 
 Decoded decode(const char* fixture, int sequences, bool graphs, int steps) {
   // The other switches as the environment sets them (as golden_test.cc: scripts/device_checks.sh
-  // runs this binary with each DSINFER_CUDA_LINEAR kernel); graphs are opt-in.
+  // runs this binary with each DSINFER_CUDA_LINEAR kernel); graphs on or off as asked.
   CudaBackendOptions options = CudaBackendOptions::from_switches(std::getenv);
-  options.step_graphs = graphs;
+  options.graph_tokens = graphs ? CudaBackendOptions::kDeviceRoutedTokens : 0;
   CudaBackend backend(options);
   LocalCommunicator comm;
   auto model = Model::load(testing::data_dir() / fixture / "checkpoint", backend, comm);

@@ -160,13 +160,20 @@ class KeepingBackend final : public Backend, private StepGraphs {
   StepGraphs* step_graphs() override { return this; }
   size_t kept() const { return kept_.size(); }
 
-#define DSINFER_KEEP_OP(name, Args) \
-  void name(const Args& a) override { add([=, this] { cpu_.name(a); }); }
+#define DSINFER_KEEP_OP(name, Args)   \
+  void name(const Args& a) override { \
+    add([=, this] { cpu_.name(a); }); \
+  }
   DSINFER_OPS(DSINFER_KEEP_OP)
 #undef DSINFER_KEEP_OP
 
  private:
-  bool begin_capture() override { return capturing_ = true; }
+  bool begin_capture() override {
+    return capturing_ = true;
+  }
+  int64_t max_step_tokens() const override {
+    return INT64_MAX;
+  }
   uint64_t end_capture(bool run) override {
     capturing_ = false;
     Kept k{std::move(calls_), std::move(uploads_)};
@@ -190,7 +197,9 @@ class KeepingBackend final : public Backend, private StepGraphs {
     ++relaunches;
     return true;
   }
-  void release(uint64_t id) override { kept_.erase(id); }
+  void release(uint64_t id) override {
+    kept_.erase(id);
+  }
 
   void add(std::function<void()> c) {
     if (capturing_)

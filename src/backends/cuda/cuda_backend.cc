@@ -44,7 +44,9 @@ int64_t words_of(const TensorView& t, const char* op) {
 // host while a stream captures): the graphs ask the experts' tables, whose decision is made once
 // per table in the first decode step, which is never captured.
 CudaBackend::CudaBackend(const CudaBackendOptions& options, cudaStream_t stream)
-    : options_(options), stream_(stream), graphs_(stream_, [this] { return !experts_.reads_choice(); }) {
+    : options_(options),
+      stream_(stream),
+      graphs_(stream_, options.graph_tokens, [this] { return !experts_.reads_choice(); }) {
   const int rows = options_.gemv_rows;
   DSINFER_CHECK(options_.routed_tokens >= 0 && options_.routed_tokens <= kDeviceRoutedTokens &&
                     (rows == 0 || rows == 1 || rows == 8),

@@ -48,9 +48,9 @@ class CudaBackend final : public Backend {
   // first step a forward pass's temporaries come from the pool without a device allocation.
   DSINFER_OVERRIDE_MEMORY
 
-  /// With options().step_graphs: decode steps captured as CUDA graphs and kept to run again
+  /// With options().graph_tokens: decode steps captured as CUDA graphs and kept to run again
   /// (step_graphs.h), as a StepRecorder in front decides.
-  StepGraphs* step_graphs() override { return options_.step_graphs ? &graphs_ : nullptr; }
+  StepGraphs* step_graphs() override { return options_.graph_tokens > 0 ? &graphs_ : nullptr; }
   /// For the benchmarks: runs the last launched step's graph `times` more times (its uploads as
   /// they are: call it right after the step) and returns the seconds per run, 0 when no graph
   /// ran. The device time of a step without any host in between.

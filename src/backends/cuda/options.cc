@@ -9,8 +9,8 @@ namespace dsinfer {
 
 CudaBackendOptions CudaBackendOptions::from_switches(const std::function<const char*(const char*)>& lookup) {
   CudaBackendOptions o;
-  const char* graph = lookup("DSINFER_CUDA_GRAPH");
-  o.step_graphs = graph && std::string_view(graph) == "1";
+  if (const char* g = lookup("DSINFER_CUDA_GRAPH"))
+    o.graph_tokens = std::clamp<int64_t>(std::atoi(g), 0, kDeviceRoutedTokens);
   if (const char* r = lookup("DSINFER_CUDA_ROUTED_TOKENS"))
     o.routed_tokens = std::clamp<int64_t>(std::atoi(r), 0, kDeviceRoutedTokens);
   if (const char* r = lookup("DSINFER_CUDA_GEMV_ROWS")) {

@@ -13,9 +13,12 @@ namespace dsinfer {
 struct CudaBackendOptions {
   static constexpr int64_t kDeviceRoutedTokens = 64;  // a decode step's (the route grouping's bound)
 
-  /// Decode steps captured as CUDA graphs and kept to run again (CudaBackend::step_graphs).
-  /// DSINFER_CUDA_GRAPH=1.
-  bool step_graphs = false;
+  /// Decode steps of up to this many tokens (0: none) captured as CUDA graphs and kept to run again
+  /// (CudaBackend::step_graphs). Off by default: faster than launching op by op for the
+  /// Flash-shaped model's steady decode at batch 1 to 8, slower at 64 (the host's part of a step
+  /// comes before each relaunch) and serving the tiny model (docs/perf-notes.md).
+  /// DSINFER_CUDA_GRAPH=N (at most kDeviceRoutedTokens).
+  int64_t graph_tokens = 0;
   /// Steps of up to this many tokens (at most kDeviceRoutedTokens) run their routed experts on the
   /// device's choice without reading it back (sorted by expert on the device, or token after token
   /// with the fma or gemv kernel forced); larger ones group the tokens by expert on the host (one

@@ -21,8 +21,8 @@ size_t grown(size_t needed) {
 
 }  // namespace
 
-CudaStepGraphs::CudaStepGraphs(cudaStream_t& stream, std::function<bool()> may_capture)
-    : stream_(stream), may_capture_(std::move(may_capture)) {}
+CudaStepGraphs::CudaStepGraphs(cudaStream_t& stream, int64_t max_tokens, std::function<bool()> may_capture)
+    : stream_(stream), max_tokens_(max_tokens), may_capture_(std::move(may_capture)) {}
 
 CudaStepGraphs::~CudaStepGraphs() {
   for (const auto& [id, g] : graphs_) cudaGraphExecDestroy(g.exec);

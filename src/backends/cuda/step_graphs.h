@@ -27,9 +27,9 @@ namespace dsinfer {
 class CudaStepGraphs final : public StepGraphs {
  public:
   /// `stream`: the backend's, which its ops go to; a capture points it at the capture stream and
-  /// back. `may_capture`: false while a step's ops would read device memory back, which a
-  /// captured step may not (begin_capture then says not now).
-  CudaStepGraphs(cudaStream_t& stream, std::function<bool()> may_capture);
+  /// back. `max_tokens`: the largest step worth capturing. `may_capture`: false while a step's ops
+  /// would read device memory back, which a captured step may not (begin_capture then says not now).
+  CudaStepGraphs(cudaStream_t& stream, int64_t max_tokens, std::function<bool()> may_capture);
   ~CudaStepGraphs() override;
   CudaStepGraphs(const CudaStepGraphs&) = delete;
   CudaStepGraphs& operator=(const CudaStepGraphs&) = delete;
@@ -38,6 +38,7 @@ class CudaStepGraphs final : public StepGraphs {
   uint64_t end_capture(bool run) override;
   bool relaunch(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override;
   void release(uint64_t id) override;
+  int64_t max_step_tokens() const override { return max_tokens_; }
 
   bool capturing() const { return active_; }
   /// A captured upload, copied from the graphs' pinned buffer (where relaunch writes the next
@@ -76,6 +77,7 @@ class CudaStepGraphs final : public StepGraphs {
   };
 
   cudaStream_t& stream_;
+  int64_t max_tokens_;
   std::function<bool()> may_capture_;
   int64_t offered_ = 0;  // begin_capture calls that could capture
   bool active_ = false;
