@@ -16,8 +16,10 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
+#include "backends/cuda/kernels/linear/dequant.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "core/float_formats.h"
+#include "cuda/cuda_test_util.h"
 #include "test_util.h"
 
 namespace dsinfer {
@@ -237,6 +239,46 @@ TEST(CudaLinear, RowsDoNotDependOnTheBatch) {
       }
     }
   }
+}
+
+// The weights as bf16 for cuBLAS (a prefill chunk's linears): every code (but e4m3's NaN) times its
+// block's scale, exactly, for fp8 and fp4, from aligned rows and from rows at an odd offset.
+TEST(CudaDequant, WeightsAsBf16AreExact) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(21);
+  for (const bool fp4 : {false, true})
+    for (const int offset : {0, 1}) {
+      const int rows = 96, k = 320, row_bytes = fp4 ? k / 2 : k, stride = row_bytes + offset;
+      const int scale_rows = fp4 ? rows : (rows + 31) / 32;
+      std::vector<uint8_t> codes(static_cast<size_t>(rows) * stride + offset), scales(scale_rows * (k / 32));
+      for (uint8_t& c : codes) {
+        c = static_cast<uint8_t>(rng());
+        if (!fp4 && (c & 0x7F) == 0x7F) c ^= 1;  // every e4m3 code but NaN (no checkpoint holds one)
+      }
+      for (uint8_t& e : scales) e = static_cast<uint8_t>(rng() % 255);  // 0 .. 254: no NaN scale
+      scales[0] = 0, scales[1] = 254;
+      std::vector<uint16_t> want(static_cast<size_t>(rows) * k);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < k; ++j) {
+          const uint8_t* row = codes.data() + offset + static_cast<size_t>(r) * stride;
+          const float v = fp4 ? e2m1_to_f32(e2m1_packed_code(row, j)) : e4m3_to_f32(row[j]);
+          want[static_cast<size_t>(r) * k + j] =
+              f32_to_bf16(v * e8m0_to_f32(scales[(fp4 ? r : r / 32) * (k / 32) + j / 32]));
+        }
+      uint8_t *dcodes = testing::to_device(codes), *dscales = testing::to_device(scales);
+      uint16_t* dout = testing::to_device(std::vector<uint16_t>(want.size(), 0xFFFF));
+      ASSERT_EQ(cuda::launch_dequant_weight({.codes = dcodes + offset,
+                                             .w_stride = stride,
+                                             .scales = dscales,
+                                             .s_stride = k / 32,
+                                             .fp4 = fp4,
+                                             .out = dout,
+                                             .rows = rows,
+                                             .k = k}),
+                cudaSuccess);
+      EXPECT_EQ(testing::from_device(dout, want.size()), want) << (fp4 ? "fp4" : "fp8") << ", offset " << offset;
+      cudaFree(dcodes), cudaFree(dscales), cudaFree(dout);
+    }
 }
 
 }  // namespace
