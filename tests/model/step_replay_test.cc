@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "keeping_backend.h"
 #include "model/decode_steps.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -54,6 +55,31 @@ TEST_P(StepReplay, LogitsAsStepsCallByCall) {
   EXPECT_GE(replayed.stats.reissued, sequences == 1 ? steps / 3 : 1) << replayed.stats.recorded << " recorded";
   ASSERT_EQ(plain.logits.size(), replayed.logits.size());
   EXPECT_TRUE(plain.logits == replayed.logits) << "replayed steps give other logits";
+}
+
+// In front of a backend whose kept steps pay up to one token (StepGraphs::max_step_tokens), the
+// runner records, captures and relaunches one sequence's decode steps and runs three sequences'
+// steps call by call: the logits are the plain run's either way.
+TEST(StepReplayBound, StepsPastTheKeptStepsBoundRunCallByCall) {
+  const int steps = 12;
+  for (const int sequences : {1, 3}) {
+    CpuBackend cpu(2);
+    testing::KeepingBackend keeping(cpu, /*max_tokens=*/1);
+    LocalCommunicator comm;
+    auto model = Model::load(testing::data_dir() / "v41-tiny-a" / "checkpoint", keeping, comm);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    ASSERT_TRUE((*model)->reserve_cache(64).ok());
+    ModelRunner runner(**model);  // the recorder on: the backend keeps captured steps
+    const std::vector<float> logits = testing::prompts_then_decode(runner, steps, sequences);
+    if (sequences == 1) {
+      EXPECT_EQ(runner.step_stats().steps, steps);
+      EXPECT_GT(keeping.relaunches, 0);
+    } else {
+      EXPECT_EQ(runner.step_stats().steps, 0) << "steps of 3 tokens are past the bound";
+      EXPECT_EQ(keeping.relaunches, 0);
+    }
+    EXPECT_TRUE(logits == decode("v41-tiny-a", 64, sequences, false, steps).logits) << sequences << " sequences";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StepReplay,

@@ -4,11 +4,10 @@
 // stand-in below) a recording is relaunched with the step's uploads, in the order they were made.
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <map>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "keeping_backend.h"
 #include "ops/device_array.h"
 #include "runtime/step_recorder.h"
 #include "test_util.h"
@@ -126,102 +125,8 @@ TEST_F(StepRecorderTest, AStepThatEndsEarlyRunsItsOwnCalls) {
   EXPECT_EQ(out, want);
 }
 
-// A backend that keeps captured steps, as CudaBackend's graphs: between begin and end the calls
-// are kept (uploads with a copy of their bytes), end runs them; a kept step runs again with the
-// bytes relaunch gives. `moved` makes every kept step unusable (memory it names moved).
-class KeepingBackend final : public Backend, private StepGraphs {
- public:
-  explicit KeepingBackend(CpuBackend& cpu) : cpu_(cpu) {}
-  bool moved = false;
-  int relaunches = 0;
-
-  Device device() const override { return Device::kCpu; }
-  void* allocate(size_t bytes) override { return cpu_.allocate(bytes); }
-  void deallocate(void* p) override {  // a captured call may still read it: freed once they ran
-    if (capturing_)
-      freed_.push_back(p);
-    else
-      cpu_.deallocate(p);
-  }
-  void zero(void* p, size_t bytes) override {
-    add([=, this] { cpu_.zero(p, bytes); });
-  }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override {
-    if (!capturing_) return cpu_.copy_to_device(dst, src, bytes);
-    auto bytes_kept = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(src),
-                                                             static_cast<const uint8_t*>(src) + bytes);
-    uploads_.push_back(bytes_kept);
-    add([=, this] { cpu_.copy_to_device(dst, bytes_kept->data(), bytes_kept->size()); });
-  }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { cpu_.copy_to_host(dst, src, bytes); }
-  void copy_on_device(void* dst, const void* src, size_t bytes) override {
-    add([=, this] { cpu_.copy_on_device(dst, src, bytes); });
-  }
-  StepGraphs* step_graphs() override { return this; }
-  size_t kept() const { return kept_.size(); }
-
-#define DSINFER_KEEP_OP(name, Args)   \
-  void name(const Args& a) override { \
-    add([=, this] { cpu_.name(a); }); \
-  }
-  DSINFER_OPS(DSINFER_KEEP_OP)
-#undef DSINFER_KEEP_OP
-
- private:
-  bool begin_capture() override {
-    return capturing_ = true;
-  }
-  int64_t max_step_tokens() const override {
-    return INT64_MAX;
-  }
-  uint64_t end_capture(bool run) override {
-    capturing_ = false;
-    Kept k{std::move(calls_), std::move(uploads_)};
-    calls_.clear(), uploads_.clear();
-    if (run)
-      for (const auto& c : k.calls) c();
-    for (void* p : freed_) cpu_.deallocate(p);
-    freed_.clear();
-    if (!run) return 0;
-    kept_[next_] = std::move(k);
-    return next_++;
-  }
-  bool relaunch(uint64_t id, std::span<const std::span<const uint8_t>> uploads) override {
-    auto it = kept_.find(id);
-    if (moved || it == kept_.end() || uploads.size() != it->second.uploads.size()) return false;
-    for (size_t i = 0; i < uploads.size(); ++i) {
-      if (uploads[i].size() != it->second.uploads[i]->size()) return false;
-      std::copy(uploads[i].begin(), uploads[i].end(), it->second.uploads[i]->begin());
-    }
-    for (const auto& c : it->second.calls) c();
-    ++relaunches;
-    return true;
-  }
-  void release(uint64_t id) override {
-    kept_.erase(id);
-  }
-
-  void add(std::function<void()> c) {
-    if (capturing_)
-      calls_.push_back(std::move(c));
-    else
-      c();
-  }
-  struct Kept {
-    std::vector<std::function<void()>> calls;
-    std::vector<std::shared_ptr<std::vector<uint8_t>>> uploads;
-  };
-  CpuBackend& cpu_;
-  bool capturing_ = false;
-  std::vector<std::function<void()>> calls_;
-  std::vector<std::shared_ptr<std::vector<uint8_t>>> uploads_;
-  std::vector<void*> freed_;
-  std::map<uint64_t, Kept> kept_;
-  uint64_t next_ = 1;
-};
-
 TEST_F(StepRecorderTest, AKeptStepIsRelaunchedWithTheStepsUploads) {
-  KeepingBackend keeping(cpu);
+  testing::KeepingBackend keeping(cpu);
   StepRecorder rec(keeping);
   rec.set_enabled(true);
   for (uint64_t s = 1; s <= 5; ++s) run(rec, inputs(3, s));
@@ -240,7 +145,7 @@ TEST_F(StepRecorderTest, AKeptStepIsRelaunchedWithTheStepsUploads) {
 }
 
 TEST_F(StepRecorderTest, KeepsAtMostItsLimitOfRecordings) {
-  KeepingBackend keeping(cpu);
+  testing::KeepingBackend keeping(cpu);
   StepRecorder rec(keeping);
   rec.set_enabled(true);
   const int64_t shapes = static_cast<int64_t>(StepRecorder::kMaxRecordings) + 2;
