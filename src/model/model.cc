@@ -47,6 +47,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
                    fmt::format("{}: tokenizer.json yields an Engram compressed vocab of {}, config says {}",
                                dir.string(), map.compressed_vocab_size, c.engram_compressed_vocab_size));
     m->hasher_ = std::make_unique<EngramHasher>(c, std::move(map.map));
+    // Every table value a lookup can give, bf16(e4m3 code x e8m0 scale), by scale byte and code.
+    m->engram_values_.resize(256 * 256);
+    for (int scale = 0; scale < 256; ++scale)
+      for (int code = 0; code < 256; ++code)
+        m->engram_values_[scale * 256 + code] = f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(code)) *
+                                                            e8m0_to_f32(static_cast<uint8_t>(scale)));
   }
   m->store_ = std::make_unique<CacheStore>(m->config_, backend, kDefaultCacheBlockTokens);
   // Two tables serve every layer: window-only (theta 1e4) and compressed (YaRN) (spec §3.2).
@@ -267,15 +273,21 @@ void Model::engram(int l, Batch& b) {
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
   // Look up the hashed rows on the host, where the table stays (fp8 with an e8m0 scale per 32
   // values, exact in bf16): a step reads cols rows of it, the device needs only those.
+  // A prefill chunk's tokens look up tens of millions of values: each one a load from the table of
+  // all values (engram_values_), the addresses formed once a row.
   std::vector<uint16_t> rows(n * cols * de);
   const uint8_t* table = w.table.as<const uint8_t>();
   const uint8_t* scales = w.table_scale.as<const uint8_t>();
   for (int64_t t = 0; t < n; ++t)
     for (int col = 0; col < cols; ++col) {
       const int64_t row = b.hashes[(t * hasher_->n_layers() + e) * cols + col];
-      for (int d = 0; d < de; ++d)
-        rows[(t * cols + col) * de + d] = f32_to_bf16(e4m3_to_f32(table[row * w.table.stride[0] + d]) *
-                                                      e8m0_to_f32(scales[row * w.table_scale.stride[0] + d / 32]));
+      const uint8_t* codes = table + row * w.table.stride[0];
+      const uint8_t* row_scales = scales + row * w.table_scale.stride[0];
+      uint16_t* out = &rows[(t * cols + col) * de];
+      for (int d0 = 0; d0 < de; d0 += 32) {
+        const uint16_t* values = &engram_values_[row_scales[d0 / 32] * 256];
+        for (int d = d0; d < d0 + 32; ++d) out[d] = values[codes[d]];
+      }
     }
   const DeviceArray<uint16_t> looked_up = b.upload(rows);
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * (hc + 1) * dim);
