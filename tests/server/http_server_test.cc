@@ -43,6 +43,9 @@ class HttpServerTest : public ::testing::Test {
     loop_ = std::make_unique<EngineLoop>(*engine_, 64);
     ServerConfig config;
     config.transport.port = 0, config.api_key = "secret", config.transport.limits.max_body_bytes = 1 << 16;
+    // Every client here is 127.0.0.1: 64 streams right after another request would meet the
+    // per-address cap (64) while the server still closes that request's connection.
+    config.transport.max_connections_per_client = 0;
     config.context = kContext;
     server_ = std::make_unique<HttpServer>(config, *loop_, *tiny_.tok);
     auto port = server_->bind();
