@@ -51,8 +51,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
     m->engram_values_.resize(256 * 256);
     for (int scale = 0; scale < 256; ++scale)
       for (int code = 0; code < 256; ++code)
-        m->engram_values_[scale * 256 + code] = f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(code)) *
-                                                            e8m0_to_f32(static_cast<uint8_t>(scale)));
+        m->engram_values_[scale * 256 + code] =
+            f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(code)) * e8m0_to_f32(static_cast<uint8_t>(scale)));
   }
   m->store_ = std::make_unique<CacheStore>(m->config_, backend, kDefaultCacheBlockTokens);
   // Two tables serve every layer: window-only (theta 1e4) and compressed (YaRN) (spec §3.2).
