@@ -59,7 +59,10 @@ class NullBackend final : public Backend, private StepGraphs {
     return true;
   }
   void release(uint64_t) override {}
-  int64_t max_step_tokens() const override { return INT64_MAX; }  // the recorder at every batch
+  // The recorder at every batch.
+  int64_t max_step_tokens() const override {
+    return INT64_MAX;
+  }
 };
 
 std::vector<int> int_list(const std::string& s) {

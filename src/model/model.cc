@@ -272,9 +272,8 @@ void Model::engram(int l, Batch& b) {
   const int e = c.engram_index(l), cols = hasher_->n_columns(), de = c.engram_head_dim;
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
   // Look up the hashed rows on the host, where the table stays (fp8 with an e8m0 scale per 32
-  // values, exact in bf16): a step reads cols rows of it, the device needs only those.
-  // A prefill chunk's tokens look up tens of millions of values: each one a load from the table of
-  // all values (engram_values_), the addresses formed once a row.
+  // values, exact in bf16): a step reads cols rows of it, the device needs only those. A prefill
+  // chunk reads tens of millions of values, so each is one load from engram_values_.
   std::vector<uint16_t> rows(n * cols * de);
   const uint8_t* table = w.table.as<const uint8_t>();
   const uint8_t* scales = w.table_scale.as<const uint8_t>();

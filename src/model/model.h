@@ -132,7 +132,7 @@ class Model {
   DeviceArray<float> logits_;  // the host-logits forward's, kept between calls
   std::unique_ptr<EngramHasher> hasher_;
   std::vector<uint16_t> engram_values_;  // Engram models: bf16(e4m3 code x e8m0 scale) at [scale][code]
-  std::vector<const RopeTable*> rope_;  // per layer
+  std::vector<const RopeTable*> rope_;   // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;
   std::unique_ptr<CacheStore> store_;
   int64_t indexer_query_block_ = 0;  // 0: from kIndexerScoreBytes
