@@ -12,4 +12,4 @@ mkdir -p build-cuda/devlib
 # Debian libraries than the tests: PCRE2, utf8proc).
 cp -L /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /usr/lib/x86_64-linux-gnu/libgcc_s.so.1 build-cuda/devlib/
 ldd build-cuda/src/cli/dsinfer build-cuda/tests/*cuda_test build-cuda/tests/ops_test build-cuda/bench/cuda_*_bench | awk '$3 ~ /^\// {print $3}' | sort -u |
-  grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas|libcublasLt)\.so' | xargs -r cp -L -t build-cuda/devlib/
+  grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcublas|libcublasLt|libnccl)\.so' | xargs -r cp -L -t build-cuda/devlib/

@@ -6,9 +6,10 @@
 // --flash E: the V4.1-Flash-shaped model (40 layers at real dimensions, E routed experts; its big
 // weight codes are written as holes and filled with random codes on the GPU after loading).
 // --prefill P1,P2: also time the prefill of fresh prompts of those lengths, in chunks of --chunk
-// (after one untimed chunk).
+// (after one untimed chunk). A model with the DSpark drafter also times its calls at each batch;
+// --drafter-only 1 leaves the decode table out (a profiler's run).
 //   cuda_decode_bench [--layers N] [--flash E] [--steps N] [--batch 1,8,32] [--context 128,4096]
-//                     [--prefill 4096] [--chunk 4096] [--dir PATH]
+//                     [--prefill 4096] [--chunk 4096] [--drafter-only 1] [--dir PATH]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows survive a run cut short by a time limit
   int layers = 24, steps = 8, flash_experts = 0, chunk = 4096;
   std::vector<int> batches = {1, 8, 32}, contexts = {128, 4096}, prefills;
+  bool drafter_only = false;  // the drafter's table alone (for a profiler)
   std::string dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -113,6 +115,8 @@ int main(int argc, char** argv) {
       prefills = int_list(argv[i + 1]);
     else if (k == "--chunk")
       chunk = std::stoi(argv[i + 1]);
+    else if (k == "--drafter-only")
+      drafter_only = std::stoi(argv[i + 1]) != 0;
   }
   if (flash_experts > 0) layers = 40;
   if (dir.empty())
@@ -167,7 +171,7 @@ int main(int argc, char** argv) {
       "graphs made; device ms a step (its graph replayed) |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (const int context : contexts)
-    for (const int batch : batches)
+    for (const int batch : drafter_only ? std::vector<int>{} : batches)
       for (const bool graphs : {false, true}) {  // each batch's steps also as CUDA graphs
         runner.set_replay_steps(graphs);         // the step recorder in front of the backend's graphs, or none
         std::vector<SequenceState> seqs;
@@ -220,6 +224,38 @@ int main(int argc, char** argv) {
         else
           std::printf("- |\n");
       }
+  // The DSpark drafter's own cost a call: each sequence's main hidden row of its last position into
+  // the rings, then a block of drafts (the 3 stages over 5 rows, the head, the Markov chain).
+  if ((*model)->has_drafter() && !batches.empty()) {
+    std::printf("\n| drafter: batch | context | ms a call (mean of %d) |\n| --- | --- | --- |\n", steps);
+    const int64_t B = c.dspark_block_size, width = (*model)->main_hidden_width();
+    for (const int batch : batches) {
+      const int context = contexts.front();
+      std::vector<SequenceState> seqs;
+      for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
+      std::vector<uint16_t> rows(static_cast<size_t>(batch) * width);
+      for (uint16_t& x : rows) x = f32_to_bf16(normal(rng));
+      DeviceArray<uint16_t> hidden(backend, std::span<const uint16_t>(rows));
+      auto tokens = DeviceArray<int32_t>::uninitialized(backend, batch * (B + 1));
+      auto base = DeviceArray<float>::uninitialized(backend, batch * B * c.vocab_size);
+      auto confidence = DeviceArray<float>::uninitialized(backend, batch * B);
+      std::vector<DraftChunk> draft(batch);
+      for (int b = 0; b < batch; ++b) draft[b] = {&seqs[b], context - 1, 1, b, true, 3 + b};
+      double sum = 0;
+      for (int call = -2; call < steps; ++call) {
+        const auto s0 = Clock::now();
+        if (Status s = (*model)->draft(
+                draft, hidden.view(DType::kBF16, {batch, width}),
+                {tokens.view(DType::kI32, {batch, B + 1}), base.view(DType::kF32, {batch, B, c.vocab_size}),
+                 confidence.view(DType::kF32, {batch, B})});
+            !s.ok())
+          return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+        (void)tokens.download();  // the call's end
+        if (call >= 0) sum += std::chrono::duration<double>(Clock::now() - s0).count();
+      }
+      std::printf("| %d | %d | %.2f |\n", batch, context, sum / steps * 1e3);
+    }
+  }
   // Prefill: fresh prompts in chunks of `chunk` tokens (as the server's token budget feeds them).
   // FLOPs per token: 2 per weight of every linear the token passes (6 routed experts of each layer).
   const double linear_flops = 2.0 * made->token_weights;

@@ -41,14 +41,15 @@ inline Result<ModelConfig> synthetic_config(int layers, int vocab_size, int max_
 
 /// V4.1-Flash's text model at its real dimensions (tests/data/configs/v41_flash_hf.json: dim 5120,
 /// 40 layers, 64 heads, the same compression ratios, kv/index/candidate sources, indexer and
-/// hyper-connections) with `experts` routed experts instead of 384 and a small Engram table; the
-/// DSpark draft layers and the vision tower are left out.
+/// hyper-connections) with `experts` routed experts instead of 384, a small Engram table and the
+/// three DSpark draft stages; the vision tower is left out.
 inline Result<ModelConfig> flash_config(int experts, const TokenizerVocab& vocab, int max_seq_len) {
   return flash_shaped_config({.max_batch_size = 64,
                               .max_seq_len = max_seq_len,
                               .n_routed_experts = experts,
                               .engram_tokenizer = &vocab,
-                              .engram_vocab_size = 20000});
+                              .engram_vocab_size = 20000,
+                              .dspark = true});
 }
 
 /// Weight codes above this many bytes are left out of the Flash-shaped checkpoint (57 GB would not
@@ -59,7 +60,7 @@ struct SyntheticModel {
   ModelConfig config;
   int64_t weight_bytes = 0;
   int64_t decode_read_bytes = 0;    // a batch-1 decode step: all but the unselected experts and the embedding
-  int64_t routed_expert_bytes = 0;  // all routed experts of all layers
+  int64_t routed_expert_bytes = 0;  // all routed experts of the backbone's layers
   double token_weights = 0;         // weights of the linears one token passes (6 routed experts a layer)
 };
 
@@ -86,6 +87,7 @@ inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir
   const ModelConfig& c = m.config;
   for (const TensorSpec& t : build_weight_manifest(c)) {
     m.weight_bytes += t.bytes();
+    if (t.component == Component::kDSpark) continue;  // what a target step reads: the backbone's
     if (t.part == Part::kRoutedExperts) m.routed_expert_bytes += t.bytes();
     // The embedding and the Engram tables are read a row per token.
     if (t.name == "embed.weight" || t.part == Part::kEngramTable) continue;

@@ -1,5 +1,6 @@
 // `dsinfer logits`: the golden fixtures' experiment (prefill, then greedy decode steps), writing
-// every forward's last-position logits and argmax tokens; with the debug switches of issue 3.
+// every forward's last-position logits and argmax tokens; with the debug switches of issue 3 and
+// the DSpark drafter after every forward (the DSpark fixture's forward_spec calls).
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -13,7 +14,8 @@ namespace dsinfer::cli {
 namespace {
 
 struct LogitsOptions {
-  std::string model, prompts, out, force_tokens, replay, dump_debug;
+  std::string model, prompts, out, force_tokens, replay, dump_debug, dspark_alone;
+  bool dspark = false;
   int steps = 0;
   int64_t prefill_chunk = 0;
   BackendFlags backend;
@@ -45,7 +47,7 @@ int run_logits(const LogitsOptions& o) {
   if (!prompts.ok()) return report_error(prompts.status());
   auto model = load_model(o.model, o.backend, "logits", /*several_ranks=*/true);
   if (!model.ok()) return report_error(model.status());
-  std::optional<SafetensorsFile> forced, replay;
+  std::optional<SafetensorsFile> forced, replay, alone;
   GoldenRunOptions ro;
   ro.steps = o.steps;
   ro.dump_debug = !o.dump_debug.empty();
@@ -62,12 +64,26 @@ int run_logits(const LogitsOptions& o) {
     replay = std::move(*f);
     ro.replay = &*replay;
   }
+  ro.dspark = o.dspark;
+  if (!o.dspark_alone.empty()) {
+    auto f = SafetensorsFile::open(o.dspark_alone);
+    if (!f.ok()) return report_error(f.status());
+    alone = std::move(*f);
+    ro.main_hidden_from = &*alone;
+  }
   auto res = run_golden_experiment(*model->model, *prompts, ro);
   if (!res.ok()) return report_error(res.status());
   if (model->comm->rank() != 0) return 0;  // every rank holds the logits; rank 0 writes them
   SafetensorsWriter w;
   w.add_values<float>("logits", DType::kF32, {res->batch, res->forwards, res->vocab}, res->logits);
   w.add_values<int32_t>("tokens", DType::kI32, {res->batch, res->forwards}, res->tokens);
+  if (res->block > 0) {  // the DSpark fixture's layout
+    const int64_t b = res->batch, d = res->forwards - 1, B = res->block;
+    w.add_values<int32_t>("spec_out", DType::kI32, {b, d, B + 1}, res->spec_out);
+    w.add_values<float>("spec_base", DType::kF32, {b, d, B, res->vocab}, res->spec_base);
+    w.add_values<float>("spec_confidence", DType::kF32, {b, d, B}, res->spec_confidence);
+    w.add_values<uint16_t>("main_hidden_decode", DType::kBF16, {b, d, res->hidden_width}, res->main_hidden_decode);
+  }
   if (Status s = w.write(o.out); !s.ok()) return report_error(s);
   if (ro.dump_debug)
     if (Status s = res->debug.write(o.dump_debug); !s.ok()) return report_error(s);
@@ -89,6 +105,11 @@ void register_logits(CLI::App& app, CommandResult& result) {
   cmd->add_option("--prefill-chunk", o->prefill_chunk, "Prefill in pieces of N tokens (a server's token budget)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--dump-debug", o->dump_debug, "Write internals under golden_debug's names to this file");
+  cmd->add_flag("--dspark", o->dspark,
+                "Run the DSpark drafter after every forward; write spec_out, spec_base, spec_confidence and "
+                "main_hidden_decode");
+  cmd->add_option("--dspark-alone", o->dspark_alone,
+                  "The DSpark fixture's golden.safetensors: the drafter fed its main hidden states and anchors");
   add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_logits(*o); });
 }

@@ -89,8 +89,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   const RopeTable& rope = *rope_[l];
   // A rank's heads (its rows of wq_b, its sinks, its wo_a groups; spec §14b.2).
   const int ranks = comm_.world_size();
-  const int64_t n = b.n, heads = c.n_heads / ranks, hd = c.head_dim, ql = c.q_lora_rank, win = c.window_size;
-  const int r = c.compress_ratio(l);
+  const int64_t n = b.n, heads = c.n_heads / ranks, hd = c.head_dim, ql = c.q_lora_rank;
 
   DeviceArray<uint16_t> qr = b.scratch<uint16_t>(n * ql), q = b.scratch<uint16_t>(n * heads * hd);
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * hd), o = b.scratch<uint16_t>(n * heads * hd);
@@ -105,6 +104,47 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   at_pos.apply(b.be, kv.view(DType::kBF16, {n, 1, hd}), 0, false);
   b.be.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
 
+  if (l < c.n_layers) {
+    DSINFER_RETURN_IF_ERROR(attend(l, b, x, qrv, q, kv, o));
+  } else {
+    draft_attend(l, b, q, kv, o);
+  }
+  at_pos.apply(b.be, o.view(DType::kBF16, {n, heads, hd}), 0, /*inverse=*/true);
+
+  // Grouped low-rank output: group g projects heads [g*h/G, (g+1)*h/G) with its own rows of wo_a.
+  const int64_t groups = c.o_groups / ranks, olr = c.o_lora_rank, gw = heads * hd / groups;
+  DeviceArray<uint16_t> z = b.scratch<uint16_t>(n * groups * olr);
+  std::vector<LinearArgs> wo_a;
+  for (int64_t g = 0; g < groups; ++g) {
+    TensorView og = o.view(DType::kBF16, {n, heads * hd}), zg = z.view(DType::kBF16, {n, groups * olr});
+    og.data = o.data() + g * gw, og.shape[1] = gw;
+    zg.data = z.data() + g * olr, zg.shape[1] = olr;
+    wo_a.push_back({og, &w.wo_a[g], zg});
+  }
+  b.be.grouped_linear({wo_a});
+  if (ranks == 1) {
+    b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
+    return {};
+  }
+  // wo_b is row-parallel: the ranks' fp32 partial outputs are summed, then rounded to bf16 once
+  // (adding them to zero rows: out = bf16(sum)).
+  const int64_t dim = c.dim;
+  DeviceArray<float> partial = b.scratch<float>(n * dim);
+  const TensorView pv = partial.view(DType::kF32, {n, dim});
+  b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, pv});
+  DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(pv));
+  const DeviceArray<uint16_t> none = b.zeros<uint16_t>(n * dim);
+  b.be.scatter_add({none.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), pv, out});
+  return {};
+}
+
+Status Model::attend(int l, Batch& b, const TensorView& x, const TensorView& qrv, const DeviceArray<uint16_t>& q,
+                     const DeviceArray<uint16_t>& kv, const DeviceArray<uint16_t>& o) {
+  const ModelConfig& c = config_;
+  const AttentionWeights& w = weights_.layers[l].attn;
+  const int64_t heads = c.n_heads / comm_.world_size(), hd = c.head_dim, win = c.window_size;
+  const int r = c.compress_ratio(l);
+  const TensorView kvv = kv.view(DType::kBF16, {b.n, hd});
   const DeviceArray<uint16_t>& rings = store_->windows(l);
   for (size_t g = 0; g < b.groups.size(); ++g) {
     const Batch::Group& gr = b.groups[g];
@@ -176,32 +216,6 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))),
                       o.view(DType::kBF16, {m, heads, hd}, row0 * heads * hd)});
   }
-  at_pos.apply(b.be, o.view(DType::kBF16, {n, heads, hd}), 0, /*inverse=*/true);
-
-  // Grouped low-rank output: group g projects heads [g*h/G, (g+1)*h/G) with its own rows of wo_a.
-  const int64_t groups = c.o_groups / ranks, olr = c.o_lora_rank, gw = heads * hd / groups;
-  DeviceArray<uint16_t> z = b.scratch<uint16_t>(n * groups * olr);
-  std::vector<LinearArgs> wo_a;
-  for (int64_t g = 0; g < groups; ++g) {
-    TensorView og = o.view(DType::kBF16, {n, heads * hd}), zg = z.view(DType::kBF16, {n, groups * olr});
-    og.data = o.data() + g * gw, og.shape[1] = gw;
-    zg.data = z.data() + g * olr, zg.shape[1] = olr;
-    wo_a.push_back({og, &w.wo_a[g], zg});
-  }
-  b.be.grouped_linear({wo_a});
-  if (ranks == 1) {
-    b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
-    return {};
-  }
-  // wo_b is row-parallel: the ranks' fp32 partial outputs are summed, then rounded to bf16 once
-  // (adding them to zero rows: out = bf16(sum)).
-  const int64_t dim = c.dim;
-  DeviceArray<float> partial = b.scratch<float>(n * dim);
-  const TensorView pv = partial.view(DType::kF32, {n, dim});
-  b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, pv});
-  DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(pv));
-  const DeviceArray<uint16_t> none = b.zeros<uint16_t>(n * dim);
-  b.be.scatter_add({none.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), pv, out});
   return {};
 }
 

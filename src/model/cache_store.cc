@@ -20,11 +20,11 @@ CacheStore::CacheStore(const ModelConfig& config, Backend& backend, int64_t bloc
   DSINFER_CHECK(block_tokens > 0 && block_tokens % 2 == 0, "cache blocks of {} positions", block_tokens);
   compressed_.resize(config.n_layers);
   index_keys_.resize(config.n_layers);
-  windows_.resize(config.n_layers);
+  windows_.resize(config.n_layers + config.n_draft_layers());  // the draft stages' rings of main KV too
   kv_states_.resize(config.n_layers);
   score_states_.resize(config.n_layers);
+  for (int l = 0; l < static_cast<int>(windows_.size()); ++l) windows_[l] = DeviceArray<uint16_t>(backend);
   for (int l = 0; l < config.n_layers; ++l) {
-    windows_[l] = DeviceArray<uint16_t>(backend);
     if (!config.is_kv_source(l)) continue;
     compressed_[l] = DeviceArray<uint16_t>(backend), index_keys_[l] = DeviceArray<uint16_t>(backend);
     if (pools_partial_groups(l))
@@ -36,8 +36,8 @@ int32_t CacheStore::take_slot() {
   const int64_t ring = int64_t{config_.window_size} * config_.head_dim, state = 2 * int64_t{config_.head_dim};
   if (free_slots_.empty()) {  // double the pools; the new slots are taken last first
     const int grown = std::max(2 * slots_, 4);
+    for (DeviceArray<uint16_t>& w : windows_) w.resize(grown * ring);
     for (int l = 0; l < config_.n_layers; ++l) {
-      windows_[l].resize(grown * ring);
       if (!pools_partial_groups(l)) continue;
       kv_states_[l].resize(grown * state);
       score_states_[l].resize(grown * state);
@@ -48,10 +48,10 @@ int32_t CacheStore::take_slot() {
   const int32_t slot = free_slots_.back();
   free_slots_.pop_back();
   const std::vector<float> empty(state, -std::numeric_limits<float>::infinity());  // no score yet: weight 0
+  for (const DeviceArray<uint16_t>& w : windows_) w.backend().zero(w.data() + slot * ring, ring * sizeof(uint16_t));
   for (int l = 0; l < config_.n_layers; ++l) {
-    Backend& be = windows_[l].backend();
-    be.zero(windows_[l].data() + slot * ring, ring * sizeof(uint16_t));
     if (!pools_partial_groups(l)) continue;
+    Backend& be = kv_states_[l].backend();
     be.zero(kv_states_[l].data() + slot * state, state * sizeof(float));
     be.copy_to_device(score_states_[l].data() + slot * state, empty.data(), state * sizeof(float));
   }

@@ -63,6 +63,7 @@ class CacheStore {
   void release_slot(int32_t slot) { free_slots_.push_back(slot); }
   int slots_in_use() const { return slots_ - static_cast<int>(free_slots_.size()); }
   /// Layer l's window rings: [slots * window, head_dim] bf16; slot s holds rows [s * window, (s + 1) * window).
+  /// A draft stage's (layer n_layers + i) ring holds its KV of the target's main hidden states.
   const DeviceArray<uint16_t>& windows(int layer) const { return windows_[layer]; }
   /// A ratio-2 kv source's partial groups: [slots * 2, head_dim] f32 each; slot s holds rows 2s, 2s + 1.
   const DeviceArray<float>& kv_states(int layer) const { return kv_states_[layer]; }
@@ -83,7 +84,7 @@ class CacheStore {
   BlockPool pool_;
   int64_t pool_blocks_ = 0;  // blocks the pools hold memory for: ids [0, pool_blocks_)
   std::vector<DeviceArray<uint16_t>> compressed_, index_keys_;  // by layer; empty but for kv sources
-  std::vector<DeviceArray<uint16_t>> windows_;                  // by layer
+  std::vector<DeviceArray<uint16_t>> windows_;                  // by layer, draft stages included
   std::vector<DeviceArray<float>> kv_states_, score_states_;    // by layer; empty but for ratio-2 kv sources
   int slots_ = 0;                                               // slots the pools hold
   std::vector<int32_t> free_slots_;

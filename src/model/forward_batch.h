@@ -73,6 +73,7 @@ struct Model::Batch {
   std::vector<int64_t> hashes;  // [n, engram layers, columns]
   DeviceArray<uint16_t> x;      // [n, hc, dim] the residual stream
   DeviceArray<float> pre;       // [n, hc] the pending pre-mix
+  TensorView main_hidden;       // ForwardContext::main_hidden
   /// The attention's groups of rows: a prefill chunk alone, or a run of consecutive decode chunks
   /// (a token each) that runs as one batch, each row reading its own sequence's ring and tables.
   struct Group {

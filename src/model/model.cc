@@ -62,6 +62,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
     if (!table) table = std::make_unique<RopeTable>(make_layer_rope_table(c, l, c.max_seq_len));
     m->rope_.push_back(table.get());
   }
+  // The draft stages' (window-only) table reaches a block past the last position (spec §10.3).
+  if (c.n_draft_layers() > 0) {
+    m->rope_tables_.push_back(
+        std::make_unique<RopeTable>(make_layer_rope_table(c, c.n_layers, c.max_seq_len + c.dspark_block_size)));
+    for (int i = 0; i < c.n_draft_layers(); ++i) m->rope_.push_back(m->rope_tables_.back().get());
+  }
   return m;
 }
 
@@ -145,6 +151,14 @@ Status Model::forward(std::span<ForwardChunk> chunks, const TensorView& logits, 
   Batch b(ctx.ops ? *ctx.ops : backend_, ctx.taps);
   b.init(chunks);
   b.fixed_shapes = ctx.fixed_shapes;
+  if (ctx.main_hidden.data) {
+    if (!has_drafter() || ctx.main_hidden.ndim != 2 || ctx.main_hidden.dtype != DType::kBF16 ||
+        ctx.main_hidden.size(0) < b.n || ctx.main_hidden.size(1) != main_hidden_width() ||
+        ctx.main_hidden.stride[1] != 1)
+      return error(ErrorKind::kInvalidArgument,
+                   fmt::format("main hidden states need a drafter and [{}, {}] bf16 rows", b.n, main_hidden_width()));
+    b.main_hidden = ctx.main_hidden;
+  }
   DSINFER_RETURN_IF_ERROR(run(b, logits));
   for (ForwardChunk& ch : chunks) ch.state->length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
   return {};
@@ -166,7 +180,41 @@ Status Model::run(Batch& b, const TensorView& logits) {
     }
   }
 
-  // Embedding into each of the hc copies; the first pre-mix is one-hot on copy 0.
+  DSINFER_RETURN_IF_ERROR(embed_stream(b));
+  // The DSpark taps: the mean of the copies at a tap layer's input, after its Engram (spec §2).
+  const std::vector<int>& taps = c.dspark_target_layer_ids;
+  const DeviceArray<float> mean_pre = b.main_hidden.data
+                                          ? b.upload(std::vector<float>(n * hc, 1.0f / static_cast<float>(hc)))
+                                          : DeviceArray<float>(b.be);
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (weights_.layers[l].engram) engram(l, b);
+    if (const auto tap = std::find(taps.begin(), taps.end(), l); b.main_hidden.data && tap != taps.end()) {
+      TensorView part = b.main_hidden;
+      part.data = b.main_hidden.as<uint16_t>() + (tap - taps.begin()) * dim, part.shape[1] = dim;
+      b.be.hc_pre({b.x.view(DType::kBF16, {n, hc, dim}), mean_pre.view(DType::kF32, {n, hc}), part});
+    }
+    DSINFER_RETURN_IF_ERROR(block(l, b));
+  }
+
+  // Final collapse with the last FFN's pre, norm, head on each chunk's last token.
+  const int64_t nc = static_cast<int64_t>(chunks.size());
+  DeviceArray<uint16_t> last_x = b.scratch<uint16_t>(nc * hc * dim), collapsed = b.scratch<uint16_t>(nc * dim);
+  DeviceArray<float> last_pre = b.scratch<float>(nc * hc);
+  std::vector<int32_t> last(nc);
+  for (int64_t ci = 0; ci < nc; ++ci) last[ci] = static_cast<int32_t>(b.offset[ci + 1] - 1);
+  const DeviceArray<int32_t> dlast = b.upload(last);
+  b.be.gather_rows({b.x.view(DType::kBF16, {n, hc * dim}), dlast.view(DType::kI32, {nc}),
+                    last_x.view(DType::kBF16, {nc, hc * dim})});
+  b.be.gather_rows(
+      {b.pre.view(DType::kF32, {n, hc}), dlast.view(DType::kI32, {nc}), last_pre.view(DType::kF32, {nc, hc})});
+  const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
+  b.be.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
+  b.be.rms_norm({xc, weights_.norm, c.norm_eps, xc});
+  return head_logits(b, xc, logits);
+}
+
+Status Model::embed_stream(Batch& b) {
+  const int64_t n = b.n, hc = config_.hc_mult, dim = config_.dim;
   const DeviceArray<int32_t> ids = b.upload(b.ids);
   b.x = b.scratch<uint16_t>(n * hc * dim);
   // Each rank embeds its rows of the vocabulary (zeros for the others' ids); their sum, exact with
@@ -189,43 +237,35 @@ Status Model::run(Batch& b, const TensorView& logits) {
   std::vector<float> pre(n * hc, 0.0f);
   for (int64_t t = 0; t < n; ++t) pre[t * hc] = 1.0f;
   b.pre = b.upload(pre);
+  return {};
+}
 
-  for (int l = 0; l < c.n_layers; ++l) {
-    if (weights_.layers[l].engram) engram(l, b);
-    DSINFER_RETURN_IF_ERROR(block(l, b));
-  }
-
-  // Final collapse with the last FFN's pre, norm, head on each chunk's last token.
-  const int64_t nc = static_cast<int64_t>(chunks.size());
-  DeviceArray<uint16_t> last_x = b.scratch<uint16_t>(nc * hc * dim), collapsed = b.scratch<uint16_t>(nc * dim);
-  DeviceArray<float> last_pre = b.scratch<float>(nc * hc);
-  std::vector<int32_t> last(nc);
-  for (int64_t ci = 0; ci < nc; ++ci) last[ci] = static_cast<int32_t>(b.offset[ci + 1] - 1);
-  const DeviceArray<int32_t> dlast = b.upload(last);
-  b.be.gather_rows({b.x.view(DType::kBF16, {n, hc * dim}), dlast.view(DType::kI32, {nc}),
-                    last_x.view(DType::kBF16, {nc, hc * dim})});
-  b.be.gather_rows(
-      {b.pre.view(DType::kF32, {n, hc}), dlast.view(DType::kI32, {nc}), last_pre.view(DType::kF32, {nc, hc})});
-  const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
-  b.be.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
-  b.be.rms_norm({xc, weights_.norm, c.norm_eps, xc});
+Status Model::head_logits(Batch& b, const TensorView& x, const TensorView& logits) {
   if (comm_.world_size() == 1) {
-    b.be.linear({xc, &weights_.head, logits});
+    b.be.linear({x, &weights_.head, logits});
     return {};
   }
-  // Each rank's columns of the vocabulary, gathered over the ranks ([rank][chunk][column]), then
-  // laid out as the chunks' rows.
+  // Each rank's columns of the vocabulary, gathered over the ranks ([rank][row][column]), then
+  // laid out as the rows'.
   const int ranks = comm_.world_size();
-  const int64_t cols = weights_.head.out;
-  DeviceArray<float> part = b.scratch<float>(nc * cols), gathered = b.scratch<float>(ranks * nc * cols);
-  b.be.linear({xc, &weights_.head, part.view(DType::kF32, {nc, cols})});
+  const int64_t rows = x.size(0), cols = weights_.head.out;
+  DeviceArray<float> part = b.scratch<float>(rows * cols), gathered = b.scratch<float>(ranks * rows * cols);
+  b.be.linear({x, &weights_.head, part.view(DType::kF32, {rows, cols})});
   DSINFER_RETURN_IF_ERROR(
-      comm_.all_gather(part.view(DType::kF32, {nc * cols}), gathered.view(DType::kF32, {ranks * nc * cols})));
+      comm_.all_gather(part.view(DType::kF32, {rows * cols}), gathered.view(DType::kF32, {ranks * rows * cols})));
   for (int r = 0; r < ranks; ++r)
-    for (int64_t ci = 0; ci < nc; ++ci)
-      b.be.copy_on_device(logits.as<float>() + ci * logits.stride[0] + r * cols, gathered.data() + (r * nc + ci) * cols,
+    for (int64_t i = 0; i < rows; ++i)
+      b.be.copy_on_device(logits.as<float>() + i * logits.stride[0] + r * cols, gathered.data() + (r * rows + i) * cols,
                           cols * sizeof(float));
   return {};
+}
+
+int64_t Model::main_hidden_width() const {
+  return has_drafter() ? static_cast<int64_t>(config_.dspark_target_layer_ids.size()) * config_.dim : 0;
+}
+
+std::string Model::layer_name(int l) const {
+  return l < config_.n_layers ? fmt::format("layer{}", l) : fmt::format("spec.stage{}", l - config_.n_layers);
 }
 
 Status Model::block(int l, Batch& b) {
@@ -246,6 +286,8 @@ Status Model::block(int l, Batch& b) {
   b.be.hc_pre({stream, b.pre.view(DType::kF32, {n, hc}), xv});
   b.be.rms_norm({xv, w.attn_norm, c.norm_eps, xv});
   DSINFER_RETURN_IF_ERROR(attention(l, b, xv, yv));
+  for (size_t ci = 0; ci < b.chunks.size(); ++ci)
+    b.record(ci, layer_name(l) + ".attn_out", DType::kBF16, {b.size(ci), dim}, y, b.offset[ci] * dim);
   b.be.hc_post({yv, stream, a_post.view(DType::kF32, {n, hc}), a_comb.view(DType::kF32, {n, hc, hc}), stream});
 
   // FFN: mixes from the updated stream; collapse with this attention's pre.
@@ -260,8 +302,8 @@ Status Model::block(int l, Batch& b) {
 
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
     const int64_t s = b.size(ci);
-    b.record(ci, fmt::format("layer{}.out", l), DType::kBF16, {s, hc, dim}, b.x, b.offset[ci] * hc * dim);
-    b.record(ci, fmt::format("layer{}.ffn_pre", l), DType::kF32, {s, hc}, b.pre, b.offset[ci] * hc);
+    b.record(ci, layer_name(l) + ".out", DType::kBF16, {s, hc, dim}, b.x, b.offset[ci] * hc * dim);
+    b.record(ci, layer_name(l) + ".ffn_pre", DType::kF32, {s, hc}, b.pre, b.offset[ci] * hc);
   }
   return {};
 }

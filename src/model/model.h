@@ -45,6 +45,29 @@ struct ForwardContext {
   /// slots and lengths are uploaded data, never addresses or sizes.
   bool fixed_shapes = false;
   ForwardTaps* taps = nullptr;  // may be null
+  /// Where the DSpark taps go (spec §2), or empty: [tokens of the call, main_hidden_width()] bf16,
+  /// each token's mean of the stream's copies at the input of every tap layer, side by side.
+  TensorView main_hidden{};
+};
+
+/// One sequence's turn of the DSpark drafter (spec §10): the target's main hidden states of
+/// positions [first_pos, first_pos + rows) go into the draft stages' rings of context KV; with
+/// `draft`, a block of draft tokens follows position first_pos + rows - 1, seeded with `anchor`
+/// (the target's token for the position after it).
+struct DraftChunk {
+  SequenceState* state = nullptr;
+  int64_t first_pos = 0, rows = 0;
+  int64_t hidden_row = 0;  // the row of the call's main hidden states that holds first_pos
+  bool draft = false;
+  int32_t anchor = 0;
+};
+
+/// What a draft call writes for its drafting chunks, in their order, in the model backend's memory
+/// (B = dspark_block_size).
+struct DraftOutputs {
+  TensorView tokens;      // [drafting, B + 1] int32: the anchor, then the B drafts
+  TensorView base;        // [drafting, B, V] f32: row j's logits with the Markov bias of token j
+  TensorView confidence;  // [drafting, B] f32: the confidence head's raw logits (no sigmoid)
 };
 
 struct LoadOptions {
@@ -100,13 +123,41 @@ class Model {
   /// The same with the logits copied to the host, on the model's backend.
   Status forward(std::span<ForwardChunk> chunks, std::span<float> logits, ForwardTaps* taps = nullptr);
 
+  /// Whether the checkpoint has the DSpark drafter, and the width of its main hidden states
+  /// (taps x dim; 0 without it).
+  bool has_drafter() const { return weights_.dspark.has_value(); }
+  int64_t main_hidden_width() const;
+  /// Runs the drafter (spec §10) on `main_hidden` [rows, main_hidden_width()] bf16 (what forward
+  /// wrote to ForwardContext::main_hidden): every chunk's rows into its rings, then the drafting
+  /// chunks' blocks into `out`. The taps see the drafting chunks in order, their tensors named
+  /// as the DSpark fixture's ("spec.*"). kUnsupported without a drafter; kInvalidArgument for
+  /// rows the sequence has not reached or a block past the RoPE table.
+  Status draft(std::span<const DraftChunk> chunks, const TensorView& main_hidden, const DraftOutputs& out,
+               const ForwardContext& ctx = {});
+
  private:
   Model(ModelConfig config, Checkpoint ckpt, Backend& backend, Communicator& comm)
       : config_(std::move(config)), ckpt_(std::move(ckpt)), backend_(backend), comm_(comm) {}
   struct Batch;
   Status run(Batch& b, const TensorView& logits);  // forward's ops, into the logits
+  /// The stream's first state: every token's embedding in each copy, the pre-mix one-hot on copy 0.
+  Status embed_stream(Batch& b);
+  /// logits [rows, V] f32 = head(x [rows, dim] bf16), the vocab's columns gathered over the ranks.
+  Status head_logits(Batch& b, const TensorView& x, const TensorView& logits);
+  /// Layer l's name in the taps: "layer{l}", or "spec.stage{i}" for draft stage i.
+  std::string layer_name(int layer) const;
   Status block(int layer, Batch& b);
   Status attention(int layer, Batch& b, const TensorView& x, const TensorView& out);
+  /// The attention of the backbone's groups of rows (spec §5.1) from q and kv into o.
+  Status attend(int layer, Batch& b, const TensorView& x, const TensorView& qr, const DeviceArray<uint16_t>& q,
+                const DeviceArray<uint16_t>& kv, const DeviceArray<uint16_t>& o);
+  /// A draft stage's attention (spec §10.3) from q and kv into o.
+  void draft_attend(int layer, Batch& b, const DeviceArray<uint16_t>& q, const DeviceArray<uint16_t>& kv,
+                    const DeviceArray<uint16_t>& o);
+  /// Every draft stage's ring takes the context KV of the chunks' main hidden rows (spec §10.3).
+  void fill_draft_rings(Batch& b, std::span<const DraftChunk> chunks, const TensorView& main_hidden);
+  /// The drafter's head (spec §10.4) over the draft batch's stream.
+  Status draft_head(Batch& b, const DraftOutputs& out);
   /// A compressed position a call completes: its sequence and the group's first position.
   struct CompletedGroup {
     SequenceState* seq;

@@ -29,7 +29,7 @@ Status Model::moe(int l, Batch& b, const TensorView& x, const TensorView& out) {
                c.gate_temp, c.route_scale, c.norm_topk_prob, replayed, droute.view(DType::kI32, {n, k}),
                droute.view(DType::kF32, {n, k}, n * k)});
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)
-    b.record(ci, fmt::format("layer{}.gate_indices", l), DType::kI32, {b.size(ci), k}, droute, b.offset[ci] * k);
+    b.record(ci, layer_name(l) + ".gate_indices", DType::kI32, {b.size(ci), k}, droute, b.offset[ci] * k);
   DeviceArray<float> y = b.zeros<float>(n * dim);
   b.be.routed_experts({x, droute.view(DType::kI32, {n, k}), droute.view(DType::kF32, {n, k}, n * k), w.experts,
                        static_cast<float>(c.swiglu_limit), y.view(DType::kF32, {n, dim}), w.first_expert});

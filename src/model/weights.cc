@@ -104,8 +104,9 @@ LinearFormat storage_format(WeightFormat f) {
   return LinearFormat::kBf16;
 }
 
-Status bind_attention(Binder& b, const ModelConfig& c, int l, AttentionWeights& a) {
-  const std::string p = fmt::format("layers.{}.attn.", l);
+// `block`: the block's prefix, "layers.{l}." or "mtp.{i}." (a draft stage).
+Status bind_attention(Binder& b, const ModelConfig& c, int l, const std::string& block, AttentionWeights& a) {
+  const std::string p = block + "attn.";
   const LinearFormat f = storage_format(c.weight_format());
   DSINFER_ASSIGN_OR_RETURN(a.attn_sink, b.view(p + "attn_sink"));
   DSINFER_ASSIGN_OR_RETURN(a.wq_a, b.linear(p + "wq_a", f));
@@ -160,8 +161,8 @@ Status bind_attention(Binder& b, const ModelConfig& c, int l, AttentionWeights& 
   return {};
 }
 
-Status bind_moe(Binder& b, const ModelConfig& c, int l, MoeWeights& m) {
-  const std::string p = fmt::format("layers.{}.ffn.", l);
+Status bind_moe(Binder& b, const ModelConfig& c, int l, const std::string& block, MoeWeights& m) {
+  const std::string p = block + "ffn.";
   DSINFER_ASSIGN_OR_RETURN(m.gate, b.view(p + "gate.weight"));
   DSINFER_ASSIGN_OR_RETURN(m.bias, b.view(p + "gate.bias"));
   if (c.vision_enabled()) {
@@ -202,6 +203,25 @@ Status bind_engram(Binder& b, const ModelConfig& c, int l, EngramWeights& e) {
   for (int64_t i = 0; i < q.numel(); ++i) wgt.as<float>()[i] = value(q, i) * value(k, i);
   e.wgt = wgt.view(DType::kF32, {c.hc_mult, c.dim});
   b.own(std::move(wgt));
+  return {};
+}
+
+Status bind_dspark(Binder& b, const ModelConfig& c, DSparkWeights& d) {
+  const std::string first = "mtp.0.", last = fmt::format("mtp.{}.", c.n_draft_layers() - 1);
+  DSINFER_ASSIGN_OR_RETURN(d.main_proj, b.linear(first + "main_proj", storage_format(c.weight_format())));
+  DSINFER_ASSIGN_OR_RETURN(d.main_norm, b.view(first + "main_norm.weight"));
+  DSINFER_ASSIGN_OR_RETURN(d.norm, b.view(last + "norm.weight"));
+  // The Markov chain runs whole on every rank (its argmax needs every column), so its tables are
+  // not split; the reference holds them in fp32 from the release's bf16.
+  DSINFER_ASSIGN_OR_RETURN(d.markov_embed, b.view(last + "markov_head.embed.weight", true));
+  DSINFER_ASSIGN_OR_RETURN(d.markov_head, b.view(last + "markov_head.head.weight", true));
+  DSINFER_ASSIGN_OR_RETURN(d.confidence, b.linear(last + "confidence_head.proj", LinearFormat::kBf16AsF32));
+  for (auto [name, dtype] : {std::pair{"markov_head.head", d.markov_head.dtype},
+                             std::pair{"confidence_head.proj", d.confidence.weight.dtype}})
+    if (dtype != DType::kBF16)
+      return error(ErrorKind::kUnsupported,
+                   fmt::format("{}{}.weight is {}: the drafter reads it as bf16 (the release's dtype)", last, name,
+                               dtype_name(dtype)));
   return {};
 }
 
@@ -246,10 +266,10 @@ Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfi
   DSINFER_ASSIGN_OR_RETURN(w.embed, b.view("embed.weight"));
   DSINFER_ASSIGN_OR_RETURN(w.norm, b.view("norm.weight"));
   DSINFER_ASSIGN_OR_RETURN(w.head, b.linear("head", LinearFormat::kBf16AsF32));
-  w.layers.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) {
+  w.layers.resize(c.n_layers + c.n_draft_layers());
+  for (int l = 0; l < static_cast<int>(w.layers.size()); ++l) {
     BlockWeights& bw = w.layers[l];
-    const std::string p = fmt::format("layers.{}.", l);
+    const std::string p = l < c.n_layers ? fmt::format("layers.{}.", l) : fmt::format("mtp.{}.", l - c.n_layers);
     DSINFER_ASSIGN_OR_RETURN(bw.attn_norm, b.view(p + "attn_norm.weight"));
     DSINFER_ASSIGN_OR_RETURN(bw.ffn_norm, b.view(p + "ffn_norm.weight"));
     DSINFER_ASSIGN_OR_RETURN(bw.hc_attn_fn, b.view(p + "hc_attn_fn"));
@@ -258,13 +278,14 @@ Result<ModelWeights> load_model_weights(const Checkpoint& ckpt, const ModelConfi
     DSINFER_ASSIGN_OR_RETURN(bw.hc_ffn_fn, b.view(p + "hc_ffn_fn"));
     DSINFER_ASSIGN_OR_RETURN(bw.hc_ffn_base, b.view(p + "hc_ffn_base"));
     DSINFER_ASSIGN_OR_RETURN(bw.hc_ffn_scale, b.view(p + "hc_ffn_scale"));
-    DSINFER_RETURN_IF_ERROR(bind_attention(b, c, l, bw.attn));
-    DSINFER_RETURN_IF_ERROR(bind_moe(b, c, l, bw.ffn));
-    if (c.engram_index(l) >= 0) {
+    DSINFER_RETURN_IF_ERROR(bind_attention(b, c, l, p, bw.attn));
+    DSINFER_RETURN_IF_ERROR(bind_moe(b, c, l, p, bw.ffn));
+    if (l < c.n_layers && c.engram_index(l) >= 0) {
       bw.engram.emplace();
       DSINFER_RETURN_IF_ERROR(bind_engram(b, c, l, *bw.engram));
     }
   }
+  if (c.dspark_enabled()) DSINFER_RETURN_IF_ERROR(bind_dspark(b, c, w.dspark.emplace()));
   return w;
 }
 
@@ -294,6 +315,10 @@ void for_each_device_view(ModelWeights& w, F&& f) {
     for (ExpertWeights& e : m.experts) expert(e);
     expert(m.shared);
     if (b.engram) linear(b.engram->wkv), f(b.engram->wgt);
+  }
+  if (DSparkWeights* d = w.dspark ? &*w.dspark : nullptr) {
+    linear(d->main_proj), linear(d->confidence);
+    f(d->main_norm), f(d->norm), f(d->markov_embed), f(d->markov_head);
   }
 }
 

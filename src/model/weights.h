@@ -62,11 +62,22 @@ struct BlockWeights {
   std::optional<EngramWeights> engram;
 };
 
+/// The DSpark drafter's own modules (spec §10.1); its stages are blocks of ModelWeights::layers.
+struct DSparkWeights {
+  LinearWeight main_proj;   // [dim, taps * dim] fp8 (stage 0)
+  TensorView main_norm;     // [dim] bf16 (stage 0)
+  TensorView norm;          // [dim] bf16 (last stage)
+  TensorView markov_embed;  // [V, r] bf16, whole on every rank
+  TensorView markov_head;   // [V, r] bf16 (f32 math), whole on every rank
+  LinearWeight confidence;  // [1, dim + r] bf16 (f32 math)
+};
+
 struct ModelWeights {
   TensorView embed;                             // [V, dim] bf16
   TensorView norm;                              // [dim] bf16
   LinearWeight head;                            // [V, dim] bf16 (f32 math)
-  std::vector<BlockWeights> layers;             // backbone layers
+  std::vector<BlockWeights> layers;             // the backbone's layers, then the draft stages (layer n_layers + i)
+  std::optional<DSparkWeights> dspark;          // configs with DSpark
   std::vector<Buffer> owned;                    // copies of tensors the file stores misaligned, derived tensors
   std::vector<DeviceArray<uint8_t>> on_device;  // the uploaded copies (a non-CPU backend)
 };

@@ -157,6 +157,18 @@ struct TopkArgs {
   bool operator==(const TopkArgs&) const = default;
 };
 
+/// The DSpark drafter's Markov chain (spec §10.4), greedy: for j = 0 .. J - 1 and every block b,
+/// e = embed[tokens[b][j]]; base[b][j] += fp32(e . head^T) (fp32 math); tokens[b][j + 1] = the
+/// column of the largest base[b][j] (equal values: the lower column); embeds[b * J + j] = e.
+struct MarkovDraftArgs {
+  TensorView base;    // [blocks, J, V] f32: the head's logits in, with the Markov bias out
+  TensorView embed;   // [V, r] bf16: markov_head.embed
+  TensorView head;    // [V, r] bf16, fp32 math: markov_head.head
+  TensorView tokens;  // [blocks, J + 1] int32: column 0 in (the anchors), the drafts out
+  TensorView embeds;  // [blocks * J, r] bf16 out, any row stride
+  bool operator==(const MarkovDraftArgs&) const = default;
+};
+
 /// Positions of a paged cache to rows of its pool: out[i][j] = -1 for position -1, else row i's
 /// row of position p in `table`.
 struct PagedRowsArgs {
@@ -287,4 +299,5 @@ struct ScatterAddArgs {
   X(gather_rows, GatherRowsArgs)           \
   X(scatter_rows, ScatterRowsArgs)         \
   X(scatter_add, ScatterAddArgs)           \
-  X(routed_experts, RoutedExpertsArgs)
+  X(routed_experts, RoutedExpertsArgs)     \
+  X(markov_draft, MarkovDraftArgs)

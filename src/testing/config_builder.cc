@@ -94,6 +94,16 @@ Result<ModelConfig> flash_shaped_config(const FlashShapedOptions& o) {
     c.engram_head_dim = 256;
     derive_engram_sizes(c, *o.engram_tokenizer);
   }
+  if (o.dspark) {
+    c.n_mtp_layers = 3;
+    c.compress_ratios.insert(c.compress_ratios.end(), 3, 0);
+    c.dspark_block_size = 5;
+    c.dspark_noise_token_id = c.vocab_size - 1;
+    c.dspark_target_layer_ids = {c.n_layers - 3, c.n_layers - 2, c.n_layers - 1};
+    c.dspark_markov_rank = 256;
+    c.dspark_n_routed_experts = std::min(128, c.n_routed_experts);
+    c.dspark_n_activated_experts = 3;
+  }
   return validated(std::move(c));
 }
 

@@ -32,7 +32,7 @@ LayerLayout one_source_each_layout(int n_layers);
 /// What a Flash-shaped config changes of V4.1-Flash's text model (tests/data/configs/v41_flash_hf.json);
 /// every default is Flash's. What no option changes is Flash's too: heads of 512 (64 of them rotary)
 /// over a 128-position window, indexer heads of 128, candidate blocks of 8 positions, the compressed
-/// and YaRN rope. The DSpark draft layers and the vision tower are left out.
+/// and YaRN rope. The vision tower is left out, the DSpark draft layers unless asked for.
 struct FlashShapedOptions {
   int max_batch_size = 4;
   int max_seq_len = 4096;
@@ -59,6 +59,9 @@ struct FlashShapedOptions {
   /// `engram_vocab_size` (Flash's: 16,000,000).
   const TokenizerVocab* engram_tokenizer = nullptr;
   int64_t engram_vocab_size = 16000000;
+  /// Flash's three DSpark draft stages (block 5, rank-256 Markov head, taps at the last three
+  /// layers' inputs), each with min(128, n_routed_experts) experts, 3 active.
+  bool dspark = false;
 };
 
 /// The Flash-shaped config of `options`, validated.

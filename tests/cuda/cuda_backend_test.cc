@@ -304,5 +304,39 @@ TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
   }
 }
 
+// The DSpark Markov chain at Flash shapes (V 129280, rank 256): the CPU's bits (the same sums in
+// double in the same order), the same drafts, and a block's chain the same alone as in a batch
+// (18 blocks: the kernel's passes of 16 and 2).
+TEST_F(CudaBackendTest, MarkovDraftAsTheCpu) {
+  const int64_t blocks = 18, J = 5, V = 129280, r = 256;
+  const std::vector<uint16_t> embed = testing::random_bf16(V * r, 11), head = testing::random_bf16(V * r, 12, 0.1f);
+  std::vector<float> base(blocks * J * V);
+  std::mt19937 rng(13);
+  for (float& v : base) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  std::vector<int32_t> tokens(blocks * (J + 1), 0);
+  for (int64_t b = 0; b < blocks; ++b) tokens[b * (J + 1)] = static_cast<int32_t>((b * 40503 + 7) % V);
+  Mirror me(embed.size() * 2, embed.data()), mh(head.size() * 2, head.data()), mb(base.size() * 4, base.data());
+  Mirror mt(tokens.size() * 4, tokens.data()), mx(blocks * J * r * 2);
+  for (const bool device : {false, true}) {
+    MarkovDraftArgs a{mb.view(device, DType::kF32, {blocks, J, V}), me.view(device, DType::kBF16, {V, r}),
+                      mh.view(device, DType::kBF16, {V, r}), mt.view(device, DType::kI32, {blocks, J + 1}),
+                      mx.view(device, DType::kBF16, {blocks * J, r})};
+    device ? gpu_->markov_draft(a) : cpu.markov_draft(a);
+  }
+  const std::vector<uint8_t> gb = mb.fetch(), gt = mt.fetch(), gx = mx.fetch();
+  EXPECT_EQ(std::memcmp(gb.data(), mb.host.data(), gb.size()), 0) << "biased logits";
+  EXPECT_EQ(std::memcmp(gt.data(), mt.host.data(), gt.size()), 0) << "drafts";
+  EXPECT_EQ(std::memcmp(gx.data(), mx.host.data(), gx.size()), 0) << "embeddings";
+  // Blocks 1 and 17 alone: their rows of the batch's outputs.
+  for (const int64_t b : {int64_t{1}, blocks - 1}) {
+    Mirror ob(J * V * 4, base.data() + b * J * V), ot((J + 1) * 4, tokens.data() + b * (J + 1)), ox(J * r * 2);
+    gpu_->markov_draft({ob.view(true, DType::kF32, {1, J, V}), me.view(true, DType::kBF16, {V, r}),
+                        mh.view(true, DType::kBF16, {V, r}), ot.view(true, DType::kI32, {1, J + 1}),
+                        ox.view(true, DType::kBF16, {J, r})});
+    EXPECT_EQ(std::memcmp(ob.fetch().data(), gb.data() + b * J * V * 4, J * V * 4), 0) << "block " << b;
+    EXPECT_EQ(std::memcmp(ot.fetch().data(), gt.data() + b * (J + 1) * 4, (J + 1) * 4), 0) << "block " << b;
+  }
+}
+
 }  // namespace
 }  // namespace dsinfer

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -292,6 +293,38 @@ TEST(Cli, LogitsWritesTheGoldenLayout) {
   bad = run(args + chunked + " --prefill-chunk 3 --dump-debug " + dbg);
   EXPECT_EQ(bad.code, 2);
   EXPECT_HAS(bad.out, "a chunked prefill cannot replay or dump");
+  bad = run(args + out + " --dspark");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_HAS(bad.out, "no DSpark drafter");
+}
+
+TEST(Cli, LogitsWithTheDrafterWritesTheDSparkLayout) {
+  const auto fx = testing::data_dir() / "v41-tiny-dspark";
+  testing::TempDir dir;
+  std::ofstream(dir.path() / "prompts.json")
+      << R"({"prompts": [[5, 17, 200, 31, 8, 99, 150, 2, 64, 300, 12, 7, 45, 250, 180, 66, 21, 90]]})";
+  const std::string out = (dir.path() / "out.safetensors").string(), dbg = (dir.path() / "dbg.safetensors").string();
+  const CliRun r =
+      run("logits --model " + (fx / "checkpoint").string() + " --prompts " + (dir.path() / "prompts.json").string() +
+          " --steps 3 --dspark --out " + out + " --dump-debug " + dbg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto o = SafetensorsFile::open(out);
+  auto d = SafetensorsFile::open(dbg);
+  ASSERT_TRUE(o.ok() && d.ok());
+  EXPECT_EQ(o->find("spec_out")->shape, (std::vector<int64_t>{1, 3, 6}));
+  EXPECT_EQ(o->find("spec_base")->shape, (std::vector<int64_t>{1, 3, 5, 384}));
+  EXPECT_EQ(o->find("spec_confidence")->shape, (std::vector<int64_t>{1, 3, 5}));
+  EXPECT_EQ(o->find("main_hidden_decode")->shape, (std::vector<int64_t>{1, 3, 384}));
+  EXPECT_EQ(d->find("step00.spec.stage2.window_kv")->shape, (std::vector<int64_t>{1, 16, 64}));
+  EXPECT_EQ(d->find("step00.spec.main_x")->shape, (std::vector<int64_t>{1, 16, 128}));  // the ring's 16 of 18
+  EXPECT_EQ(d->find("step01.spec.stage1.gate_indices")->shape, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(d->find("step03.spec.head_logits")->shape, (std::vector<int64_t>{1, 5, 384}));
+  EXPECT_EQ(d->find("step02.spec.head_x")->shape, (std::vector<int64_t>{1, 5, 128}));
+  // Each call's anchor is the token the next forward takes: here the greedy token.
+  std::vector<int32_t> tokens(4), spec(18);
+  std::memcpy(tokens.data(), o->data(*o->find("tokens")).data(), 16);
+  std::memcpy(spec.data(), o->data(*o->find("spec_out")).data(), 72);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(spec[k * 6], tokens[k + 1]) << "call " << k;
 }
 
 TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {

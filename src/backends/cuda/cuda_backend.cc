@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
+#include "backends/cuda/kernels/dspark/markov.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
 #include "backends/cuda/kernels/moe/router.h"
 #include "core/check.h"
@@ -353,6 +354,31 @@ void CudaBackend::router(const RouterArgs& a) {
                 .k = size_of(a.indices, 1),
                 .stream = stream_}),
            "router");
+}
+
+void CudaBackend::markov_draft(const MarkovDraftArgs& a) {
+  check_device({&a.base, &a.embed, &a.head, &a.tokens, &a.embeds}, "markov_draft");
+  DSINFER_CHECK(a.base.stride[2] == 1 && a.embed.stride[1] == 1 && a.head.stride[1] == 1 && a.tokens.stride[1] == 1 &&
+                    a.embeds.stride[1] == 1 && a.head.size(0) == a.base.size(2) && a.embed.size(0) == a.base.size(2),
+                "markov_draft: rows of contiguous values over one vocabulary");
+  cuda::MarkovDraftParams p{.base = a.base.as<float>(),
+                            .block_stride = a.base.stride[0],
+                            .row_stride = a.base.stride[1],
+                            .embed = bf16(a.embed),
+                            .embed_stride = a.embed.stride[0],
+                            .head = bf16(a.head),
+                            .head_stride = a.head.stride[0],
+                            .tokens = a.tokens.as<int32_t>(),
+                            .tokens_stride = a.tokens.stride[0],
+                            .embeds = a.embeds.as<uint16_t>(),
+                            .embeds_stride = a.embeds.stride[0],
+                            .blocks = size_of(a.base, 0),
+                            .J = size_of(a.base, 1),
+                            .V = size_of(a.base, 2),
+                            .r = size_of(a.embed, 1),
+                            .stream = stream_};
+  p.workspace = scratch(scratch_.markov, cuda::markov_draft_workspace_bytes(p));
+  launched(cuda::launch_markov_draft(p), "markov_draft");
 }
 
 // The compressor and Engram.

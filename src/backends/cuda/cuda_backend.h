@@ -110,6 +110,7 @@ class CudaBackend final : public Backend {
     cuda::Scratch dense_x, hc_mix, tc_weights, tc_inputs, attn_scores, router_logits;
     cuda::Scratch routed_gate, routed_up, routed_act, routed_out;  // the routed experts' rows
     cuda::Scratch routed_x, routed_order;  // the grouped experts' sorted inputs, their tokens and groups
+    cuda::Scratch markov;                  // the Markov chain's best column of each tile
   } scratch_;
   cublasContext* cublas_ = nullptr;  // made on the first large batch
 };
