@@ -6,8 +6,9 @@
 // --flash E: the V4.1-Flash-shaped model (40 layers at real dimensions, E routed experts; its big
 // weight codes are written as holes and filled with random codes on the GPU after loading).
 // --prefill P1,P2: also time the prefill of fresh prompts of those lengths, in chunks of --chunk
-// (after one untimed chunk). A model with the DSpark drafter also times its calls at each batch;
-// --drafter-only 1 leaves the decode table out (a profiler's run).
+// (after one untimed chunk). A model with the DSpark drafter also times its calls and a verify
+// step of 1 .. verify_tokens tokens a sequence at each batch; --drafter-only 1 leaves the decode
+// table out (a profiler's run).
 //   cuda_decode_bench [--layers N] [--flash E] [--steps N] [--batch 1,8,32] [--context 128,4096]
 //                     [--prefill 4096] [--chunk 4096] [--drafter-only 1] [--dir PATH]
 #include <cuda_runtime.h>
@@ -254,6 +255,38 @@ int main(int argc, char** argv) {
         if (call >= 0) sum += std::chrono::duration<double>(Clock::now() - s0).count();
       }
       std::printf("| %d | %d | %.2f |\n", batch, context, sum / steps * 1e3);
+    }
+  }
+  // A speculative verify step: every sequence's chunk of k tokens at decode positions (the anchor
+  // and k - 1 drafts), its logits for all k; then each sequence goes back to where it was.
+  if ((*model)->has_drafter() && !batches.empty()) {
+    std::printf("\n| verify: batch | context | ms a step for k = 1 .. %d tokens a sequence (mean of %d) |\n",
+                c.verify_tokens(), steps);
+    std::printf("| --- | --- | --- |\n");
+    for (const int batch : batches) {
+      const int context = contexts.front();
+      std::vector<SequenceState> seqs;
+      for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
+      std::printf("| %d | %d |", batch, context);
+      for (int k = 1; k <= c.verify_tokens(); ++k) {
+        std::vector<ForwardChunk> chunks(batch);
+        std::vector<float> logits(static_cast<size_t>(batch) * k * c.vocab_size);
+        double sum = 0;
+        for (int step = -2; step < steps; ++step) {
+          for (int b = 0; b < batch; ++b) {
+            chunks[b] = {&seqs[b], context, {}, false, 0, /*verify=*/true};
+            for (int i = 0; i < k; ++i) chunks[b].tokens.push_back(3 + (step + b + i + 8) % 200);
+          }
+          const auto s0 = Clock::now();
+          if (Status s = (*model)->forward(chunks, logits); !s.ok())
+            return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+          if (step >= 0) sum += std::chrono::duration<double>(Clock::now() - s0).count();
+          for (SequenceState& seq : seqs)
+            if (Status s = (*model)->truncate(seq, context); !s.ok())
+              return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+        }
+        std::printf(" %.2f%s", sum / steps * 1e3, k < c.verify_tokens() ? "," : " |\n");
+      }
     }
   }
   // Prefill: fresh prompts in chunks of `chunk` tokens (as the server's token budget feeds them).

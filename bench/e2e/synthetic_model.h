@@ -113,7 +113,7 @@ inline SequenceState filled_sequence(Model& model, const std::vector<uint16_t>& 
   SequenceState s = model.new_sequence();
   const auto rows = [&](int64_t n) { return std::span<const uint16_t>(pool.data(), static_cast<size_t>(n)); };
   for (int l = 0; l < c.n_layers; ++l) {
-    if (Status st = model.write_window(s, l, rows(static_cast<int64_t>(c.window_size) * c.head_dim)); !st.ok())
+    if (Status st = model.write_window(s, l, context, rows(static_cast<int64_t>(c.window_size) * c.head_dim)); !st.ok())
       std::fprintf(stderr, "%s\n", st.to_string().c_str());
     if (!c.is_kv_source(l)) continue;
     const int64_t groups = context / c.compress_ratio(l);

@@ -117,6 +117,13 @@ struct ModelConfig {
   bool vision_enabled() const { return vision_n_layers > 0; }
   bool dspark_enabled() const { return dspark_block_size > 0 && n_mtp_layers > 0; }
   int n_draft_layers() const { return dspark_enabled() ? n_mtp_layers : 0; }
+  /// The most tokens a speculative verify chunk holds: the anchor and a draft block (1 without a
+  /// drafter). The fixed caches keep verify_tokens() - 1 rows of slack past the window (a ring of
+  /// window + slack rows, partial groups of 2 + slack) so that the rows a rejected draft wrote
+  /// never overwrite one a later step reads.
+  int verify_tokens() const { return dspark_enabled() ? dspark_block_size + 1 : 1; }
+  int ring_rows() const { return window_size + verify_tokens() - 1; }
+  int partial_group_rows() const { return 2 + verify_tokens() - 1; }
   WeightFormat weight_format() const { return dtype == "bf16" ? WeightFormat::kBf16 : WeightFormat::kFp8; }
   WeightFormat expert_format() const;
   ScoreFunc score_function() const;

@@ -55,11 +55,12 @@ struct GivenRows {
   }
 };
 
-// The rows of a group (its chunks; a decode group's a row each) by the layer whose index keys they
-// score against, or nothing when a row that sees keys has none. At a decode step the sequences of a
-// group may read different layers' keys (the reference's shared slot, spec §6.4); rows that see no
-// key go with the first owner.
-std::map<int, std::vector<int64_t>> rows_by_key_owner(std::span<const ForwardChunk> chunks, bool decode,
+// The rows of a group by the layer whose index keys they score against (each row's owner, its
+// sequence's), or nothing when a row that sees keys has none. At a decode step the sequences of a
+// group may read different layers' keys, and so may a verify chunk's rows (the reference's shared
+// slot, spec §6.4); rows that see no key go with the first owner.
+std::map<int, std::vector<int64_t>> rows_by_key_owner(std::span<const int> owners,
+                                                      std::span<const SequenceState* const> states,
                                                       std::span<const int64_t> row_T) {
   std::map<int, std::vector<int64_t>> by_owner;
   std::vector<int64_t> blind;
@@ -68,9 +69,8 @@ std::map<int, std::vector<int64_t>> rows_by_key_owner(std::span<const ForwardChu
       blind.push_back(static_cast<int64_t>(i));
       continue;
     }
-    const SequenceState& st = *chunks[decode ? i : 0].state;
-    const int owner = st.index_key_owner;
-    if (owner < 0 || st.layers[owner].index_key_rows < row_T[i]) return {};
+    const int owner = owners[i];
+    if (owner < 0 || states[i]->layers[owner].index_key_rows < row_T[i]) return {};
     by_owner[owner].push_back(static_cast<int64_t>(i));
   }
   if (!blind.empty() && !by_owner.empty()) {
@@ -142,7 +142,7 @@ Status Model::attend(int l, Batch& b, const TensorView& x, const TensorView& qrv
                      const DeviceArray<uint16_t>& kv, const DeviceArray<uint16_t>& o) {
   const ModelConfig& c = config_;
   const AttentionWeights& w = weights_.layers[l].attn;
-  const int64_t heads = c.n_heads / comm_.world_size(), hd = c.head_dim, win = c.window_size;
+  const int64_t heads = c.n_heads / comm_.world_size(), hd = c.head_dim, win = c.window_size, R = c.ring_rows();
   const int r = c.compress_ratio(l);
   const TensorView kvv = kv.view(DType::kBF16, {b.n, hd});
   const DeviceArray<uint16_t>& rings = store_->windows(l);
@@ -155,33 +155,33 @@ Status Model::attend(int l, Batch& b, const TensorView& x, const TensorView& qrv
     TensorView wrows;
     std::vector<int32_t> widx, ring_rows;  // [m, width]; a decode token's row of the rings
     int64_t width = 0;
-    if (gr.decode) {  // every sequence's ring, rows of one pool; a token's row goes in at its last slot, p % win
+    if (gr.decode) {  // every sequence's ring, rows of one pool; a token's row goes in at its last slot, p % R
       wrows = rings.view(DType::kBF16, {static_cast<int64_t>(rings.size()) / hd, hd});
       width = win;
       for (size_t ci = gr.first; ci < gr.end; ++ci) {
         const ForwardChunk& ch = b.chunks[ci];
-        const int64_t ring0 = ch.state->slot.id() * win;
-        for (int32_t slot : decode_window_slots(ch.start_pos, win))
+        const int64_t ring0 = ch.state->slot.id() * R;
+        for (int32_t slot : decode_window_slots(ch.start_pos, win, R))
           widx.push_back(slot < 0 ? -1 : static_cast<int32_t>(ring0 + slot));
-        ring_rows.push_back(static_cast<int32_t>(ring0 + ch.start_pos % win));
+        ring_rows.push_back(static_cast<int32_t>(ring0 + ch.start_pos % R));
       }
     } else {
       const ForwardChunk& ch = b.chunks[gr.first];
-      uint16_t* ring = rings.data() + ch.state->slot.id() * win * hd;
+      uint16_t* ring = rings.data() + ch.state->slot.id() * R * hd;
       const int64_t s = m, start = ch.start_pos;
-      PrefillWindow pw = prefill_window(start, s, ch.prompt_len, win);
+      PrefillWindow pw = ch.verify ? verify_window(start, s, win) : prefill_window(start, s, ch.prompt_len, win);
       const int64_t h0 = pw.first_cached, cached = pw.cached;
       prefill_rows = b.scratch<uint16_t>((cached + s) * hd);
       copy_rows(
           b.be, prefill_rows.data(), ring, hd, cached, [](int64_t i) { return i; },
-          [&](int64_t i) { return (h0 + i) % win; });
+          [&](int64_t i) { return (h0 + i) % R; });
       b.be.copy_on_device(prefill_rows.data() + cached * hd, kv.data() + row0 * hd, s * hd * 2);
       wrows = prefill_rows.view(DType::kBF16, {cached + s, hd});
       width = pw.width;
       widx = std::move(pw.slots);
       const int64_t kept = std::min(s, win);  // the ring keeps the last window
       copy_rows(
-          b.be, ring, kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % win; },
+          b.be, ring, kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % R; },
           [&](int64_t i) { return row0 + s - kept + i; });
     }
     const int64_t n_win_rows = wrows.size(0);
@@ -253,8 +253,9 @@ Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, cons
       DeviceArray<float> kvf = b.scratch<float>(m * hd), score = b.scratch<float>(m * hd);
       b.be.linear({xg, &w.comp_wkv, kvf.view(DType::kF32, {m, hd})});
       b.be.linear({xg, &w.comp_wgate, score.view(DType::kF32, {m, hd})});
-      // A sequence's partial group: rows 2 * slot + p % 2 of the state pools. A group completes at
-      // odd p with the pair (row 0, row 1).
+      // A sequence's partial groups: position p's row at G * slot + p % G of the state pools (G =
+      // 2 + a verify chunk's slack). A group completes at odd p with the rows of p - 1 and p.
+      const int64_t G = c.partial_group_rows();
       const std::array<std::pair<const DeviceArray<float>*, DeviceArray<float>*>, 2> states = {
           std::pair{&store_->kv_states(l), &kvf}, std::pair{&store_->score_states(l), &score}};
       DeviceArray<float> pairs(b.be), pair_scores(b.be);
@@ -263,12 +264,12 @@ Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, cons
         std::vector<int32_t> at;  // [m] each token's state row, then [2 * groups] the pairs' rows
         for (size_t ci = gr.first; ci < gr.end; ++ci) {
           const ForwardChunk& ch = b.chunks[ci];
-          at.push_back(static_cast<int32_t>(2 * ch.state->slot.id() + ch.start_pos % 2));
+          at.push_back(static_cast<int32_t>(G * ch.state->slot.id() + ch.start_pos % G));
           if (ch.start_pos % 2 == 1) done.push_back({ch.state, ch.start_pos - 1});
         }
         for (const CompletedGroup& d : done)
-          at.insert(at.end(),
-                    {static_cast<int32_t>(2 * d.seq->slot.id()), static_cast<int32_t>(2 * d.seq->slot.id() + 1)});
+          at.insert(at.end(), {static_cast<int32_t>(G * d.seq->slot.id() + d.pos % G),
+                               static_cast<int32_t>(G * d.seq->slot.id() + (d.pos + 1) % G)});
         const int64_t groups = static_cast<int64_t>(done.size());
         const DeviceArray<int32_t> dat = b.upload(at);
         pairs = b.scratch<float>(groups * 2 * hd), pair_scores = b.scratch<float>(groups * 2 * hd);
@@ -279,8 +280,8 @@ Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, cons
             b.be.gather_rows({pool, dat.view(DType::kI32, {2 * groups}, m), dst->view(DType::kF32, {2 * groups, hd})});
         }
       } else {
-        // State row p % 2; a group begun in an earlier call takes its first row from the state;
-        // the rest are consecutive rows of the chunk.
+        // A group begun in an earlier call takes its first row from the state; the rest are
+        // consecutive rows of the chunk. The chunk's last G rows go into the state.
         const ForwardChunk& ch = b.chunks[gr.first];
         const int64_t s = m, start = ch.start_pos;
         for (int64_t p = start; p < start + s; ++p)
@@ -288,20 +289,20 @@ Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, cons
         const int64_t groups = static_cast<int64_t>(done.size());
         pairs = b.scratch<float>(groups * 2 * hd), pair_scores = b.scratch<float>(groups * 2 * hd);
         for (auto [dst, state] : {std::pair{&pairs, states[0]}, std::pair{&pair_scores, states[1]}}) {
-          float* slot = state.first->data() + 2 * ch.state->slot.id() * hd;
+          float* slot = state.first->data() + G * ch.state->slot.id() * hd;
           const DeviceArray<float>& rows = *state.second;
           int64_t first = 0, filled = 0;  // first chunk row of a whole pair; floats of `dst` written
           if (groups && start % 2 == 1) {
-            b.be.copy_on_device(dst->data(), slot, hd * 4);
+            b.be.copy_on_device(dst->data(), slot + (start - 1) % G * hd, hd * 4);
             b.be.copy_on_device(dst->data() + hd, rows.data(), hd * 4);
             first = 1, filled = 2 * hd;
           }
           if (filled < groups * 2 * hd)
             b.be.copy_on_device(dst->data() + filled, rows.data() + first * hd, (groups * 2 * hd - filled) * 4);
-          for (int64_t parity = 0; parity < 2; ++parity) {  // the last row of each parity becomes its state row
-            const int64_t last = start + s - 1 - ((start + s - 1 - parity) % 2 + 2) % 2;
-            if (last >= start) b.be.copy_on_device(slot + parity * hd, rows.data() + (last - start) * hd, hd * 4);
-          }
+          const int64_t kept = std::min(s, G);
+          copy_rows(
+              b.be, slot, rows.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % G; },
+              [&](int64_t i) { return s - kept + i; });
         }
       }
       const int64_t groups = static_cast<int64_t>(done.size());
@@ -348,6 +349,7 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
   const RopeTable& rope = *rope_[l];
   const Batch::Group& gr = b.groups[g];
   const int r = c.compress_ratio(l);
+  const bool verifies = !gr.decode && b.chunks[gr.first].verify;
   // A rank's index heads; their score sums are added over the ranks before the selections.
   const int64_t m = gr.rows, hi = c.index_n_heads / comm_.world_size(), di = c.index_head_dim;
 
@@ -361,10 +363,12 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
     group_rope->apply(b.be, keys.view(DType::kBF16, {groups, 1, di}), 0, false);
     b.be.fake_quant({kv, FakeQuant::kFp4E8M0Group32});
     publish_rows(b, store_->index_keys(l), kv, l, done);
-    for (const CompletedGroup& d : done) {
+    for (const CompletedGroup& d : done)
       d.seq->layers[l].index_key_rows = std::max(d.seq->layers[l].index_key_rows, d.pos / r + 1);
-      d.seq->index_key_owner = l;
-    }
+    // A decode step's (or a verify chunk's) row that completed a group moves its slot here.
+    if (gr.decode || verifies)
+      for (int64_t i = gr.row0; i < gr.row0 + m; ++i)
+        if ((b.pos[i] + 1) % r == 0) b.key_owner[i] = l;
   }
   // Each row's compressed positions: a decode token sees (p + 1) / r; a prefill chunk's queries
   // see (start + i + 1) / r of the chunk's T = (start + s) / r.
@@ -379,8 +383,9 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
   const int64_t T = *std::max_element(row_T.begin(), row_T.end());
   // A piece of a prompt computes what the one-shot prefill computes, where every owner publishes
   // the keys of all the groups so far and so reads its own: even a piece that completes no group.
-  // Only a decode step keeps the reference's stale slot (spec §15 10a).
-  if (c.is_kv_source(l) && !gr.decode && T > 0) b.chunks[gr.first].state->index_key_owner = l;
+  // Only a decode step keeps the reference's stale slot (spec §15 10a), and a verify chunk's rows.
+  if (c.is_kv_source(l) && !gr.decode && !verifies && T > 0)
+    std::fill(b.key_owner.begin() + gr.row0, b.key_owner.begin() + gr.row0 + m, l);
   const int64_t cols = b.columns(T, c.index_topk), k = std::min<int64_t>(c.index_topk, cols);
   b.topk_k[g] = k;
   b.topk[g] = b.scratch<int32_t>(m * k);
@@ -398,7 +403,10 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
   const float wscale = static_cast<float>(std::pow(static_cast<double>(di), -0.5) *
                                           std::pow(static_cast<double>(c.index_n_heads), -0.5));
 
-  const auto by_owner = rows_by_key_owner(b.chunks.subspan(gr.first, gr.end - gr.first), gr.decode, row_T);
+  std::vector<const SequenceState*> row_states(m);
+  for (int64_t i = 0; i < m; ++i) row_states[i] = b.chunks[b.chunk_of(gr, i)].state;
+  const auto by_owner =
+      rows_by_key_owner(std::span(b.key_owner).subspan(gr.row0, m), std::span(row_states).subspan(0, m), row_T);
   if (by_owner.empty()) return error(ErrorKind::kInternal, fmt::format("layer {}: no index keys to score against", l));
 
   // The candidate pool: made by the candidate source (or replayed) for all the group's queries, as
@@ -454,19 +462,20 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
         std::vector<int32_t> ids, vis;
         for (int64_t i : rows) ids.push_back(static_cast<int32_t>(i)), vis.push_back(visible[i]);
         ir.visible = b.upload(vis);
-        if (!whole) {  // part of a decode group: its rows and their block tables
+        if (!whole) {  // some of the group's rows: theirs, and a block table each
           ir.rows = b.upload(ids);
           const TensorView all = b.block_table(g);
-          const size_t width = static_cast<size_t>(all.size(1));
+          const size_t width = static_cast<size_t>(all.size(-1));
           std::vector<int32_t> tables;
           for (int64_t i : rows) {
-            const std::vector<int32_t> t = b.tables(gr.first + i, gr.first + i + 1, width);
+            const size_t ci = b.chunk_of(gr, i);
+            const std::vector<int32_t> t = b.tables(ci, ci + 1, width);
             tables.insert(tables.end(), t.begin(), t.end());
           }
           ir.tables = b.upload(tables);
         }
       }
-      const TensorView table = whole ? b.block_table(g) : ir.tables.view(DType::kI32, {mp, b.block_table(g).size(1)});
+      const TensorView table = whole ? b.block_table(g) : ir.tables.view(DType::kI32, {mp, b.block_table(g).size(-1)});
       const DeviceArray<uint16_t>& key_pool = store_->index_keys(owner);
       const TensorView keys = key_pool.view(DType::kBF16, {static_cast<int64_t>(key_pool.size()) / di, di});
       const TensorView row_ids = whole ? TensorView{} : ir.rows.view(DType::kI32, {mp});

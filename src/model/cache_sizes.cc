@@ -21,11 +21,12 @@ CacheSizes sizes(const ModelConfig& c, const EntryBytes& b) {
     const double r = c.compress_ratio(l);
     s.compressed_kv_per_token += b.compressed / r;
     s.index_keys_per_token += b.index_key / r;
-    if (c.compress_ratio(l) == 2) s.compressor_state_per_sequence += 2 * 2 * int64_t{c.head_dim} * 4;
+    if (c.compress_ratio(l) == 2)
+      s.compressor_state_per_sequence += 2 * int64_t{c.partial_group_rows()} * c.head_dim * 4;
   }
   if (!c.engram_layer_ids.empty()) s.engram_history_per_token = b.token_id;
   const int layers = c.n_layers + c.n_draft_layers();
-  s.window_per_sequence = static_cast<int64_t>(layers * c.window_size * b.window_row);
+  s.window_per_sequence = static_cast<int64_t>(layers * c.ring_rows() * b.window_row);
   return s;
 }
 

@@ -16,8 +16,8 @@ struct CacheSizes {
   double index_keys_per_token = 0;      // kv sources' index keys
   double engram_history_per_token = 0;  // compressed token ids for the n-gram hashes
   // Fixed per sequence.
-  int64_t window_per_sequence = 0;            // every layer's sliding-window ring (draft layers included)
-  int64_t compressor_state_per_sequence = 0;  // ratio-2 partial groups (fp32 kv and score)
+  int64_t window_per_sequence = 0;            // every layer's sliding-window ring (draft layers included), slack too
+  int64_t compressor_state_per_sequence = 0;  // ratio-2 partial groups (fp32 kv and score), slack too
 
   double per_token() const { return compressed_kv_per_token + index_keys_per_token + engram_history_per_token; }
 };

@@ -33,7 +33,8 @@ CacheStore::CacheStore(const ModelConfig& config, Backend& backend, int64_t bloc
 }
 
 int32_t CacheStore::take_slot() {
-  const int64_t ring = int64_t{config_.window_size} * config_.head_dim, state = 2 * int64_t{config_.head_dim};
+  const int64_t ring = int64_t{config_.ring_rows()} * config_.head_dim,
+                state = int64_t{config_.partial_group_rows()} * config_.head_dim;
   if (free_slots_.empty()) {  // double the pools; the new slots are taken last first
     const int grown = std::max(2 * slots_, 4);
     for (DeviceArray<uint16_t>& w : windows_) w.resize(grown * ring);

@@ -62,10 +62,12 @@ class CacheStore {
   int32_t take_slot();
   void release_slot(int32_t slot) { free_slots_.push_back(slot); }
   int slots_in_use() const { return slots_ - static_cast<int>(free_slots_.size()); }
-  /// Layer l's window rings: [slots * window, head_dim] bf16; slot s holds rows [s * window, (s + 1) * window).
-  /// A draft stage's (layer n_layers + i) ring holds its KV of the target's main hidden states.
+  /// Layer l's window rings: [slots * R, head_dim] bf16 with R = config.ring_rows(); slot s holds
+  /// rows [s * R, (s + 1) * R), position p at row p % R. A draft stage's (layer n_layers + i) ring
+  /// holds its KV of the target's main hidden states, position p at row p % window.
   const DeviceArray<uint16_t>& windows(int layer) const { return windows_[layer]; }
-  /// A ratio-2 kv source's partial groups: [slots * 2, head_dim] f32 each; slot s holds rows 2s, 2s + 1.
+  /// A ratio-2 kv source's partial groups: [slots * G, head_dim] f32 each with G =
+  /// config.partial_group_rows(); slot s holds rows [s * G, (s + 1) * G), position p at p % G.
   const DeviceArray<float>& kv_states(int layer) const { return kv_states_[layer]; }
   const DeviceArray<float>& score_states(int layer) const { return score_states_[layer]; }
 

@@ -72,7 +72,7 @@ Status Model::draft(std::span<const DraftChunk> chunks, const TensorView& main_h
 void Model::fill_draft_rings(Batch& b, std::span<const DraftChunk> chunks, const TensorView& main_hidden) {
   const ModelConfig& c = config_;
   const DSparkWeights& d = *weights_.dspark;
-  const int64_t dim = c.dim, hd = c.head_dim, win = c.window_size;
+  const int64_t dim = c.dim, hd = c.head_dim, win = c.window_size, R = c.ring_rows();
   // The rows a ring keeps (its last `win` positions) and their ring rows, chunk by chunk.
   std::vector<int64_t> kept, positions;
   std::vector<int32_t> rows, ring_rows;
@@ -81,7 +81,7 @@ void Model::fill_draft_rings(Batch& b, std::span<const DraftChunk> chunks, const
     for (int64_t r = ch.rows - kept.back(); r < ch.rows; ++r) {
       rows.push_back(static_cast<int32_t>(ch.hidden_row + r));
       positions.push_back(ch.first_pos + r);
-      ring_rows.push_back(static_cast<int32_t>(ch.state->slot.id() * win + (ch.first_pos + r) % win));
+      ring_rows.push_back(static_cast<int32_t>(ch.state->slot.id() * R + (ch.first_pos + r) % win));
     }
   }
   const int64_t m = static_cast<int64_t>(rows.size());
@@ -112,7 +112,7 @@ void Model::fill_draft_rings(Batch& b, std::span<const DraftChunk> chunks, const
     b.record(ci, "spec.main_x", DType::kBF16, {kept[ci], dim}, main_x, static_cast<int64_t>(first) * dim);
     for (int i = 0; i < c.n_draft_layers(); ++i)
       b.record(ci, fmt::format("spec.stage{}.window_kv", i), DType::kBF16, {win, hd}, store_->windows(c.n_layers + i),
-               chunks[ci].state->slot.id() * win * hd);
+               chunks[ci].state->slot.id() * R * hd);
   }
 }
 
@@ -120,17 +120,18 @@ void Model::draft_attend(int l, Batch& b, const DeviceArray<uint16_t>& q, const 
                          const DeviceArray<uint16_t>& o) {
   const ModelConfig& c = config_;
   const int64_t n = b.n, heads = c.n_heads / comm_.world_size(), hd = c.head_dim, win = c.window_size;
-  const int64_t B = c.dspark_block_size, width = win + B;
+  const int64_t B = c.dspark_block_size, width = win + B, R = c.ring_rows();
   const DeviceArray<uint16_t>& rings = store_->windows(l);
   const int64_t ring_rows = static_cast<int64_t>(rings.size()) / hd;
   // Every row of a block sees its ring's filled slots in slot order (positions 0 .. p while the
-  // ring is not full), then the block's B rows (after the rings in the index space); -1s pad.
+  // ring is not full; a draft ring uses the first `win` of its R rows), then the block's B rows
+  // (after the rings in the index space); -1s pad.
   std::vector<int32_t> idx;
   idx.reserve(n * width);
   for (size_t ci = 0; ci < b.chunks.size(); ++ci) {
     const ForwardChunk& ch = b.chunks[ci];
     if (ch.tokens.empty()) continue;
-    const int64_t p = ch.start_pos - 1, ring0 = ch.state->slot.id() * win;
+    const int64_t p = ch.start_pos - 1, ring0 = ch.state->slot.id() * R;
     std::vector<int32_t> row;
     for (int64_t j = 0; j < std::min(win, p + 1); ++j) row.push_back(static_cast<int32_t>(ring0 + j));
     for (int64_t j = 0; j < B; ++j) row.push_back(static_cast<int32_t>(ring_rows + b.offset[ci] + j));

@@ -74,6 +74,9 @@ struct Model::Batch {
   DeviceArray<uint16_t> x;      // [n, hc, dim] the residual stream
   DeviceArray<float> pre;       // [n, hc] the pending pre-mix
   TensorView main_hidden;       // ForwardContext::main_hidden
+  // [n] each row's index-key owner as the layers reach it (the reference's shared slot, spec §6.4):
+  // a verify chunk's row as a decode step at its position sees it; other rows read their sequence's.
+  std::vector<int> key_owner;
   /// The attention's groups of rows: a prefill chunk alone, or a run of consecutive decode chunks
   /// (a token each) that runs as one batch, each row reading its own sequence's ring and tables.
   struct Group {
@@ -113,13 +116,18 @@ struct Model::Batch {
           return error(ErrorKind::kInvalidArgument,
                        fmt::format("chunks {} and {} are of one sequence (a call runs a sequence once)", e, c));
       if (ch.decode && s != 1) return error(ErrorKind::kInvalidArgument, "a decode chunk holds exactly one token");
+      if (ch.verify && (ch.decode || s > cfg.verify_tokens() || ch.start_pos < s))
+        return error(ErrorKind::kInvalidArgument,
+                     fmt::format("a verify chunk holds at most {} tokens at a position no smaller than their count, "
+                                 "not {} at {}",
+                                 cfg.verify_tokens(), s, ch.start_pos));
       if (ch.start_pos != ch.state->length)
         return error(ErrorKind::kInvalidArgument, fmt::format("chunk starts at {} but its sequence holds {} positions",
                                                               ch.start_pos, ch.state->length));
       if (ch.start_pos + s > cfg.max_seq_len)
         return error(ErrorKind::kInvalidArgument,
                      fmt::format("positions up to {} exceed max_seq_len {}", ch.start_pos + s, cfg.max_seq_len));
-      if (!ch.decode && ch.prompt_len < ch.start_pos + s)
+      if (!ch.decode && !ch.verify && ch.prompt_len < ch.start_pos + s)
         return error(ErrorKind::kInvalidArgument, "a prefill chunk must lie inside its prompt");
       for (int32_t t : ch.tokens)
         if (t < 0 || t >= cfg.vocab_size)

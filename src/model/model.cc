@@ -121,19 +121,30 @@ Status Model::write_compressed_cache(SequenceState& seq, int layer, std::span<co
   return {};
 }
 
-Status Model::write_window(SequenceState& seq, int layer, std::span<const uint16_t> ring) {
-  const int64_t size = int64_t{config_.window_size} * config_.head_dim;
-  if (layer < 0 || layer >= config_.n_layers || static_cast<int64_t>(ring.size()) != size)
-    return error(ErrorKind::kInvalidArgument, fmt::format("a window ring of layer {} is {} values", layer, size));
-  backend_.copy_to_device(store_->windows(layer).data() + seq.slot.id() * size, ring.data(), size * 2);
+Status Model::write_window(SequenceState& seq, int layer, int64_t end, std::span<const uint16_t> rows) {
+  const ModelConfig& c = config_;
+  const int64_t win = c.window_size, hd = c.head_dim, R = c.ring_rows();
+  if (layer < 0 || layer >= c.n_layers || static_cast<int64_t>(rows.size()) != win * hd || end < win)
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("a window of layer {} is {} values of positions from 0 on", layer, win * hd));
+  uint16_t* ring = store_->windows(layer).data() + seq.slot.id() * R * hd;
+  for (int64_t i = 0; i < win; ++i)  // position end - win + i at row (end - win + i) % R
+    backend_.copy_to_device(ring + (end - win + i) % R * hd, &rows[i * hd], hd * 2);
   return {};
 }
 
+int64_t Model::logit_rows(std::span<const ForwardChunk> chunks) {
+  int64_t rows = 0;
+  for (const ForwardChunk& ch : chunks) rows += ch.verify ? static_cast<int64_t>(ch.tokens.size()) : 1;
+  return rows;
+}
+
 Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits, ForwardTaps* taps) {
-  if (logits.size() != chunks.size() * static_cast<size_t>(config_.vocab_size))
-    return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
+  const int64_t rows = logit_rows(chunks);
+  if (logits.size() != static_cast<size_t>(rows * config_.vocab_size))
+    return error(ErrorKind::kInvalidArgument, "logits buffer must hold logit_rows x vocab floats");
   if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(backend_, logits.size());
-  const TensorView device_logits = logits_.view(DType::kF32, {static_cast<int64_t>(chunks.size()), config_.vocab_size});
+  const TensorView device_logits = logits_.view(DType::kF32, {rows, config_.vocab_size});
   DSINFER_RETURN_IF_ERROR(forward(chunks, device_logits, {.taps = taps}));
   backend_.copy_to_host(logits.data(), logits_.data(), logits.size() * sizeof(float));
   return {};
@@ -142,9 +153,9 @@ Status Model::forward(std::span<ForwardChunk> chunks, std::span<float> logits, F
 Status Model::forward(std::span<ForwardChunk> chunks, const TensorView& logits, const ForwardContext& ctx) {
   const ModelConfig& c = config_;
   DSINFER_RETURN_IF_ERROR(Batch::validate(c, chunks));
-  if (logits.ndim != 2 || logits.dtype != DType::kF32 || logits.size(0) != static_cast<int64_t>(chunks.size()) ||
+  if (logits.ndim != 2 || logits.dtype != DType::kF32 || logits.size(0) != logit_rows(chunks) ||
       logits.size(1) != c.vocab_size)
-    return error(ErrorKind::kInvalidArgument, "logits must be [chunks, vocab] f32");
+    return error(ErrorKind::kInvalidArgument, "logits must be [logit_rows, vocab] f32");
   // Blocks for every position first: taking them may grow the store (and move its pools).
   for (ForwardChunk& ch : chunks)
     DSINFER_RETURN_IF_ERROR(ch.state->blocks.cover(ch.start_pos + static_cast<int64_t>(ch.tokens.size())));
@@ -159,8 +170,50 @@ Status Model::forward(std::span<ForwardChunk> chunks, const TensorView& logits, 
                    fmt::format("main hidden states need a drafter and [{}, {}] bf16 rows", b.n, main_hidden_width()));
     b.main_hidden = ctx.main_hidden;
   }
+  // Each row's index-key owner as it enters the layers: its sequence's, or for a verify chunk's
+  // rows the one a decode step at the row's position starts from.
+  b.key_owner.resize(b.n);
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    int owner = chunks[ci].state->index_key_owner;
+    for (int64_t i = b.offset[ci]; i < b.offset[ci + 1]; ++i) {
+      b.key_owner[i] = owner;
+      if (chunks[ci].verify) owner = owner_after_step(owner, b.pos[i]);
+    }
+  }
   DSINFER_RETURN_IF_ERROR(run(b, logits));
-  for (ForwardChunk& ch : chunks) ch.state->length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    ForwardChunk& ch = chunks[ci];
+    SequenceState& st = *ch.state;
+    st.length = ch.start_pos + static_cast<int64_t>(ch.tokens.size());
+    st.index_key_owner = b.key_owner[b.offset[ci + 1] - 1];
+    st.verify_from = ch.verify ? ch.start_pos : -1;
+    st.verify_owners.clear();
+    if (!ch.verify) continue;
+    for (int64_t i = b.offset[ci]; i < b.offset[ci + 1]; ++i) st.verify_owners.push_back(b.key_owner[i]);
+    st.verify_owners.push_back(st.index_key_owner);
+  }
+  return {};
+}
+
+int Model::owner_after_step(int owner, int64_t pos) const {
+  for (int l : config_.kv_source_layers)  // in layer order: the last to publish keys holds the slot
+    if (config_.is_index_source(l) && (pos + 1) % config_.compress_ratio(l) == 0) owner = l;
+  return owner;
+}
+
+Status Model::truncate(SequenceState& seq, int64_t length) const {
+  if (seq.verify_from < 0 || length < seq.verify_from || length > seq.length)
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("a sequence of {} positions goes back to {} only inside its last forward's verify chunk",
+                             seq.length, length));
+  // What the verify chunk's rejected positions wrote in the rings and partial groups lies in their
+  // slack (ModelConfig::ring_rows); what they published past `length` is no longer counted.
+  for (int l : config_.kv_source_layers)
+    seq.layers[l].compressed_rows = seq.layers[l].index_key_rows = length / config_.compress_ratio(l);
+  seq.index_key_owner = seq.verify_owners[length - seq.verify_from];
+  seq.verify_owners.resize(length - seq.verify_from + 1);
+  if (static_cast<int64_t>(seq.engram_history.size()) > length) seq.engram_history.resize(length);
+  seq.length = length;
   return {};
 }
 
@@ -196,12 +249,15 @@ Status Model::run(Batch& b, const TensorView& logits) {
     DSINFER_RETURN_IF_ERROR(block(l, b));
   }
 
-  // Final collapse with the last FFN's pre, norm, head on each chunk's last token.
-  const int64_t nc = static_cast<int64_t>(chunks.size());
+  // Final collapse with the last FFN's pre, norm, head on each chunk's last token (a verify
+  // chunk's every token).
+  std::vector<int32_t> last;
+  for (size_t ci = 0; ci < chunks.size(); ++ci)
+    for (int64_t i = chunks[ci].verify ? b.offset[ci] : b.offset[ci + 1] - 1; i < b.offset[ci + 1]; ++i)
+      last.push_back(static_cast<int32_t>(i));
+  const int64_t nc = static_cast<int64_t>(last.size());
   DeviceArray<uint16_t> last_x = b.scratch<uint16_t>(nc * hc * dim), collapsed = b.scratch<uint16_t>(nc * dim);
   DeviceArray<float> last_pre = b.scratch<float>(nc * hc);
-  std::vector<int32_t> last(nc);
-  for (int64_t ci = 0; ci < nc; ++ci) last[ci] = static_cast<int32_t>(b.offset[ci + 1] - 1);
   const DeviceArray<int32_t> dlast = b.upload(last);
   b.be.gather_rows({b.x.view(DType::kBF16, {n, hc * dim}), dlast.view(DType::kI32, {nc}),
                     last_x.view(DType::kBF16, {nc, hc * dim})});

@@ -35,6 +35,11 @@ struct ForwardChunk {
   /// true: one token laid out as the reference's decode step.
   bool decode = false;
   int64_t prompt_len = 0;
+  /// With decode false: the tokens are consecutive decode steps run at once (a speculative
+  /// draft's verification): each computes what a decode step at its position computes, and the
+  /// call writes logits for every one of them. At most config.verify_tokens() tokens, starting at
+  /// a position no smaller than their count; Model::truncate takes back the ones not accepted.
+  bool verify = false;
 };
 
 /// Where a forward's ops go and in which shapes: the model runner's choice (runtime/model_runner.h).
@@ -105,9 +110,9 @@ class Model {
   /// tests and benchmarks that need a long context without running one.
   Status write_compressed_cache(SequenceState& seq, int layer, std::span<const uint16_t> compressed,
                                 std::span<const uint16_t> index_keys);
-  /// Puts a layer's window ring (bf16, window_size x head_dim, row = position % window_size) into
-  /// `seq`, for the same tests and benchmarks.
-  Status write_window(SequenceState& seq, int layer, std::span<const uint16_t> ring);
+  /// Puts a layer's window (bf16, window_size x head_dim: the rows of positions end - window_size
+  /// .. end - 1) into `seq`'s ring, for the same tests and benchmarks.
+  Status write_window(SequenceState& seq, int layer, int64_t end, std::span<const uint16_t> rows);
 
   /// The indexer scores, selects and drops this many queries of a chunk at a time (each query's
   /// selections are its own, so the block changes no result): by default as many as keep the
@@ -117,11 +122,19 @@ class Model {
   /// The queries of a block over `columns` score columns.
   int64_t indexer_query_block(int64_t columns) const;
 
-  /// Runs the chunks and writes the fp32 logits of each chunk's last token: logits [chunks, V] f32
-  /// in the backend's memory. The ops go where ctx says.
+  /// Runs the chunks and writes the fp32 logits of each chunk's last token (of every token of a
+  /// verify chunk): logits [logit_rows(chunks), V] f32 in the backend's memory. The ops go where
+  /// ctx says.
   Status forward(std::span<ForwardChunk> chunks, const TensorView& logits, const ForwardContext& ctx);
   /// The same with the logits copied to the host, on the model's backend.
   Status forward(std::span<ForwardChunk> chunks, std::span<float> logits, ForwardTaps* taps = nullptr);
+  /// The rows of logits a forward of `chunks` writes.
+  static int64_t logit_rows(std::span<const ForwardChunk> chunks);
+  /// Takes back the positions [length, seq.length) of the last forward's verify chunk (the drafts
+  /// not accepted): the sequence continues from `length` as if they had never run. kInvalidArgument
+  /// unless the last forward had a verify chunk of seq and length lies within it (its first
+  /// position at least).
+  Status truncate(SequenceState& seq, int64_t length) const;
 
   /// Whether the checkpoint has the DSpark drafter, and the width of its main hidden states
   /// (taps x dim; 0 without it).
@@ -144,6 +157,9 @@ class Model {
   Status embed_stream(Batch& b);
   /// logits [rows, V] f32 = head(x [rows, dim] bf16), the vocab's columns gathered over the ranks.
   Status head_logits(Batch& b, const TensorView& x, const TensorView& logits);
+  /// The index-key owner after a decode step at `pos` that started with `owner`: the last kv source
+  /// (in layer order) whose group the step completed, else `owner` (the reference's stale slot).
+  int owner_after_step(int owner, int64_t pos) const;
   /// Layer l's name in the taps: "layer{l}", or "spec.stage{i}" for draft stage i.
   std::string layer_name(int layer) const;
   Status block(int layer, Batch& b);

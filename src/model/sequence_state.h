@@ -32,6 +32,11 @@ struct SequenceState {
   // produced keys, so ratio-2 owners read layer 20's keys at even decode positions (spec §6.4).
   int index_key_owner = -1;
   int64_t length = 0;  // positions [0, length) are cached
+  // The last forward's verify chunk (ForwardChunk::verify), for Model::truncate: its first position
+  // (-1: the last forward had none) and the index-key owner after each position from the one
+  // before it on.
+  int64_t verify_from = -1;
+  std::vector<int> verify_owners;
 };
 
 SequenceState make_sequence_state(const ModelConfig& c, CacheStore& store);

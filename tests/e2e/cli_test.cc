@@ -77,7 +77,7 @@ TEST(Cli, ContextFromTheConfigAndMaxModelLen) {
   const CliRun full = run(hf);
   ASSERT_EQ(full.code, 0) << full.out;
   EXPECT_HAS(full.out, "context: 1048576 positions (covered by the positions: 1048576)");
-  EXPECT_HAS(full.out, "at the context (1048576 positions): 896.8 MiB per sequence");  // 894 B x 2^20 + rings
+  EXPECT_HAS(full.out, "at the context (1048576 positions): 897.0 MiB per sequence");  // 894 B x 2^20 + rings
   EXPECT_HAS(full.out, "3.1 GiB per sequence at the context");
   const CliRun lower = run(hf + " --max-model-len 131072");
   ASSERT_EQ(lower.code, 0) << lower.out;

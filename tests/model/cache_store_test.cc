@@ -137,7 +137,9 @@ TEST(CacheStore, SlotsOfTheFixedCachesAreReusedAndStartEmpty) {
   std::vector<CacheSlot> slots;
   for (int i = 0; i < 5; ++i) slots.emplace_back(&store);  // past the first 4: the pools double
   EXPECT_EQ(store.slots_in_use(), 5);
-  const int64_t ring = int64_t{c.window_size} * c.head_dim, state = 2 * int64_t{c.head_dim};
+  // A ring of the window and a verify chunk's slack; partial groups of 2 and the slack.
+  const int64_t ring = int64_t{c.ring_rows()} * c.head_dim, state = int64_t{c.partial_group_rows()} * c.head_dim;
+  EXPECT_EQ(c.ring_rows(), c.window_size + c.verify_tokens() - 1);
   EXPECT_EQ(static_cast<int64_t>(store.windows(0).size()), 8 * ring);
   EXPECT_EQ(static_cast<int64_t>(store.kv_states(ratio2).size()), 8 * state);
   std::vector<int32_t> ids;

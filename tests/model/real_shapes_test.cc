@@ -75,7 +75,8 @@ class RealShapes : public ::testing::Test {
                                              values(P * c.index_head_dim, 2, FakeQuant::kFp4E8M0Group32))
                     .ok());
     for (int l : {0, 1})
-      EXPECT_TRUE(model_->write_window(seq, l, values(c.window_size * c.head_dim, 3 + l, FakeQuant::kFp8Group32)).ok());
+      EXPECT_TRUE(
+          model_->write_window(seq, l, P, values(c.window_size * c.head_dim, 3 + l, FakeQuant::kFp8Group32)).ok());
     seq.length = P;
     seq.index_key_owner = 0;
     return seq;
