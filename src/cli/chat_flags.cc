@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -29,6 +30,20 @@ void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
   cmd->add_option("--presence-penalty", f.sampling.presence_penalty)->capture_default_str();
   cmd->add_option("--stop", f.stop, "Stop before this text (repeatable)");
   f.seed_option = cmd->add_option("--seed", f.seed, "Sampling seed (reproducible output)");
+  cmd->add_option("--speculative", f.speculative,
+                  "DSpark speculative decoding at temperature 0: off, or the drafts a step verifies (1-5); the "
+                  "output is the same")
+      ->capture_default_str();
+}
+
+Result<int> draft_tokens(const std::string& speculative) {
+  if (speculative == "off") return 0;
+  int n = 0;
+  const auto [end, ec] = std::from_chars(speculative.data(), speculative.data() + speculative.size(), n);
+  if (ec != std::errc() || end != speculative.data() + speculative.size() || n < 1 || n > 5)
+    return error(ErrorKind::kInvalidArgument,
+                 fmt::format("--speculative takes off or a count of drafts from 1 to 5, not '{}'", speculative));
+  return n;
 }
 
 EngineRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f) {
@@ -104,6 +119,10 @@ void print_timings(const GenerateStats& s) {
                s.stopped_by_token    ? " (stopped at the end token)"
                : s.stopped_by_string ? " (stopped at a stop string)"
                                      : "");
+  if (s.verify_steps > 0)
+    std::fprintf(stderr, "speculative: %ld verify steps, %ld of %ld drafts accepted, %.2f tokens a step\n",
+                 static_cast<long>(s.verify_steps), static_cast<long>(s.accepted_tokens),
+                 static_cast<long>(s.drafted_tokens), 1.0 + static_cast<double>(s.accepted_tokens) / s.verify_steps);
 }
 
 }  // namespace dsinfer::cli

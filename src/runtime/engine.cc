@@ -17,8 +17,10 @@ struct Engine::Live {
   IncrementalDetokenizer detok;
   StopStringMatcher stops;
   int64_t generated = 0;
-  std::deque<int32_t> forced;  // tokens to emit before sampling again
-  bool force_armed = false;    // waiting for req.forced.after_token
+  std::deque<int32_t> forced;   // tokens to emit before sampling again
+  bool force_armed = false;     // waiting for req.forced.after_token
+  bool speculates = false;      // greedy, no logprobs, no forced continuation: verifies drafts
+  std::vector<int32_t> drafts;  // the drafter's tokens after tokens.back(), for the next step
   Live(EngineRequest r, const Model& model, const Tokenizer& tok, uint64_t id)
       : req(std::move(r)),
         tokens(req.prompt),
@@ -30,6 +32,9 @@ struct Engine::Live {
       forced.assign(req.forced.tokens.begin(), req.forced.tokens.end());
     else
       force_armed = !req.forced.tokens.empty();
+    const SamplingParams& p = req.sampling;
+    speculates = p.temperature == 0 && p.repetition_penalty == 1 && p.frequency_penalty == 0 &&
+                 p.presence_penalty == 0 && req.logprobs < 0 && req.forced.tokens.empty();
   }
   /// The next token: a forced one while any is pending, else sampled; none when the sampler finds
   /// the (penalised) logits not finite.
@@ -60,6 +65,12 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config,
       runner_(model, false, followers),
       tokenizer_(tokenizer),
       scheduler_(config, engine_cache_store(model, cache)),
+      draft_tokens_(
+          model.has_drafter() && !followers ? std::min(config.draft_tokens, model.config().verify_tokens() - 1) : 0),
+      main_hidden_(model.backend()),
+      draft_out_(model.backend()),
+      draft_base_(model.backend()),
+      draft_confidence_(model.backend()),
       context_(model.config().max_seq_len),
       cache_capacity_(model.cache_store().bounded() ? model.cache_store().pool().capacity() : -1) {}
 
@@ -129,34 +140,63 @@ EngineStats Engine::stats() const {
   if (const CacheStore& store = model_.cache_store(); store.bounded())
     s.cache_blocks = store.pool().capacity(), s.cache_blocks_free = store.pool().num_free();
   s.preemptions = scheduler_.num_preemptions();
+  s.drafted_tokens = drafted_, s.accepted_tokens = accepted_, s.verify_steps = verify_steps_;
   return s;
 }
 
 bool Engine::step() {
   if (requests_.empty()) return false;
+  // Each speculating request at its next token verifies its drafts (as far as its budget goes).
+  for (auto& [id, r] : requests_)
+    if (!r->drafts.empty()) {
+      // Within its budget, and no more tokens than positions before them (Batch::validate).
+      const int64_t left =
+          std::min<int64_t>(r->req.max_tokens - r->generated, static_cast<int64_t>(r->tokens.size()) - 1);
+      scheduler_.set_lookahead(id, std::min<int64_t>(static_cast<int64_t>(r->drafts.size()), left - 1));
+    }
   const SchedulerOutput scheduled = scheduler_.schedule();
   // A preempted request's blocks go back with its sequence state (and the same for a finished one).
   for (uint64_t id : scheduled.preempted) {
-    requests_.at(id)->state = model_.new_sequence();
+    Live& r = *requests_.at(id);
+    r.state = model_.new_sequence();
+    r.drafts.clear();
     runner_.release(id);
   }
   const std::vector<ScheduledChunk>& plan = scheduled.chunks;
   if (plan.empty()) return true;
   std::vector<ForwardChunk> chunks(plan.size());
   std::vector<uint64_t> ids(plan.size());
+  std::vector<int64_t> hidden_rows(plan.size());  // each chunk's first row of the step's tokens
+  int64_t tokens = 0;
+  bool speculating = false;
   for (size_t i = 0; i < plan.size(); ++i) {
     Live& r = *requests_.at(plan[i].id);
     ids[i] = plan[i].id;
     ForwardChunk& c = chunks[i];
     c.state = &r.state;
     c.start_pos = plan[i].start;
-    c.decode = plan[i].decode;
     c.prompt_len = plan[i].prompt_tokens;
-    c.tokens.assign(r.tokens.begin() + plan[i].start, r.tokens.begin() + plan[i].start + plan[i].count);
+    if (plan[i].decode && plan[i].count > 1) {  // the next token, then drafts: a verify chunk
+      c.verify = true;
+      c.tokens = {r.tokens.back()};
+      c.tokens.insert(c.tokens.end(), r.drafts.begin(), r.drafts.begin() + plan[i].count - 1);
+    } else {
+      c.decode = plan[i].decode;
+      c.tokens.assign(r.tokens.begin() + plan[i].start, r.tokens.begin() + plan[i].start + plan[i].count);
+    }
+    hidden_rows[i] = tokens;
+    tokens += plan[i].count;
+    speculating = speculating || (draft_tokens_ > 0 && r.speculates);
   }
-  const int64_t vocab = model_.config().vocab_size;
-  std::vector<float> logits(plan.size() * vocab);
-  if (Status s = runner_.forward(chunks, logits, ids); !s.ok()) {
+  const int64_t vocab = model_.config().vocab_size, width = model_.main_hidden_width();
+  std::vector<float> logits(Model::logit_rows(chunks) * vocab);
+  TensorView hidden;
+  if (speculating) {
+    if (main_hidden_.size() < static_cast<size_t>(tokens * width))
+      main_hidden_ = DeviceArray<uint16_t>::uninitialized(model_.backend(), tokens * width);
+    hidden = main_hidden_.view(DType::kBF16, {tokens, width});
+  }
+  if (Status s = runner_.forward(chunks, logits, ids, hidden); !s.ok()) {
     // On several ranks a failed collective or step message leaves the ranks apart: nothing more runs.
     if (runner_.leads_followers() && s.kind() == ErrorKind::kUnavailable) {
       broken_ = s;
@@ -167,44 +207,116 @@ bool Engine::step() {
     return !requests_.empty();
   }
   scheduler_.update(plan);
-  for (size_t i = 0; i < plan.size(); ++i) {
-    Live& r = *requests_.at(plan[i].id);
+  std::vector<int64_t> kept(plan.size());  // the positions each chunk leaves in its sequence's caches
+  for (size_t i = 0, row = 0; i < plan.size(); row += chunks[i].verify ? plan[i].count : 1, ++i) {
+    const uint64_t id = plan[i].id;
+    Live& r = *requests_.at(id);
+    kept[i] = plan[i].count;
     // Mid-prompt, or recomputing known output after a preemption: nothing to sample yet.
     if (plan[i].start + plan[i].count < static_cast<int64_t>(r.tokens.size())) continue;
-    const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
-    // A NaN or an infinity (a broken checkpoint, an overflow) ends the request: sampling from it
-    // would emit arbitrary tokens (greedy picked id 0, BOS, every step).
-    const std::optional<int32_t> sampled = all_finite(row) ? r.next_token(row) : std::nullopt;
-    if (!sampled) {
-      finish(plan[i].id, FinishReason::kError,
-             fmt::format("the logits are not finite at step {} (NaN or infinity; step 1 picks the first output "
-                         "token)",
-                         r.generated + 1));
-      continue;
+    r.drafts.clear();
+    // A verify chunk's rows in order: each row's token is the model's own next one; the next row
+    // counts only while the draft it ran on is that token.
+    for (int64_t j = 0;; ++j) {
+      const std::span<const float> rowj = std::span<const float>(logits).subspan((row + j) * vocab, vocab);
+      // A NaN or an infinity (a broken checkpoint, an overflow) ends the request: sampling from it
+      // would emit arbitrary tokens (greedy picked id 0, BOS, every step).
+      const std::optional<int32_t> sampled = all_finite(rowj) ? r.next_token(rowj) : std::nullopt;
+      if (!sampled) {
+        finish(id, FinishReason::kError,
+               fmt::format("the logits are not finite at step {} (NaN or infinity; step 1 picks the first output "
+                           "token)",
+                           r.generated + 1));
+        break;
+      }
+      if (!emit(id, r, *sampled, rowj)) break;
+      const bool accepted = j + 1 < plan[i].count && chunks[i].tokens[j + 1] == *sampled;
+      if (!chunks[i].verify || !accepted) {
+        if (chunks[i].verify) {  // positions past row j ran on rejected drafts
+          kept[i] = j + 1;
+          if (Status s = model_.truncate(r.state, plan[i].start + kept[i]); !s.ok())
+            finish(id, FinishReason::kError, s.message());
+          else
+            scheduler_.rewind(id, plan[i].start + kept[i]);
+        }
+        break;
+      }
+      ++accepted_;
     }
-    const int32_t next = *sampled;
-    if (std::find(r.req.stop_ids.begin(), r.req.stop_ids.end(), next) != r.req.stop_ids.end()) {
-      finish(plan[i].id, FinishReason::kStopToken);
-      continue;
-    }
-    ++r.generated;
-    r.tokens.push_back(next);
-    if (r.force_armed && next == r.req.forced.after_token) {  // once: the trigger may come again later
-      r.force_armed = false;
-      r.forced.assign(r.req.forced.tokens.begin(), r.req.forced.tokens.end());
-    }
-    bool stopped = false;
-    RequestOutput out;
-    out.id = plan[i].id;
-    out.text = r.stops.push(r.detok.push(next), &stopped);
-    if (r.req.logprobs >= 0) out.logprobs.push_back(token_logprobs(row, next, r.req.logprobs));
-    if ((!out.text.empty() || !out.logprobs.empty()) && r.req.on_output) r.req.on_output(out);
-    if (stopped)
-      finish(plan[i].id, FinishReason::kStopString);
-    else if (r.generated >= r.req.max_tokens)
-      finish(plan[i].id, FinishReason::kLength);
+    if (chunks[i].verify) drafted_ += plan[i].count - 1, ++verify_steps_;
   }
+  if (speculating) draft(plan, kept, hidden_rows);
   return !requests_.empty();
+}
+
+bool Engine::emit(uint64_t id, Live& r, int32_t next, std::span<const float> logits) {
+  if (std::find(r.req.stop_ids.begin(), r.req.stop_ids.end(), next) != r.req.stop_ids.end()) {
+    finish(id, FinishReason::kStopToken);
+    return false;
+  }
+  ++r.generated;
+  r.tokens.push_back(next);
+  if (r.force_armed && next == r.req.forced.after_token) {  // once: the trigger may come again later
+    r.force_armed = false;
+    r.forced.assign(r.req.forced.tokens.begin(), r.req.forced.tokens.end());
+  }
+  bool stopped = false;
+  RequestOutput out;
+  out.id = id;
+  out.text = r.stops.push(r.detok.push(next), &stopped);
+  if (r.req.logprobs >= 0) out.logprobs.push_back(token_logprobs(logits, next, r.req.logprobs));
+  if ((!out.text.empty() || !out.logprobs.empty()) && r.req.on_output) r.req.on_output(out);
+  if (stopped) {
+    finish(id, FinishReason::kStopString);
+    return false;
+  }
+  if (r.generated >= r.req.max_tokens) {
+    finish(id, FinishReason::kLength);
+    return false;
+  }
+  return true;
+}
+
+void Engine::draft(const std::vector<ScheduledChunk>& plan, const std::vector<int64_t>& kept,
+                   const std::vector<int64_t>& hidden_rows) {
+  std::vector<DraftChunk> chunks;
+  std::vector<Live*> drafting;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const auto it = requests_.find(plan[i].id);
+    if (it == requests_.end() || !it->second->speculates) continue;  // finished in this step, or not speculating
+    Live& r = *it->second;
+    // Its next token waits (not mid-prompt, not recomputing): drafts follow it.
+    const bool next = r.state.length + 1 == static_cast<int64_t>(r.tokens.size());
+    chunks.push_back({&r.state, plan[i].start, kept[i], hidden_rows[i], next, next ? r.tokens.back() : 0});
+    if (next) drafting.push_back(&r);
+  }
+  if (chunks.empty()) return;
+  const ModelConfig& c = model_.config();
+  const int64_t n = static_cast<int64_t>(drafting.size()), B = c.dspark_block_size;
+  Backend& be = model_.backend();
+  if (draft_out_.size() < static_cast<size_t>(n * (B + 1))) {
+    draft_out_ = DeviceArray<int32_t>::uninitialized(be, n * (B + 1));
+    draft_base_ = DeviceArray<float>::uninitialized(be, n * B * c.vocab_size);
+    draft_confidence_ = DeviceArray<float>::uninitialized(be, n * B);
+  }
+  const Status s = model_.draft(
+      chunks,
+      main_hidden_.view(DType::kBF16, {static_cast<int64_t>(main_hidden_.size()) / model_.main_hidden_width(),
+                                       model_.main_hidden_width()}),
+      {draft_out_.view(DType::kI32, {n, B + 1}), draft_base_.view(DType::kF32, {n, B, c.vocab_size}),
+       draft_confidence_.view(DType::kF32, {n, B})});
+  // A drafter that fails costs the speed-up only: the requests go on one token a step (their
+  // rings missed rows, so they draft no more).
+  if (!s.ok()) {
+    for (const DraftChunk& ch : chunks)
+      for (auto& [id, r] : requests_)
+        if (&r->state == ch.state) r->speculates = false;
+    return;
+  }
+  if (n == 0) return;
+  const std::vector<int32_t> out = draft_out_.download(0, n * (B + 1));
+  for (int64_t k = 0; k < n; ++k)
+    drafting[k]->drafts.assign(out.begin() + k * (B + 1) + 1, out.begin() + k * (B + 1) + 1 + draft_tokens_);
 }
 
 }  // namespace dsinfer

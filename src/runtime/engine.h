@@ -4,6 +4,13 @@
 // matcher, so its output does not depend on which others share its steps (on the CPU backend it
 // is bit-identical to running alone).
 //
+// With SchedulerConfig::draft_tokens and a model with the DSpark drafter, greedy requests decode
+// speculatively: after every step the drafter proposes tokens, the next step verifies them with
+// the request's next token as one verify chunk (ForwardChunk::verify) and keeps the longest prefix
+// the model itself would have generated, so the output is bit-identical to decoding one token a
+// step (the drafts cost time, never change a token); the rejected positions are taken back
+// (Model::truncate). Sampled requests, logprobs and forced continuations decode one token a step.
+//
 // With a cache layout, the caches of the running requests stay within its budget (the model's
 // cache store bounded by it, model/cache_store.h): short of blocks, the newest requests are preempted and later
 // recompute what they had: the prompt as a prefill, then their output so far as the same decode steps that first
@@ -52,6 +59,9 @@ struct EngineStats {
   int64_t running = 0, waiting = 0;
   int64_t cache_blocks = 0, cache_blocks_free = 0;  // 0 and 0 without a cache budget
   int64_t preemptions = 0;
+  // Speculative decoding (SchedulerConfig::draft_tokens): drafts verified, those accepted, and
+  // the verify steps a request ran (a request's step of 2 or more tokens).
+  int64_t drafted_tokens = 0, accepted_tokens = 0, verify_steps = 0;
 };
 
 struct EngineRequest {
@@ -97,10 +107,23 @@ class Engine {
   struct Live;
   void finish(uint64_t id, FinishReason reason, std::string error = {});
 
+  // Emits one generated token of request `id` (stop ids, forced continuations, stop strings, the
+  // budget); false when the request finished with it.
+  bool emit(uint64_t id, Live& r, int32_t token, std::span<const float> logits);
+  // The DSpark drafter after a step: the rows each speculating request computed go into its rings,
+  // and a request that waits for its next step gets drafts to verify in it.
+  void draft(const std::vector<ScheduledChunk>& plan, const std::vector<int64_t>& kept,
+             const std::vector<int64_t>& hidden_rows);
+
   Model& model_;
   ModelRunner runner_;
   const Tokenizer& tokenizer_;
   Scheduler scheduler_;
+  const int draft_tokens_;  // 0: no speculative decoding
+  DeviceArray<uint16_t> main_hidden_;
+  DeviceArray<int32_t> draft_out_;
+  DeviceArray<float> draft_base_, draft_confidence_;
+  int64_t drafted_ = 0, accepted_ = 0, verify_steps_ = 0;
   const int64_t context_;         // the model's max_seq_len
   const int64_t cache_capacity_;  // the budget's blocks; -1 without a cache budget
   std::map<uint64_t, std::unique_ptr<Live>> requests_;

@@ -8,10 +8,13 @@
 namespace dsinfer {
 
 Result<GenerateStats> generate(Model& model, const Tokenizer& tokenizer, EngineRequest request,
-                               const std::function<void(std::string_view)>& on_text) {
+                               const std::function<void(std::string_view)>& on_text, int draft_tokens) {
   using Clock = std::chrono::steady_clock;
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
-  Engine engine(model, tokenizer, {.token_budget = std::max<int64_t>(prompt_tokens, 1), .max_running = 1});
+  Engine engine(model, tokenizer,
+                {.token_budget = std::max<int64_t>(prompt_tokens, 1) + draft_tokens,
+                 .max_running = 1,
+                 .draft_tokens = draft_tokens});
   GenerateStats stats;
   stats.prompt_tokens = prompt_tokens;
   FinishReason finish = FinishReason::kNone;
@@ -31,6 +34,9 @@ Result<GenerateStats> generate(Model& model, const Tokenizer& tokenizer, EngineR
   if (finish == FinishReason::kError) return error(ErrorKind::kInternal, error_text);
   stats.stopped_by_token = finish == FinishReason::kStopToken;
   stats.stopped_by_string = finish == FinishReason::kStopString;
+  const EngineStats es = engine.stats();
+  stats.drafted_tokens = es.drafted_tokens, stats.accepted_tokens = es.accepted_tokens;
+  stats.verify_steps = es.verify_steps;
   return stats;
 }
 

@@ -20,11 +20,13 @@ struct GenerateStats {
   double prefill_seconds = 0, decode_seconds = 0;  // the first step (prompt and first token), the rest
   bool stopped_by_token = false;
   bool stopped_by_string = false;
+  int64_t drafted_tokens = 0, accepted_tokens = 0, verify_steps = 0;  // speculative decoding (EngineStats)
 };
 
 /// The request's errors (kInvalidArgument: an empty prompt, bad sampling, prompt + max_tokens past
 /// the context), or kInternal naming what failed in a step; `request.on_output` is not used.
+/// draft_tokens > 0: speculative decoding of a greedy request (SchedulerConfig::draft_tokens).
 Result<GenerateStats> generate(Model& model, const Tokenizer& tokenizer, EngineRequest request,
-                               const std::function<void(std::string_view)>& on_text);
+                               const std::function<void(std::string_view)>& on_text, int draft_tokens = 0);
 
 }  // namespace dsinfer

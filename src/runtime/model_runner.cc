@@ -25,10 +25,14 @@ void ModelRunner::release(uint64_t sequence) {
 }
 
 Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> logits,
-                            std::span<const uint64_t> sequences) {
-  const int64_t vocab = model_.config().vocab_size, n = static_cast<int64_t>(chunks.size());
+                            std::span<const uint64_t> sequences, const TensorView& main_hidden) {
+  const int64_t vocab = model_.config().vocab_size, n = Model::logit_rows(chunks);
   if (logits.size() != static_cast<size_t>(n * vocab))
-    return error(ErrorKind::kInvalidArgument, "logits buffer must hold chunks x vocab floats");
+    return error(ErrorKind::kInvalidArgument, "logits buffer must hold logit_rows x vocab floats");
+  const bool speculates =
+      main_hidden.data || std::any_of(chunks.begin(), chunks.end(), [](const ForwardChunk& ch) { return ch.verify; });
+  if (followers_ && speculates)
+    return error(ErrorKind::kUnsupported, "speculative decoding on several ranks is not there yet");
   if (followers_) {
     if (sequences.size() != chunks.size())
       return error(ErrorKind::kInvalidArgument, "a forward led on several ranks names each chunk's sequence");
@@ -51,9 +55,10 @@ Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> log
       std::min(backend.max_tokens_without_reads(), graphs ? graphs->max_step_tokens() : INT64_MAX);
   // Collectives enqueued on the device (NCCL) happen at the model's call, which a recorded step skips.
   const bool recorded =
-      decode && n <= recordable && !model_.communicator().enqueues_on_device() && recorder_.begin_step();
-  const Status st = model_.forward(chunks, logits_.view(DType::kF32, {n, vocab}),
-                                   {.ops = recorded ? &recorder_ : nullptr, .fixed_shapes = recorded});
+      decode && !speculates && n <= recordable && !model_.communicator().enqueues_on_device() && recorder_.begin_step();
+  ForwardContext ctx{.ops = recorded ? &recorder_ : nullptr, .fixed_shapes = recorded};
+  ctx.main_hidden = main_hidden;
+  const Status st = model_.forward(chunks, logits_.view(DType::kF32, {n, vocab}), ctx);
   if (recorded) recorder_.end_step(st.ok());
   DSINFER_RETURN_IF_ERROR(st);
   backend.copy_to_host(logits.data(), logits_.data(), logits.size() * sizeof(float));

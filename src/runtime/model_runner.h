@@ -36,10 +36,13 @@ class ModelRunner {
 
   Model& model() const { return model_; }
   bool leads_followers() const { return followers_ != nullptr; }
-  /// Runs the chunks and copies the fp32 logits of each chunk's last token to `logits` [chunks, V].
-  /// `sequences`: each chunk's sequence id, which the followers key their states by (required
-  /// with followers, else ignored).
-  Status forward(std::span<ForwardChunk> chunks, std::span<float> logits, std::span<const uint64_t> sequences = {});
+  /// Runs the chunks and copies the fp32 logits of each chunk's last token (a verify chunk's every
+  /// token) to `logits` [Model::logit_rows(chunks), V]. `sequences`: each chunk's sequence id,
+  /// which the followers key their states by (required with followers, else ignored).
+  /// `main_hidden`: where the DSpark taps go (ForwardContext::main_hidden); such a step and one
+  /// with a verify chunk is not recorded, and refused with followers.
+  Status forward(std::span<ForwardChunk> chunks, std::span<float> logits, std::span<const uint64_t> sequences = {},
+                 const TensorView& main_hidden = {});
   /// A sequence's state went (finished, preempted): the followers drop theirs before the next forward.
   void release(uint64_t sequence);
 

@@ -32,6 +32,7 @@ void Scheduler::preempt_last(SchedulerOutput& out) {
   free_ += e.blocks;  // dropped with its sequence state before the step runs
   e.blocks = 0;
   e.computed = 0;  // its prompt again, then its output so far as decodes (the engine knows the tokens)
+  e.lookahead = 0;
   waiting_.push_front(e);
   out.preempted.push_back(e.id);
   ++preemptions_;
@@ -46,12 +47,13 @@ SchedulerOutput Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     SchedulerEntry& e = running_[i];
     if (e.computed < e.prompt_tokens) continue;
-    while (fit(e, 1) == 0) {
+    int64_t n = 0;
+    while ((n = fit(e, std::min(1 + e.lookahead, budget))) == 0) {
       const bool self = i + 1 == running_.size();
       preempt_last(out);
       if (self) break;
     }
-    if (i < running_.size()) out.chunks.push_back({e.id, e.computed, 1, true, e.prompt_tokens}), --budget;
+    if (i < running_.size()) out.chunks.push_back({e.id, e.computed, n, true, e.prompt_tokens}), budget -= n;
   }
   // Then prompt pieces: running requests still in their prompt, as far as blocks allow. If nothing
   // at all could run, the newest request gives way (one request alone always fits the pool).
@@ -81,7 +83,17 @@ SchedulerOutput Scheduler::schedule() {
 void Scheduler::update(const std::vector<ScheduledChunk>& chunks) {
   for (const ScheduledChunk& c : chunks)
     for (SchedulerEntry& e : running_)
-      if (e.id == c.id) e.computed = c.start + c.count;
+      if (e.id == c.id) e.computed = c.start + c.count, e.lookahead = 0;
+}
+
+void Scheduler::set_lookahead(uint64_t id, int64_t drafts) {
+  for (SchedulerEntry& e : running_)
+    if (e.id == id) e.lookahead = std::max<int64_t>(0, drafts);
+}
+
+void Scheduler::rewind(uint64_t id, int64_t computed) {
+  for (SchedulerEntry& e : running_)
+    if (e.id == id) e.computed = std::min(e.computed, computed);
 }
 
 }  // namespace dsinfer

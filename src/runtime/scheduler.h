@@ -22,21 +22,25 @@ namespace dsinfer {
 struct SchedulerConfig {
   int64_t token_budget = 512;  // tokens one step runs (prefill pieces + decodes)
   int max_running = 64;        // requests holding a sequence state at once
+  /// DSpark drafts a greedy request verifies in a step (0: no speculative decoding); the engine
+  /// runs them where the model has a drafter (runtime/engine.h).
+  int draft_tokens = 0;
 };
 
 /// What the scheduler knows of a request.
 struct SchedulerEntry {
   uint64_t id = 0;
   int64_t prompt_tokens = 0;
-  int64_t computed = 0;  // tokens already in the sequence's caches
-  int64_t blocks = 0;    // cache blocks its sequence holds once the planned chunks ran
+  int64_t computed = 0;   // tokens already in the sequence's caches
+  int64_t blocks = 0;     // cache blocks its sequence holds once the planned chunks ran
+  int64_t lookahead = 0;  // past its prompt: drafts to verify after its next token (set_lookahead)
 };
 
 struct ScheduledChunk {
   uint64_t id = 0;
   int64_t start = 0, count = 0;  // positions [start, start + count)
-  bool decode = false;           // one generated token (else a piece of the prompt)
-  int64_t prompt_tokens = 0;     // the prompt this piece belongs to
+  bool decode = false;        // generated tokens: the next one, then as many drafts as fit (else a piece of the prompt)
+  int64_t prompt_tokens = 0;  // the prompt this piece belongs to
 };
 
 struct SchedulerOutput {
@@ -55,6 +59,12 @@ class Scheduler {
   SchedulerOutput schedule();
   /// After a step ran `chunks`: every request's computed count moves past its chunk.
   void update(const std::vector<ScheduledChunk>& chunks);
+  /// A running request's decodes also verify up to `drafts` tokens after its next one (as far as
+  /// the token budget and the blocks allow); 0 again after each step.
+  void set_lookahead(uint64_t id, int64_t drafts);
+  /// A verify step kept fewer positions than it ran: the request's caches hold `computed` (its
+  /// blocks stay its own).
+  void rewind(uint64_t id, int64_t computed);
 
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }

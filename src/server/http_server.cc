@@ -51,9 +51,19 @@ std::string metrics_text(const EngineLoopStats& st) {
       "# HELP dsinfer_cache_blocks_used Cache blocks held by requests.\n# TYPE dsinfer_cache_blocks_used gauge\n"
       "dsinfer_cache_blocks_used {}\n"
       "# HELP dsinfer_preemptions_total Requests preempted to free cache blocks (they recompute).\n"
-      "# TYPE dsinfer_preemptions_total counter\ndsinfer_preemptions_total {}\n",
+      "# TYPE dsinfer_preemptions_total counter\ndsinfer_preemptions_total {}\n"
+      "# HELP dsinfer_draft_tokens_total DSpark drafts verified (--speculative).\n"
+      "# TYPE dsinfer_draft_tokens_total counter\ndsinfer_draft_tokens_total {}\n"
+      "# HELP dsinfer_draft_tokens_accepted_total Drafts the model kept.\n"
+      "# TYPE dsinfer_draft_tokens_accepted_total counter\ndsinfer_draft_tokens_accepted_total {}\n"
+      "# HELP dsinfer_verify_steps_total A request's steps that verified drafts.\n"
+      "# TYPE dsinfer_verify_steps_total counter\ndsinfer_verify_steps_total {}\n"
+      "# HELP dsinfer_accepted_length_mean Tokens a verify step kept on average (accepted drafts + 1).\n"
+      "# TYPE dsinfer_accepted_length_mean gauge\ndsinfer_accepted_length_mean {:.4f}\n",
       st.requests, st.prompt_tokens, st.completion_tokens, st.active, st.engine.running, st.engine.waiting,
-      st.engine.cache_blocks, st.engine.cache_blocks - st.engine.cache_blocks_free, st.engine.preemptions);
+      st.engine.cache_blocks, st.engine.cache_blocks - st.engine.cache_blocks_free, st.engine.preemptions,
+      st.engine.drafted_tokens, st.engine.accepted_tokens, st.engine.verify_steps,
+      st.engine.verify_steps ? 1.0 + static_cast<double>(st.engine.accepted_tokens) / st.engine.verify_steps : 0.0);
   text += st.ttft.prometheus("dsinfer_time_to_first_token_seconds", "From submission to the first output.");
   text += st.tpot.prometheus("dsinfer_time_per_output_token_seconds", "Per output token after the first.");
   return text;

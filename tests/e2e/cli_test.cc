@@ -347,6 +347,15 @@ TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
   EXPECT_HAS(a.out, "generated 12 tokens");
   const CliRun greedy = run(base + " --temperature 0");
   EXPECT_EQ(greedy.code, 0) << greedy.out;
+  // Speculative decoding: the same text, and the drafts it verified.
+  const CliRun speculative = run(base + " --temperature 0 --speculative 5");
+  ASSERT_EQ(speculative.code, 0) << speculative.out;
+  EXPECT_EQ(speculative.out.substr(0, speculative.out.rfind("prompt ")),
+            greedy.out.substr(0, greedy.out.rfind("prompt ")));
+  EXPECT_HAS(speculative.out, "verify steps");
+  const CliRun bad_drafts = run(base + " --speculative 9");
+  EXPECT_EQ(bad_drafts.code, 2);
+  EXPECT_HAS(bad_drafts.out, "--speculative takes off or a count of drafts from 1 to 5, not '9'");
   const CliRun too_long = run("generate --model " + dir.path().string() + " --prompt hi --max-tokens 5000");
   EXPECT_EQ(too_long.code, 2);
   EXPECT_HAS(too_long.out, "exceeds the context of 4096 tokens");

@@ -6,7 +6,10 @@
 
 #include <map>
 
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "runtime/generate.h"
+#include "testing/tiny_model.h"
 #include "tiny_model_fixture.h"
 
 namespace dsinfer {
@@ -78,6 +81,127 @@ TEST(Engine, BatchedOutputsEqualEachRequestAlone) {
     EXPECT_EQ(st.cache_blocks_free, st.cache_blocks);       // every block back in the pool
     EXPECT_EQ(model.cache_store().pool().num_in_use(), 0);  // and every block of the cache storage
   }
+}
+
+// Speculative decoding with the DSpark drafter: a greedy request verifies drafts every step and
+// its output is the same as one token a step, whatever the drafts were, with prompts in pieces,
+// preempted or not; a sampled request beside it decodes as before.
+TEST(Engine, SpeculativeGreedyOutputIsPlainDecodings) {
+  testing::TinyModel tiny(4);
+  ASSERT_TRUE(tiny.ok());
+  Model& model = *tiny.model;
+  ASSERT_TRUE(model.has_drafter());
+  const Tokenizer& tok = *tiny.tok;
+  const std::vector<std::string> prompts = {
+      "Once upon a time", "A", "The quick brown fox jumps over", "Why?", "Rivers run to the sea and", "x y z"};
+  const auto request = [&](size_t i, std::string* text, FinishReason* finish) {
+    EngineRequest r;
+    r.prompt = tok.encode(prompts[i]);
+    r.sampling.temperature = i == 3 ? 0.8f : 0.0f;  // one sampled request among the greedy ones
+    r.sampling.seed = 11;
+    r.max_tokens = 40 + static_cast<int>(7 * i);
+    r.on_output = [text, finish](const RequestOutput& o) {
+      *text += o.text;
+      if (o.finish != FinishReason::kNone) *finish = o.finish;
+    };
+    return r;
+  };
+  const CacheSizes sizes = reference_cache_sizes(model.config());
+  auto probe = cache_layout(sizes, int64_t{1} << 30, 2, 96);
+  ASSERT_TRUE(probe.ok());
+  auto tight = cache_layout(sizes, (2 * probe->fixed_blocks + 60) * probe->block_bytes, 2, 96);
+  ASSERT_TRUE(tight.ok()) << tight.status().message();
+  for (const auto& [budget, cache] :
+       {std::pair<int64_t, std::optional<CacheLayout>>{512, std::nullopt}, {7, std::nullopt}, {512, *tight}}) {
+    std::vector<std::string> texts[2];
+    EngineStats stats[2];
+    for (const int drafts : {0, 5}) {
+      Engine engine(model, tok, {budget, 16, drafts}, cache);
+      std::vector<std::string>& text = texts[drafts > 0];
+      text.assign(prompts.size(), "");
+      std::vector<FinishReason> finish(prompts.size(), FinishReason::kNone);
+      for (size_t i = 0; i < prompts.size(); ++i) ASSERT_TRUE(engine.submit(request(i, &text[i], &finish[i])).ok());
+      int steps = 0;
+      while (engine.step()) ASSERT_LT(++steps, 2000);
+      for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(finish[i], FinishReason::kLength) << i;
+      stats[drafts > 0] = engine.stats();
+      EXPECT_EQ(model.cache_store().pool().num_in_use(), 0);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(texts[1][i], texts[0][i]) << "budget " << budget << " prompt " << i;
+    EXPECT_EQ(stats[0].drafted_tokens, 0);
+    EXPECT_GT(stats[1].verify_steps, 50);
+    EXPECT_GT(stats[1].drafted_tokens, 4 * stats[1].verify_steps / 2);
+    EXPECT_EQ(stats[1].preemptions > 0, cache.has_value()) << stats[1].preemptions;
+    std::printf("budget %ld%s: %ld verify steps, %ld drafts, %ld accepted\n", static_cast<long>(budget),
+                cache ? " (tight cache)" : "", static_cast<long>(stats[1].verify_steps),
+                static_cast<long>(stats[1].drafted_tokens), static_cast<long>(stats[1].accepted_tokens));
+  }
+}
+
+// A tiny checkpoint whose sublayers add nothing (attention and expert outputs, Engram values and
+// the Markov bias zeroed) and whose drafter's norm is the model's: the stream stays each token's
+// embedding, so the model's next token is a function of its current one, and so is the drafter's
+// first (block row 0 holds the anchor: the same embedding through the same norm and head). Its
+// later drafts come from the noise rows (nothing chains them here): rejected.
+Status write_bigram_checkpoint(const std::filesystem::path& dir) {
+  DSINFER_RETURN_IF_ERROR(write_tiny_checkpoint(dir, 4));
+  std::vector<std::filesystem::path> shards;
+  for (const auto& file : std::filesystem::directory_iterator(dir))
+    if (file.path().extension() == ".safetensors") shards.push_back(file.path());
+  std::vector<uint8_t> norm;
+  for (const auto& path : shards) {
+    DSINFER_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+    if (const SafetensorsEntry* e = f.find("norm.weight")) norm.assign(f.data(*e).begin(), f.data(*e).end());
+  }
+  for (const auto& path : shards) {
+    SafetensorsWriter w;
+    {
+      DSINFER_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(path));
+      for (const SafetensorsEntry& e : f.entries()) {
+        const bool zero = e.name.ends_with("wo_b.weight") || e.name.ends_with("w2.weight") ||
+                          e.name.ends_with("engram.wkv.weight") || e.name.ends_with("markov_head.head.weight");
+        std::vector<uint8_t> bytes(f.data(e).begin(), f.data(e).end());
+        if (zero) std::fill(bytes.begin(), bytes.end(), uint8_t{0});
+        if (e.name.starts_with("mtp.") && e.name.ends_with(".norm.weight") && bytes.size() == norm.size()) bytes = norm;
+        w.add(e.name, e.dtype, e.shape, std::move(bytes));
+      }
+    }
+    DSINFER_RETURN_IF_ERROR(w.write(path));
+  }
+  return {};
+}
+
+TEST(Engine, SpeculativeDecodingAcceptsTheModelsOwnTokens) {
+  testing::TempDir dir;
+  ASSERT_TRUE(write_bigram_checkpoint(dir.path()).ok());
+  CpuBackend backend(2);
+  LocalCommunicator comm;
+  auto model = Model::load(dir.path(), backend, comm);
+  auto tok = Tokenizer::load(dir.path() / "tokenizer.json");
+  ASSERT_TRUE(model.ok() && tok.ok());
+  std::string texts[2];
+  EngineStats stats[2];
+  for (const int drafts : {0, 5}) {
+    Engine engine(**model, *tok, {512, 16, drafts});
+    EngineRequest r;
+    r.prompt = tok->encode("Once upon a time");
+    r.sampling.temperature = 0;
+    r.max_tokens = 60;
+    r.on_output = [&](const RequestOutput& o) { texts[drafts > 0] += o.text; };
+    ASSERT_TRUE(engine.submit(std::move(r)).ok());
+    while (engine.step()) {
+    }
+    stats[drafts > 0] = engine.stats();
+  }
+  EXPECT_EQ(texts[1], texts[0]);
+  EXPECT_FALSE(texts[0].empty());
+  // 60 tokens: the first from the prompt, then verify steps that keep the first draft and the
+  // model's token after it (two a step), past the second draft's rejection.
+  EXPECT_GE(stats[1].accepted_tokens, stats[1].verify_steps - 2);
+  EXPECT_LT(stats[1].verify_steps, 35);
+  std::printf("bigram model: %ld verify steps, %ld drafts, %ld accepted\n", static_cast<long>(stats[1].verify_steps),
+              static_cast<long>(stats[1].drafted_tokens), static_cast<long>(stats[1].accepted_tokens));
 }
 
 // The token budget cuts prompts into pieces at different places (1: one token a step; 7 and 8:

@@ -338,6 +338,7 @@ TEST_F(HttpServerTest, ThirtyTwoClientsAndADisconnect) {
   EXPECT_NE(metrics->body.find(fmt::format("dsinfer_cache_blocks {}\n", cache_blocks_)), std::string::npos);
   EXPECT_NE(metrics->body.find("dsinfer_cache_blocks_used 0\n"), std::string::npos);  // all given back
   EXPECT_EQ(metrics->body.find("dsinfer_preemptions_total 0\n"), std::string::npos);
+  EXPECT_NE(metrics->body.find("dsinfer_draft_tokens_total 0\n"), std::string::npos);  // no --speculative here
 }
 
 // The reliability probe's defect 1: JSON nested 30,000 deep in a tool schema or in a tool call's
