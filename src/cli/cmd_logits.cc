@@ -2,6 +2,7 @@
 // every forward's last-position logits and argmax tokens; with the debug switches of issue 3 and
 // the DSpark drafter after every forward (the DSpark fixture's forward_spec calls).
 #include <cstdio>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -52,24 +53,16 @@ int run_logits(const LogitsOptions& o) {
   ro.steps = o.steps;
   ro.dump_debug = !o.dump_debug.empty();
   ro.prefill_chunk = o.prefill_chunk;
-  if (!o.force_tokens.empty()) {
-    auto f = SafetensorsFile::open(o.force_tokens);
-    if (!f.ok()) return report_error(f.status());
-    forced = std::move(*f);
-    ro.force_tokens = &*forced;
-  }
-  if (!o.replay.empty()) {
-    auto f = SafetensorsFile::open(o.replay);
-    if (!f.ok()) return report_error(f.status());
-    replay = std::move(*f);
-    ro.replay = &*replay;
-  }
   ro.dspark = o.dspark;
-  if (!o.dspark_alone.empty()) {
-    auto f = SafetensorsFile::open(o.dspark_alone);
+  // The files the flags name: the golden's tokens, its selections, its main hidden states.
+  for (auto [path, file, option] :
+       {std::tuple{&o.force_tokens, &forced, &ro.force_tokens}, std::tuple{&o.replay, &replay, &ro.replay},
+        std::tuple{&o.dspark_alone, &alone, &ro.main_hidden_from}}) {
+    if (path->empty()) continue;
+    auto f = SafetensorsFile::open(*path);
     if (!f.ok()) return report_error(f.status());
-    alone = std::move(*f);
-    ro.main_hidden_from = &*alone;
+    *file = std::move(*f);
+    *option = &**file;
   }
   auto res = run_golden_experiment(*model->model, *prompts, ro);
   if (!res.ok()) return report_error(res.status());

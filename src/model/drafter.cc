@@ -15,6 +15,7 @@ Status Model::draft(std::span<const DraftChunk> chunks, const TensorView& main_h
                     const ForwardContext& ctx) {
   const ModelConfig& c = config_;
   if (!has_drafter()) return error(ErrorKind::kUnsupported, "this checkpoint has no DSpark drafter (mtp.*)");
+  if (chunks.empty()) return {};
   const int64_t B = c.dspark_block_size, V = c.vocab_size;
   if (main_hidden.ndim != 2 || main_hidden.dtype != DType::kBF16 || main_hidden.size(1) != main_hidden_width() ||
       main_hidden.stride[1] != 1)
