@@ -280,7 +280,7 @@ bool Engine::emit(uint64_t id, Live& r, int32_t next, std::span<const float> log
 void Engine::draft(const std::vector<ScheduledChunk>& plan, const std::vector<int64_t>& kept,
                    const std::vector<int64_t>& hidden_rows) {
   std::vector<DraftChunk> chunks;
-  std::vector<Live*> drafting;
+  std::vector<Live*> owners, drafting;  // each chunk's request; those that draft
   for (size_t i = 0; i < plan.size(); ++i) {
     const auto it = requests_.find(plan[i].id);
     if (it == requests_.end() || !it->second->speculates) continue;  // finished in this step, or not speculating
@@ -288,6 +288,7 @@ void Engine::draft(const std::vector<ScheduledChunk>& plan, const std::vector<in
     // Its next token waits (not mid-prompt, not recomputing): drafts follow it.
     const bool next = r.state.length + 1 == static_cast<int64_t>(r.tokens.size());
     chunks.push_back({&r.state, plan[i].start, kept[i], hidden_rows[i], next, next ? r.tokens.back() : 0});
+    owners.push_back(&r);
     if (next) drafting.push_back(&r);
   }
   if (chunks.empty()) return;
@@ -299,18 +300,15 @@ void Engine::draft(const std::vector<ScheduledChunk>& plan, const std::vector<in
     draft_base_ = DeviceArray<float>::uninitialized(be, n * B * c.vocab_size);
     draft_confidence_ = DeviceArray<float>::uninitialized(be, n * B);
   }
-  const Status s = model_.draft(
-      chunks,
-      main_hidden_.view(DType::kBF16, {static_cast<int64_t>(main_hidden_.size()) / model_.main_hidden_width(),
-                                       model_.main_hidden_width()}),
-      {draft_out_.view(DType::kI32, {n, B + 1}), draft_base_.view(DType::kF32, {n, B, c.vocab_size}),
-       draft_confidence_.view(DType::kF32, {n, B})});
+  const int64_t width = model_.main_hidden_width();
+  const Status s =
+      model_.draft(chunks, main_hidden_.view(DType::kBF16, {static_cast<int64_t>(main_hidden_.size()) / width, width}),
+                   {draft_out_.view(DType::kI32, {n, B + 1}), draft_base_.view(DType::kF32, {n, B, c.vocab_size}),
+                    draft_confidence_.view(DType::kF32, {n, B})});
   // A drafter that fails costs the speed-up only: the requests go on one token a step (their
   // rings missed rows, so they draft no more).
   if (!s.ok()) {
-    for (const DraftChunk& ch : chunks)
-      for (auto& [id, r] : requests_)
-        if (&r->state == ch.state) r->speculates = false;
+    for (Live* r : owners) r->speculates = false;
     return;
   }
   if (n == 0) return;

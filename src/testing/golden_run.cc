@@ -208,18 +208,16 @@ Result<GoldenRunResult> run_golden_experiment(Model& model, const std::vector<st
                                              : res.tokens[i * res.forwards + step];
       }
       ChunkTaps draft_taps(res.batch);
-      for (int64_t i = 0; i < res.batch; ++i) {
-        draft_taps[i].dump = o.dump_debug;
-        if (!o.replay || !decode) continue;
-        for (int stage = 0; stage < c.n_draft_layers(); ++stage) {  // the draft stages' experts
-          std::vector<int64_t> shape;
-          DSINFER_ASSIGN_OR_RETURN(
-              auto experts,
-              read_all<int32_t>(*o.replay, fmt::format("step{:02d}.spec.stage{}.gate_indices", step, stage), &shape));
-          const int64_t k = shape[1];
+      for (int64_t i = 0; i < res.batch; ++i) draft_taps[i].dump = o.dump_debug;
+      for (int stage = 0; o.replay && decode && stage < c.n_draft_layers(); ++stage) {  // the stages' experts
+        std::vector<int64_t> shape;
+        DSINFER_ASSIGN_OR_RETURN(
+            auto experts,
+            read_all<int32_t>(*o.replay, fmt::format("step{:02d}.spec.stage{}.gate_indices", step, stage), &shape));
+        const int64_t k = shape[1];  // [batch * B, k]: row i's block rows in turn
+        for (int64_t i = 0; i < res.batch; ++i)
           draft_taps[i].replay[c.n_layers + stage].experts.assign(experts.begin() + i * B * k,
                                                                   experts.begin() + (i + 1) * B * k);
-        }
       }
       ForwardContext ctx;
       ctx.taps = &draft_taps;
