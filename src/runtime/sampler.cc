@@ -57,7 +57,12 @@ bool all_finite(std::span<const float> logits) {
   return std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); });
 }
 
-std::optional<int32_t> SamplerState::sample(std::span<const float> logits) {
+double TokenDistribution::prob(int32_t token) const {
+  const auto it = std::find(ids.begin(), ids.end(), token);
+  return it == ids.end() ? 0.0 : probs[it - ids.begin()];
+}
+
+bool SamplerState::penalise(std::span<const float> logits) {
   const int32_t vocab = static_cast<int32_t>(logits.size());
   work_.assign(logits.begin(), logits.end());
   const SamplingParams& p = params_;
@@ -67,44 +72,113 @@ std::optional<int32_t> SamplerState::sample(std::span<const float> logits) {
         work_[t] = work_[t] > 0 ? work_[t] / p.repetition_penalty : work_[t] * p.repetition_penalty;
   for (const auto& [t, n] : output_counts_)
     if (t >= 0 && t < vocab) work_[t] -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
-  if (!all_finite(work_)) return std::nullopt;
+  return all_finite(work_);
+}
 
-  int32_t chosen = 0;
-  if (p.temperature == 0.0f) {
-    chosen = static_cast<int32_t>(std::max_element(work_.begin(), work_.end()) - work_.begin());  // first maximum
-  } else {
-    order_.resize(vocab);
-    std::iota(order_.begin(), order_.end(), 0);
-    const int32_t k = p.top_k > 0 ? std::min(p.top_k, vocab) : vocab;
-    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(),
-                      [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); });
+TokenDistribution SamplerState::shape(int32_t max_candidates) {
+  const SamplingParams& p = params_;
+  const int32_t vocab = static_cast<int32_t>(work_.size());
+  const int32_t top_k = std::min(p.top_k > 0 ? p.top_k : vocab, max_candidates);
+  const auto likelier = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
+  order_.resize(vocab);
+  std::iota(order_.begin(), order_.end(), 0);
+  // The candidates: the top_k likeliest, in order, or every token, ordered below only as far as
+  // the nucleus cut needs (a nucleus is usually far smaller than the vocabulary).
+  int32_t k = vocab, sorted = 0;
+  if (top_k < vocab) {
+    k = sorted = top_k;
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), likelier);
     order_.resize(k);
-    // Softmax over the kept tokens in double, then the nucleus and min-p cuts on those probabilities.
-    const double mx = work_[order_[0]];
-    std::vector<double> prob(k);
-    double sum = 0;
-    for (int32_t i = 0; i < k; ++i) sum += prob[i] = std::exp((work_[order_[i]] - mx) / p.temperature);
-    int32_t keep = k;
+  }
+  // Softmax weights in double (the likeliest weighs 1), then the nucleus and min-p cuts on them.
+  const double mx = sorted > 0 ? work_[order_[0]] : *std::max_element(work_.begin(), work_.end());
+  weight_.resize(vocab);
+  double sum = 0;
+  for (int32_t t : order_) sum += weight_[t] = std::exp((work_[t] - mx) / p.temperature);
+  int32_t keep = k;
+  if (p.top_p < 1.0f) {
     double cum = 0;
-    for (int32_t i = 0; i < k; ++i) {
-      cum += prob[i] / sum;
-      if (cum >= p.top_p) {
-        keep = i + 1;
-        break;
+    for (int32_t i = 0, end = 64; keep == k && i < k; end *= 16) {
+      end = std::min(end, k);
+      if (sorted < end) {  // the next likeliest, after those in order
+        std::partial_sort(order_.begin() + sorted, order_.begin() + end, order_.end(), likelier);
+        sorted = end;
+      }
+      for (; i < end; ++i) {
+        cum += weight_[order_[i]] / sum;
+        if (cum >= p.top_p) {
+          keep = i + 1;
+          break;
+        }
       }
     }
-    while (keep > 1 && prob[keep - 1] < p.min_p * prob[0]) --keep;
-    double kept = 0;
-    for (int32_t i = 0; i < keep; ++i) kept += prob[i];
-    double u = uniform() * kept;
-    chosen = order_[keep - 1];
-    for (int32_t i = 0; i < keep; ++i) {
-      if (u < prob[i]) {
-        chosen = order_[i];
-        break;
-      }
-      u -= prob[i];
+  }
+  TokenDistribution d;
+  double kept = 0;
+  for (int32_t i = 0; i < keep; ++i)
+    if (const int32_t t = order_[i]; weight_[t] >= p.min_p) {  // min-p: the likeliest weighs 1
+      d.ids.push_back(t);
+      d.probs.push_back(weight_[t]);
+      kept += weight_[t];
     }
+  for (double& q : d.probs) q /= kept;
+  return d;
+}
+
+int32_t SamplerState::draw(const TokenDistribution& d) {
+  double u = uniform();
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    if (u < d.probs[i]) return d.ids[i];
+    u -= d.probs[i];
+  }
+  return d.ids.back();  // u beyond the rounded sum
+}
+
+std::optional<TokenDistribution> SamplerState::law(std::span<const float> logits) {
+  if (!penalise(logits)) return std::nullopt;
+  return shape();
+}
+
+std::optional<int32_t> SamplerState::sample(std::span<const float> logits) {
+  if (!penalise(logits)) return std::nullopt;
+  const int32_t chosen = params_.temperature == 0.0f
+                             ? static_cast<int32_t>(std::max_element(work_.begin(), work_.end()) - work_.begin())
+                             : draw(shape());  // greedy: the first maximum
+  accept(chosen);
+  return chosen;
+}
+
+int32_t SamplerState::draw_draft(std::span<const float> logits, TokenDistribution* q) {
+  *q = {};
+  if (params_.temperature == 0.0f)
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  work_.assign(logits.begin(), logits.end());
+  *q = shape(kDraftCandidates);
+  return draw(*q);
+}
+
+std::optional<int32_t> SamplerState::verify_draft(std::span<const float> logits, int32_t draft,
+                                                  const TokenDistribution& q) {
+  if (params_.temperature == 0.0f) return sample(logits);
+  const std::optional<TokenDistribution> law_p = law(logits);
+  if (!law_p) return std::nullopt;
+  const TokenDistribution& p = *law_p;
+  const double pd = p.prob(draft), qd = q.prob(draft);
+  int32_t chosen = draft;
+  if (!(qd > 0 && uniform() * qd < pd)) {  // rejected: the residual max(p - q, 0) over p's tokens
+    std::vector<double> qv(logits.size(), 0.0);
+    for (size_t i = 0; i < q.ids.size(); ++i) qv[q.ids[i]] = q.probs[i];
+    TokenDistribution r;
+    double sum = 0;
+    for (size_t i = 0; i < p.ids.size(); ++i)
+      if (const double m = p.probs[i] - qv[p.ids[i]]; m > 0) {
+        r.ids.push_back(p.ids[i]);
+        r.probs.push_back(m);
+        sum += m;
+      }
+    for (double& m : r.probs) m /= sum;
+    // p == q up to rounding leaves no residual: p itself is then the right law.
+    chosen = r.ids.empty() ? draw(p) : draw(r);
   }
   accept(chosen);
   return chosen;

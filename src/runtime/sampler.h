@@ -1,9 +1,12 @@
 // Sampling of the next token from fp32 logits: penalties, temperature, top-k, top-p, min-p, and a
 // per-request seeded RNG so a request reproduces exactly. A pure function of (logits, params,
-// state): the engine keeps one SamplerState per request.
+// state): the engine keeps one SamplerState per request. It also draws a speculative decoder's
+// drafts and accepts or replaces them (speculative rejection sampling: the tokens it emits are
+// distributed as those `sample` would emit).
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -41,6 +44,13 @@ struct SampledLogprobs {
   TokenLogprob chosen;
   std::vector<TokenLogprob> top;  // most likely first; ties by the lower id
 };
+/// The tokens a draw can pick and their probabilities (summing to 1).
+struct TokenDistribution {
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
+  double prob(int32_t token) const;  // 0 for a token outside `ids`
+};
+
 /// No NaN and no infinity among `logits`.
 bool all_finite(std::span<const float> logits);
 
@@ -54,16 +64,38 @@ class SamplerState {
   std::optional<int32_t> sample(std::span<const float> logits);
   /// Records a token chosen elsewhere (a forced continuation) as output, for the penalties.
   void accept(int32_t token);
+  /// The distribution `sample` draws from at temperature > 0 (penalties, temperature, top-k, top-p,
+  /// min-p); none where the penalised logits are not all finite.
+  std::optional<TokenDistribution> law(std::span<const float> logits);
+
+  /// A draft token drawn from a drafter's `logits` with the temperature, top-k, top-p and min-p
+  /// among its kDraftCandidates likeliest (no penalties: the draft's distribution may be any; the
+  /// cap bounds the host's work on a flat row), its distribution in `q`; greedy: the first
+  /// maximum, `q` left empty. Nothing is recorded as output.
+  static constexpr int32_t kDraftCandidates = 64;
+  int32_t draw_draft(std::span<const float> logits, TokenDistribution* q);
+  /// The next token where a speculative decoder proposed `draft` (drawn from `q` by draw_draft):
+  /// greedy, what `sample` picks; otherwise the draft with probability min(1, p(draft) / q(draft)),
+  /// else a token drawn from max(p - q, 0) renormalised, where p is the distribution `sample` draws
+  /// from, so the token is distributed as `sample`'s. Recorded as output; none where `sample` gives none.
+  std::optional<int32_t> verify_draft(std::span<const float> logits, int32_t draft, const TokenDistribution& q);
   const SamplingParams& params() const { return params_; }
 
  private:
   double uniform();  // [0, 1), splitmix64 stream
+  /// The penalised logits in work_; false when they are not all finite.
+  bool penalise(std::span<const float> logits);
+  /// The distribution at temperature > 0 of the logits in work_ after top-k (at most
+  /// max_candidates), top-p and min-p.
+  TokenDistribution shape(int32_t max_candidates = std::numeric_limits<int32_t>::max());
+  int32_t draw(const TokenDistribution& d);
   SamplingParams params_;
   uint64_t rng_;
   std::unordered_map<int32_t, int> output_counts_;
   std::vector<int32_t> seen_;  // prompt and output tokens, for the repetition penalty
   std::vector<float> work_;
   std::vector<int32_t> order_;
+  std::vector<double> weight_;  // by token: the softmax weights of shape's candidates
 };
 
 }  // namespace dsinfer

@@ -6,6 +6,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <tuple>
+#include <vector>
+
+#include "core/hash.h"
 
 namespace dsinfer {
 namespace {
@@ -71,6 +76,62 @@ TEST(Sampler, TopKTopPAndMinPCut) {
   p.temperature = 4.0f;  // flatter: token 0 now passes the min-p cut too
   f = frequencies(p, kLogits, 20000);
   EXPECT_TRUE(f.count(0));
+}
+
+// Over a large vocabulary the nucleus cut orders only as many tokens as it needs; the kept set
+// is that of a full sort (nuclei of about a hundred, of a thousand and more
+// tokens, with equal logits among them, and with top-k and min-p).
+TEST(Sampler, TheNucleusOfALargeVocabularyIsAFullSorts) {
+  std::vector<float> logits(20000);
+  uint64_t state = 5;
+  for (float& l : logits) l = static_cast<float>(std::floor(splitmix64_uniform(state) * 400) / 40);  // ties
+  for (const auto& [top_p, top_k, min_p] : {std::tuple{0.05f, 0, 0.0f},
+                                            {0.5f, 0, 0.0f},
+                                            {0.97f, 0, 0.0f},
+                                            {0.9f, 3000, 0.0f},
+                                            {0.9f, 0, 0.002f},
+                                            {1.0f, 0, 0.01f}}) {
+    SamplingParams p;
+    p.top_p = top_p, p.top_k = top_k, p.min_p = min_p;
+    SamplerState s(p, 1, {});
+    // The reference: every token sorted (likeliest first, ties by the lower id), then the cuts.
+    const auto reference = [&](size_t k) {
+      std::vector<int32_t> order(logits.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+      order.resize(std::min(order.size(), k));
+      double sum = 0, cum = 0;
+      for (int32_t t : order) sum += std::exp(logits[t] - logits[order[0]]);
+      size_t keep = order.size();
+      for (size_t i = 0; i < order.size(); ++i)
+        if ((cum += std::exp(logits[order[i]] - logits[order[0]]) / sum) >= top_p) {
+          keep = i + 1;
+          break;
+        }
+      std::vector<int32_t> want;
+      for (size_t i = 0; i < keep; ++i)
+        if (std::exp(logits[order[i]] - logits[order[0]]) >= min_p) want.push_back(order[i]);
+      std::sort(want.begin(), want.end());
+      return want;
+    };
+    const auto ids = [](const TokenDistribution& d) {
+      std::vector<int32_t> got = d.ids;
+      std::sort(got.begin(), got.end());
+      double total = 0;
+      for (double v : d.probs) total += v;
+      EXPECT_NEAR(total, 1.0, 1e-9);
+      return got;
+    };
+    const size_t k = top_k > 0 ? static_cast<size_t>(top_k) : logits.size();
+    const std::optional<TokenDistribution> law = s.law(logits);
+    ASSERT_TRUE(law.has_value());
+    EXPECT_EQ(ids(*law), reference(k)) << top_p << " " << top_k << " " << min_p;
+    // A draft's law: the same among the drafter's likeliest few.
+    TokenDistribution q;
+    s.draw_draft(logits, &q);
+    EXPECT_EQ(ids(q), reference(std::min<size_t>(k, SamplerState::kDraftCandidates)));
+    std::printf("top-p %.2f, top-k %d, min-p %.3f: %zu tokens\n", top_p, top_k, min_p, law->ids.size());
+  }
 }
 
 TEST(Sampler, SeedsReproduce) {
