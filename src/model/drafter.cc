@@ -12,7 +12,7 @@
 namespace dsinfer {
 
 Status Model::draft(std::span<const DraftChunk> chunks, const TensorView& main_hidden, const DraftOutputs& out,
-                    const ForwardContext& ctx) {
+                    const ForwardContext& ctx, const DraftSampling& sampling) {
   const ModelConfig& c = config_;
   if (!has_drafter()) return error(ErrorKind::kUnsupported, "this checkpoint has no DSpark drafter (mtp.*)");
   if (chunks.empty()) return {};
@@ -49,6 +49,11 @@ Status Model::draft(std::span<const DraftChunk> chunks, const TensorView& main_h
         ErrorKind::kInvalidArgument,
         fmt::format("draft outputs: tokens [{0}, {1}] i32, base [{0}, {2}, {3}] f32, confidence [{0}, {2}] f32",
                     drafting, B + 1, B, V));
+  const std::vector<int64_t>& sampled = sampling.chunks;
+  for (size_t i = 0; i < sampled.size(); ++i)
+    if (sampled[i] < 0 || sampled[i] >= drafting || (i > 0 && sampled[i] <= sampled[i - 1]) || !sampling.pick)
+      return error(ErrorKind::kInvalidArgument,
+                   fmt::format("draft sampling: chunks ascending among the {} drafting ones, with a pick", drafting));
 
   // A drafting chunk's block: rows at positions p + 1 .. p + B, the anchor then noise.
   std::vector<ForwardChunk> blocks(chunks.size());
@@ -67,7 +72,7 @@ Status Model::draft(std::span<const DraftChunk> chunks, const TensorView& main_h
   if (drafting == 0) return {};
   DSINFER_RETURN_IF_ERROR(embed_stream(b));
   for (int i = 0; i < c.n_draft_layers(); ++i) DSINFER_RETURN_IF_ERROR(block(c.n_layers + i, b));
-  return draft_head(b, out);
+  return draft_head(b, out, sampling);
 }
 
 void Model::fill_draft_rings(Batch& b, std::span<const DraftChunk> chunks, const TensorView& main_hidden) {
@@ -146,7 +151,7 @@ void Model::draft_attend(int l, Batch& b, const DeviceArray<uint16_t>& q, const 
                     o.view(DType::kBF16, {n, heads, hd})});
 }
 
-Status Model::draft_head(Batch& b, const DraftOutputs& out) {
+Status Model::draft_head(Batch& b, const DraftOutputs& out, const DraftSampling& sampling) {
   const ModelConfig& c = config_;
   const DSparkWeights& d = *weights_.dspark;
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim, r = c.dspark_markov_rank, B = c.dspark_block_size;
@@ -174,7 +179,29 @@ Status Model::draft_head(Batch& b, const DraftOutputs& out) {
     head_logits_host.resize(n * V);
     b.be.copy_to_host(head_logits_host.data(), base.data, head_logits_host.size() * sizeof(float));
   }
-  b.be.markov_draft({out.base, d.markov_embed, d.markov_head, out.tokens, e});
+  if (sampling.chunks.empty() || sampling.rows < 1) {
+    b.be.markov_draft({out.base, d.markov_embed, d.markov_head, out.tokens, e});
+  } else {
+    // A row at a time: the op's maxima for every block, then the sampled blocks' picks over them.
+    std::vector<float> row(V);
+    for (int64_t j = 0; j < B; ++j) {
+      TensorView base_j = out.base, tokens_j = out.tokens, e_j = e;
+      base_j.data = static_cast<float*>(out.base.data) + j * V;
+      base_j.shape[1] = 1;
+      tokens_j.data = static_cast<int32_t*>(out.tokens.data) + j;
+      tokens_j.shape[1] = 2;
+      e_j.data = static_cast<uint16_t*>(e.data) + j * (dim + r);
+      e_j.shape[0] = blocks, e_j.stride[0] = B * (dim + r);
+      b.be.markov_draft({base_j, d.markov_embed, d.markov_head, tokens_j, e_j});
+      if (j >= sampling.rows) continue;
+      for (const int64_t k : sampling.chunks) {
+        b.be.copy_to_host(row.data(), static_cast<const float*>(out.base.data) + (k * B + j) * V, V * sizeof(float));
+        const int32_t token = sampling.pick(k, j, row);
+        DSINFER_CHECK(token >= 0 && token < V, "draft pick {} outside the vocab", token);
+        b.be.copy_to_device(static_cast<int32_t*>(out.tokens.data) + k * (B + 1) + j + 1, &token, sizeof(int32_t));
+      }
+    }
+  }
   b.be.linear({joined.view(DType::kBF16, {n, dim + r}), &d.confidence,
                TensorView::contiguous(out.confidence.data, DType::kF32, {n, 1}, out.confidence.device)});
   if (!dumps) return {};

@@ -75,6 +75,15 @@ struct DraftOutputs {
   TensorView confidence;  // [drafting, B] f32: the confidence head's raw logits (no sigmoid)
 };
 
+/// Drafts drawn rather than the maxima (spec §10.4 samples each row): for the drafting chunks in
+/// `chunks` (indices among them, ascending) and rows j < rows, token j + 1 is pick(k, j, row j of
+/// DraftOutputs::base on the host); the chain then runs a row at a time.
+struct DraftSampling {
+  std::vector<int64_t> chunks;
+  int64_t rows = 0;
+  std::function<int32_t(int64_t chunk, int64_t row, std::span<const float> base)> pick;
+};
+
 struct LoadOptions {
   bool prefault = false;                                        // read every weight page at load (Checkpoint::prefault)
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes read by the prefault
@@ -144,9 +153,10 @@ class Model {
   /// wrote to ForwardContext::main_hidden): every chunk's rows into its rings, then the drafting
   /// chunks' blocks into `out`. The taps see the drafting chunks in order, their tensors named
   /// as the DSpark fixture's ("spec.*"). kUnsupported without a drafter; kInvalidArgument for
-  /// rows the sequence has not reached or a block past the RoPE table.
+  /// rows the sequence has not reached or a block past the RoPE table. `sampling`: the drafts
+  /// drawn instead of the maxima.
   Status draft(std::span<const DraftChunk> chunks, const TensorView& main_hidden, const DraftOutputs& out,
-               const ForwardContext& ctx = {});
+               const ForwardContext& ctx = {}, const DraftSampling& sampling = {});
 
  private:
   Model(ModelConfig config, Checkpoint ckpt, Backend& backend, Communicator& comm)
@@ -173,7 +183,7 @@ class Model {
   /// Every draft stage's ring takes the context KV of the chunks' main hidden rows (spec §10.3).
   void fill_draft_rings(Batch& b, std::span<const DraftChunk> chunks, const TensorView& main_hidden);
   /// The drafter's head (spec §10.4) over the draft batch's stream.
-  Status draft_head(Batch& b, const DraftOutputs& out);
+  Status draft_head(Batch& b, const DraftOutputs& out, const DraftSampling& sampling);
   /// A compressed position a call completes: its sequence and the group's first position.
   struct CompletedGroup {
     SequenceState* seq;
