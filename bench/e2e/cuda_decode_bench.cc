@@ -6,7 +6,8 @@
 // --flash E: the V4.1-Flash-shaped model (40 layers at real dimensions, E routed experts; its big
 // weight codes are written as holes and filled with random codes on the GPU after loading).
 // --prefill P1,P2: also time the prefill of fresh prompts of those lengths, in chunks of --chunk
-// (after one untimed chunk). A model with the DSpark drafter also times its calls and a verify
+// (after one untimed chunk). A model with the DSpark drafter also times its calls (greedy, and with
+// the drafts sampled on the host a row at a time) and a verify
 // step of 1 .. verify_tokens tokens a sequence at each batch; --drafter-only 1 leaves the decode
 // table out (a profiler's run).
 //   cuda_decode_bench [--layers N] [--flash E] [--steps N] [--batch 1,8,32] [--context 128,4096]
@@ -30,6 +31,7 @@
 #include "e2e/synthetic_model.h"
 #include "model/model.h"
 #include "runtime/model_runner.h"
+#include "runtime/sampler.h"
 
 using namespace dsinfer;
 using Clock = std::chrono::steady_clock;
@@ -228,7 +230,10 @@ int main(int argc, char** argv) {
   // The DSpark drafter's own cost a call: each sequence's main hidden row of its last position into
   // the rings, then a block of drafts (the 3 stages over 5 rows, the head, the Markov chain).
   if ((*model)->has_drafter() && !batches.empty()) {
-    std::printf("\n| drafter: batch | context | ms a call (mean of %d) |\n| --- | --- | --- |\n", steps);
+    std::printf(
+        "\n| drafter: batch | context | ms a call (mean of %d) | drafts sampled (temperature 1, top-p 0.95) |\n"
+        "| --- | --- | --- | --- |\n",
+        steps);
     const int64_t B = c.dspark_block_size, width = (*model)->main_hidden_width();
     for (const int batch : batches) {
       const int context = contexts.front();
@@ -242,19 +247,33 @@ int main(int argc, char** argv) {
       auto confidence = DeviceArray<float>::uninitialized(backend, batch * B);
       std::vector<DraftChunk> draft(batch);
       for (int b = 0; b < batch; ++b) draft[b] = {&seqs[b], context - 1, 1, b, true, 3 + b};
-      double sum = 0;
-      for (int call = -2; call < steps; ++call) {
-        const auto s0 = Clock::now();
-        if (Status s = (*model)->draft(
-                draft, hidden.view(DType::kBF16, {batch, width}),
-                {tokens.view(DType::kI32, {batch, B + 1}), base.view(DType::kF32, {batch, B, c.vocab_size}),
-                 confidence.view(DType::kF32, {batch, B})});
-            !s.ok())
-          return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
-        (void)tokens.download();  // the call's end
-        if (call >= 0) sum += std::chrono::duration<double>(Clock::now() - s0).count();
+      // Sampled drafts: the chain a row at a time, each row read back and drawn from on the host.
+      SamplingParams params;
+      params.top_p = 0.95f;
+      std::vector<SamplerState> samplers(batch, SamplerState(params, 1, {}));
+      TokenDistribution law;
+      DraftSampling sampled{
+          {}, B, [&](int64_t k, int64_t, std::span<const float> row) { return samplers[k].draw_draft(row, &law); }};
+      for (int b = 0; b < batch; ++b) sampled.chunks.push_back(b);
+      std::printf("| %d | %d |", batch, context);
+      const DraftSampling greedy;
+      for (const DraftSampling* sampling : {&greedy, static_cast<const DraftSampling*>(&sampled)}) {
+        double sum = 0;
+        for (int call = -2; call < steps; ++call) {
+          const auto s0 = Clock::now();
+          if (Status s = (*model)->draft(
+                  draft, hidden.view(DType::kBF16, {batch, width}),
+                  {tokens.view(DType::kI32, {batch, B + 1}), base.view(DType::kF32, {batch, B, c.vocab_size}),
+                   confidence.view(DType::kF32, {batch, B})},
+                  {}, *sampling);
+              !s.ok())
+            return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+          (void)tokens.download();  // the call's end
+          if (call >= 0) sum += std::chrono::duration<double>(Clock::now() - s0).count();
+        }
+        std::printf(" %.2f |", sum / steps * 1e3);
       }
-      std::printf("| %d | %d | %.2f |\n", batch, context, sum / steps * 1e3);
+      std::printf("\n");
     }
   }
   // A speculative verify step: every sequence's chunk of k tokens at decode positions (the anchor

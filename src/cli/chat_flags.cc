@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -30,20 +29,7 @@ void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
   cmd->add_option("--presence-penalty", f.sampling.presence_penalty)->capture_default_str();
   cmd->add_option("--stop", f.stop, "Stop before this text (repeatable)");
   f.seed_option = cmd->add_option("--seed", f.seed, "Sampling seed (reproducible output)");
-  cmd->add_option("--speculative", f.speculative,
-                  "DSpark speculative decoding at temperature 0: off, or the drafts a step verifies (1-5); the "
-                  "output is the same")
-      ->capture_default_str();
-}
-
-Result<int> draft_tokens(const std::string& speculative) {
-  if (speculative == "off") return 0;
-  int n = 0;
-  const auto [end, ec] = std::from_chars(speculative.data(), speculative.data() + speculative.size(), n);
-  if (ec != std::errc() || end != speculative.data() + speculative.size() || n < 1 || n > 5)
-    return error(ErrorKind::kInvalidArgument,
-                 fmt::format("--speculative takes off or a count of drafts from 1 to 5, not '{}'", speculative));
-  return n;
+  add_speculative_flags(cmd, f.speculative);
 }
 
 EngineRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f) {

@@ -10,6 +10,7 @@
 
 #include "chat/chat_format.h"
 #include "chat/chat_stream.h"
+#include "cli/commands.h"
 #include "core/status.h"
 #include "io/tokenizer.h"
 #include "runtime/generate.h"
@@ -22,10 +23,8 @@ struct SamplingFlags {
   std::vector<std::string> stop;
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
-  std::string speculative = "off";  // DSpark drafts a greedy step verifies: off or 1-5
+  SpeculativeFlags speculative;
 };
-/// --speculative as a count of drafts (0: off); kInvalidArgument for anything but off or 1-5.
-Result<int> draft_tokens(const std::string& speculative);
 void add_sampling_flags(CLI::App* cmd, SamplingFlags& f);
 /// The request for `prompt` with these flags; the tokenizer's end-of-sentence token stops it.
 EngineRequest make_request(const Tokenizer& tok, std::vector<int32_t> prompt, const SamplingFlags& f);

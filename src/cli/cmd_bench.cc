@@ -1,13 +1,18 @@
 // `dsinfer bench`: prefill and decode throughput of a model folder for given prompt lengths and
-// batch sizes (random prompt tokens; the numbers do not depend on the text).
+// batch sizes (random prompt tokens; the numbers do not depend on the text), and where the
+// checkpoint has the DSpark drafter, greedy decoding of the same prompts through the engine, one
+// token a step and speculative: their throughput and the tokens a request gains per target step
+// (these do depend on the text, and on random weights the drafts are seldom accepted).
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "model/model.h"
+#include "runtime/engine.h"
 
 namespace dsinfer::cli {
 namespace {
@@ -18,6 +23,7 @@ struct BenchOptions {
   std::vector<int> prompt_lengths = {128};
   std::vector<int> batch_sizes = {1};
   int decode_steps = 16;
+  SpeculativeFlags speculative;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -25,12 +31,61 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+struct EngineRun {
+  double tokens_per_second = 0;
+  double tokens_per_step = 0;  // a request's generated tokens per target step after its first
+};
+
+// The prompts decoded greedily through an engine, `steps` tokens each after the first.
+Result<EngineRun> engine_decode(Model& model, const Tokenizer& tok, const std::vector<std::vector<int32_t>>& prompts,
+                                int steps, const SpeculativeConfig& speculative) {
+  int64_t prompt_tokens = 0;
+  for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  Engine engine(model, tok,
+                {prompt_tokens + static_cast<int64_t>(prompts.size()) * (speculative.draft_tokens + 1),
+                 static_cast<int>(prompts.size()), speculative});
+  int64_t step = 0;
+  std::vector<int64_t> last_step(prompts.size());
+  Status failed;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EngineRequest r;
+    r.prompt = prompts[i];
+    r.sampling.temperature = 0;
+    r.max_tokens = steps + 1;
+    r.on_output = [&, i](const RequestOutput& out) {
+      if (out.finish == FinishReason::kError) failed = error(ErrorKind::kInternal, out.error);
+      if (out.finish != FinishReason::kNone) last_step[i] = step;
+    };
+    DSINFER_RETURN_IF_ERROR(engine.submit(std::move(r)).status());
+  }
+  engine.step();  // the prompts and the first tokens
+  const auto t0 = Clock::now();
+  while (engine.step()) ++step;
+  const double seconds = since(t0);
+  DSINFER_RETURN_IF_ERROR(failed);
+  EngineRun run;
+  run.tokens_per_second = static_cast<double>(steps) * static_cast<double>(prompts.size()) / seconds;
+  for (int64_t s : last_step) run.tokens_per_step += steps / static_cast<double>(s + 1) / prompts.size();
+  return run;
+}
+
 int run_bench(const BenchOptions& o) {
+  auto speculative = speculative_config(o.speculative);
+  if (!speculative.ok()) return report_error(speculative.status());
   auto loaded = load_model(o.model, o.backend, "bench");
   if (!loaded.ok()) return report_error(loaded.status());
   Model& model = *loaded->model;
   const ModelConfig& c = model.config();
-  fmt::print("{:>8} {:>6} {:>14} {:>14} {:>12}\n", "prompt", "batch", "prefill tok/s", "decode tok/s", "ms/step");
+  const bool speculates = model.has_drafter() && speculative->draft_tokens > 0;
+  std::optional<Tokenizer> tok;  // the engine's (its detokenizer), where it runs
+  if (speculates) {
+    auto loaded_tok = load_tokenizer(o.model);
+    if (!loaded_tok.ok()) return report_error(loaded_tok.status());
+    tok = std::move(*loaded_tok);
+  }
+  fmt::print("{:>8} {:>6} {:>14} {:>14} {:>12}", "prompt", "batch", "prefill tok/s", "decode tok/s", "ms/step");
+  if (speculates) fmt::print(" {:>16} {:>18} {:>12}", "engine tok/s", "speculative tok/s", "tokens/step");
+  fmt::print("\n");
   std::mt19937 rng(1);
   for (int len : o.prompt_lengths)
     for (int batch : o.batch_sizes) {
@@ -40,10 +95,12 @@ int run_bench(const BenchOptions& o) {
       std::vector<SequenceState> seqs;
       for (int b = 0; b < batch; ++b) seqs.push_back(model.new_sequence());
       std::vector<ForwardChunk> chunks(batch);
+      std::vector<std::vector<int32_t>> prompts(batch);
       for (int b = 0; b < batch; ++b) {
+        for (int i = 0; i < len; ++i) prompts[b].push_back(static_cast<int32_t>(rng() % c.vocab_size));
         chunks[b].state = &seqs[b];
         chunks[b].prompt_len = len;
-        for (int i = 0; i < len; ++i) chunks[b].tokens.push_back(static_cast<int32_t>(rng() % c.vocab_size));
+        chunks[b].tokens = prompts[b];
       }
       std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
       auto t0 = Clock::now();
@@ -57,8 +114,17 @@ int run_bench(const BenchOptions& o) {
         if (Status s = model.forward(chunks, logits); !s.ok()) return report_error(s);
       }
       const double decode = since(t0);
-      fmt::print("{:>8} {:>6} {:>14.1f} {:>14.2f} {:>12.2f}\n", len, batch, len * batch / prefill,
+      fmt::print("{:>8} {:>6} {:>14.1f} {:>14.2f} {:>12.2f}", len, batch, len * batch / prefill,
                  o.decode_steps * batch / decode, 1e3 * decode / o.decode_steps);
+      if (speculates) {
+        seqs.clear();  // the engine's requests take the caches
+        auto plain = engine_decode(model, *tok, prompts, o.decode_steps, {});
+        auto run = engine_decode(model, *tok, prompts, o.decode_steps, *speculative);
+        if (!plain.ok() || !run.ok()) return report_error(plain.ok() ? run.status() : plain.status());
+        fmt::print(" {:>16.2f} {:>18.2f} {:>12.2f}", plain->tokens_per_second, run->tokens_per_second,
+                   run->tokens_per_step);
+      }
+      fmt::print("\n");
     }
   return 0;
 }
@@ -76,6 +142,7 @@ void register_bench(CLI::App& app, CommandResult& result) {
   cmd->add_option("--decode-steps", o->decode_steps, "Decode steps timed")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  add_speculative_flags(cmd, o->speculative);
   add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_bench(*o); });
 }

@@ -29,8 +29,8 @@ std::vector<ChatMessage> initial_messages(const ChatFlags& f) {
 int run_chat(const ChatCommandOptions& o) {
   auto options = chat_options(o.chat);
   if (!options.ok()) return report_error(options.status());
-  auto drafts = draft_tokens(o.sampling.speculative);
-  if (!drafts.ok()) return report_error(drafts.status());
+  auto speculative = speculative_config(o.sampling.speculative);
+  if (!speculative.ok()) return report_error(speculative.status());
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
   auto model = load_model(o.model, o.backend, "chat");
@@ -66,7 +66,7 @@ int run_chat(const ChatCommandOptions& o) {
     ReasoningPrinter printer(options->thinking);
     auto stats = generate(
         *model->model, *tok, make_request(*tok, tokenize_prompt(*tok, *prompt), o.sampling),
-        [&](std::string_view piece) { printer.push(piece); }, *drafts);
+        [&](std::string_view piece) { printer.push(piece); }, *speculative);
     if (!stats.ok()) {  // e.g. the conversation outgrew the context: this turn is dropped
       printer.finish();
       report_error(stats.status());

@@ -47,14 +47,14 @@ int run_generate(GenerateOptions o) {
   std::vector<int32_t> ids = o.chat     ? tokenize_prompt(*tok, prompt)
                              : o.no_bos ? tok->encode(o.prompt)
                                         : with_bos(*tok, tok->encode(o.prompt));
-  auto drafts = draft_tokens(o.sampling.speculative);
-  if (!drafts.ok()) return report_error(drafts.status());
+  auto speculative = speculative_config(o.sampling.speculative);
+  if (!speculative.ok()) return report_error(speculative.status());
   auto model = load_model(o.model, o.backend, "generate", /*several_ranks=*/true);
   if (!model.ok()) return report_error(model.status());
   ReasoningPrinter printer(o.chat && chat->thinking);
   auto stats = generate(
       *model->model, *tok, make_request(*tok, std::move(ids), o.sampling),
-      [&](std::string_view piece) { printer.push(piece); }, *drafts);
+      [&](std::string_view piece) { printer.push(piece); }, *speculative);
   if (!stats.ok()) return report_error(stats.status());
   printer.finish();  // the text ends before the timing line on a shared terminal
   // Under mpirun every rank generates the same text; rank 0's timing line stands for the job.

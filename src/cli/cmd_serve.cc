@@ -29,7 +29,7 @@ struct ServeOptions {
   double cache_gib = 8;
   int max_connections = 1024, max_connections_per_client = 64;
   double request_timeout_s = 30, keep_alive_timeout_s = 5;
-  std::string speculative = "off";
+  SpeculativeFlags speculative;
 };
 
 // A rank other than 0 of a job of several: no server, the forward of each step rank 0's engine
@@ -59,8 +59,8 @@ int run_serve(const ServeOptions& o) {
         ErrorKind::kInvalidArgument,
         fmt::format("--max-connections {} needs {} file descriptors; the limit is {} (ulimit -n)", o.max_connections,
                     o.max_connections + kSpareDescriptors, static_cast<uint64_t>(files.rlim_cur))));
-  auto drafts = draft_tokens(o.speculative);
-  if (!drafts.ok()) return report_error(drafts.status());
+  auto speculative = speculative_config(o.speculative);
+  if (!speculative.ok()) return report_error(speculative.status());
   auto tok = Tokenizer::load(std::filesystem::path(o.model) / "tokenizer.json");
   if (!tok.ok()) return report_error(tok.status());
   auto model = load_model(o.model, o.backend, "serve", /*several_ranks=*/true);
@@ -75,7 +75,7 @@ int run_serve(const ServeOptions& o) {
                            "(the context, now {})",
                            o.cache_gib, cache.status().message(), mc.max_seq_len)));
   if (job_rank().rank != 0) return follow_rank_zero(*model, *cache);
-  Engine engine(*model->model, *tok, {o.token_budget, o.max_running, *drafts}, *cache, model->steps.get());
+  Engine engine(*model->model, *tok, {o.token_budget, o.max_running, *speculative}, *cache, model->steps.get());
   // The engine breaks when another rank dies or stops answering: the job ends with its error.
   const pthread_t main_thread = ::pthread_self();
   Status broken;
@@ -130,9 +130,7 @@ void register_serve(CLI::App& app, CommandResult& result) {
   cmd->add_option("--max-pending", o->max_pending, "Requests accepted at once (more get 503)")->capture_default_str();
   cmd->add_option("--token-budget", o->token_budget, "Tokens per step (prefill pieces + decodes)")
       ->capture_default_str();
-  cmd->add_option("--speculative", o->speculative,
-                  "DSpark speculative decoding of temperature-0 requests: off, or the drafts a step verifies (1-5)")
-      ->capture_default_str();
+  add_speculative_flags(cmd, o->speculative);
   cmd->add_option("--cache-memory", o->cache_gib,
                   "GiB for the requests' caches (running requests are preempted beyond)")
       ->capture_default_str()

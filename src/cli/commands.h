@@ -12,6 +12,7 @@
 #include "io/tokenizer.h"
 #include "model/model.h"
 #include "ops/communicator.h"
+#include "runtime/scheduler.h"
 
 namespace dsinfer::cli {
 
@@ -50,6 +51,16 @@ struct BackendFlags {
   int tensor_parallel = 0;  // --tensor-parallel N: the ranks the job must have (0: any)
 };
 void add_backend_flags(CLI::App* cmd, BackendFlags& flags);
+
+/// Speculative decoding (`generate`, `chat`, `serve`, `bench`): on by default where the checkpoint
+/// has the DSpark drafter.
+struct SpeculativeFlags {
+  std::string drafts = "5";  // --speculative: off or 1-5
+  float min_confidence = SpeculativeConfig{}.min_confidence;
+};
+void add_speculative_flags(CLI::App* cmd, SpeculativeFlags& f);
+/// kInvalidArgument for a --speculative other than off or 1-5.
+Result<SpeculativeConfig> speculative_config(const SpeculativeFlags& f);
 
 /// A loaded model; the backend and communicator live as long as it. On several ranks `steps` is
 /// the channel from rank 0 to the others (null on one).

@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -17,10 +18,12 @@ struct Engine::Live {
   IncrementalDetokenizer detok;
   StopStringMatcher stops;
   int64_t generated = 0;
-  std::deque<int32_t> forced;   // tokens to emit before sampling again
-  bool force_armed = false;     // waiting for req.forced.after_token
-  bool speculates = false;      // greedy, no logprobs, no forced continuation: verifies drafts
-  std::vector<int32_t> drafts;  // the drafter's tokens after tokens.back(), for the next step
+  std::deque<int32_t> forced;                 // tokens to emit before sampling again
+  bool force_armed = false;                   // waiting for req.forced.after_token
+  bool speculates = false;                    // no forced continuation: verifies drafts while they pay
+  std::vector<int32_t> drafts;                // the drafter's tokens after tokens.back(), for the next step
+  std::vector<TokenDistribution> draft_laws;  // sampled: the distribution each draft was drawn from
+  int64_t draft_calls = 0, drafts_accepted = 0;
   Live(EngineRequest r, const Model& model, const Tokenizer& tok, uint64_t id)
       : req(std::move(r)),
         tokens(req.prompt),
@@ -32,9 +35,7 @@ struct Engine::Live {
       forced.assign(req.forced.tokens.begin(), req.forced.tokens.end());
     else
       force_armed = !req.forced.tokens.empty();
-    const SamplingParams& p = req.sampling;
-    speculates = p.temperature == 0 && p.repetition_penalty == 1 && p.frequency_penalty == 0 &&
-                 p.presence_penalty == 0 && req.logprobs < 0 && req.forced.tokens.empty();
+    speculates = req.forced.tokens.empty();
   }
   /// The next token: a forced one while any is pending, else sampled; none when the sampler finds
   /// the (penalised) logits not finite.
@@ -48,6 +49,9 @@ struct Engine::Live {
 };
 
 namespace {
+
+// Drafter calls a request runs before its acceptance may stop its drafting.
+constexpr int64_t kDraftProbation = 16;
 
 // The model's store of the growing caches for the engine: bounded by the budget's layout when one
 // is given (the running requests' fixed caches counted from the same blocks), else unbounded.
@@ -65,12 +69,15 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, SchedulerConfig config,
       runner_(model, false, followers),
       tokenizer_(tokenizer),
       scheduler_(config, engine_cache_store(model, cache)),
-      draft_tokens_(
-          model.has_drafter() && !followers ? std::min(config.draft_tokens, model.config().verify_tokens() - 1) : 0),
+      draft_tokens_(model.has_drafter() && !followers
+                        ? std::min(config.speculative.draft_tokens, model.config().verify_tokens() - 1)
+                        : 0),
       main_hidden_(model.backend()),
       draft_out_(model.backend()),
       draft_base_(model.backend()),
       draft_confidence_(model.backend()),
+      min_confidence_(config.speculative.min_confidence),
+      min_accepted_per_call_(config.speculative.min_accepted_per_call),
       context_(model.config().max_seq_len),
       cache_capacity_(model.cache_store().bounded() ? model.cache_store().pool().capacity() : -1) {}
 
@@ -219,9 +226,13 @@ bool Engine::step() {
     // counts only while the draft it ran on is that token.
     for (int64_t j = 0;; ++j) {
       const std::span<const float> rowj = std::span<const float>(logits).subspan((row + j) * vocab, vocab);
+      const bool drafted = chunks[i].verify && j + 1 < plan[i].count;  // row j's token was drafted
       // A NaN or an infinity (a broken checkpoint, an overflow) ends the request: sampling from it
       // would emit arbitrary tokens (greedy picked id 0, BOS, every step).
-      const std::optional<int32_t> sampled = all_finite(rowj) ? r.next_token(rowj) : std::nullopt;
+      const std::optional<int32_t> sampled =
+          !all_finite(rowj) ? std::nullopt
+          : drafted         ? r.sampler.verify_draft(rowj, chunks[i].tokens[j + 1], r.draft_laws[j])
+                            : r.next_token(rowj);
       if (!sampled) {
         finish(id, FinishReason::kError,
                fmt::format("the logits are not finite at step {} (NaN or infinity; step 1 picks the first output "
@@ -230,7 +241,7 @@ bool Engine::step() {
         break;
       }
       if (!emit(id, r, *sampled, rowj)) break;
-      const bool accepted = j + 1 < plan[i].count && chunks[i].tokens[j + 1] == *sampled;
+      const bool accepted = drafted && chunks[i].tokens[j + 1] == *sampled;
       if (!chunks[i].verify || !accepted) {
         if (chunks[i].verify) {  // positions past row j ran on rejected drafts
           kept[i] = j + 1;
@@ -241,7 +252,7 @@ bool Engine::step() {
         }
         break;
       }
-      ++accepted_;
+      ++accepted_, ++r.drafts_accepted;
     }
     if (chunks[i].verify) drafted_ += plan[i].count - 1, ++verify_steps_;
   }
@@ -301,10 +312,20 @@ void Engine::draft(const std::vector<ScheduledChunk>& plan, const std::vector<in
     draft_confidence_ = DeviceArray<float>::uninitialized(be, n * B);
   }
   const int64_t width = model_.main_hidden_width();
+  // Sampled requests draw their drafts with their own sampling parameters (speculative rejection
+  // sampling needs each draft's distribution); greedy ones take the chain's maxima.
+  DraftSampling sampling{{}, draft_tokens_, [&](int64_t k, int64_t j, std::span<const float> base) {
+                           return drafting[k]->sampler.draw_draft(base, &drafting[k]->draft_laws[j]);
+                         }};
+  for (int64_t k = 0; k < n; ++k) {
+    drafting[k]->draft_laws.assign(draft_tokens_, {});
+    if (drafting[k]->sampler.params().temperature > 0) sampling.chunks.push_back(k);
+  }
   const Status s =
       model_.draft(chunks, main_hidden_.view(DType::kBF16, {static_cast<int64_t>(main_hidden_.size()) / width, width}),
                    {draft_out_.view(DType::kI32, {n, B + 1}), draft_base_.view(DType::kF32, {n, B, c.vocab_size}),
-                    draft_confidence_.view(DType::kF32, {n, B})});
+                    draft_confidence_.view(DType::kF32, {n, B})},
+                   {}, sampling);
   // A drafter that fails costs the speed-up only: the requests go on one token a step (their
   // rings missed rows, so they draft no more).
   if (!s.ok()) {
@@ -313,8 +334,25 @@ void Engine::draft(const std::vector<ScheduledChunk>& plan, const std::vector<in
   }
   if (n == 0) return;
   const std::vector<int32_t> out = draft_out_.download(0, n * (B + 1));
-  for (int64_t k = 0; k < n; ++k)
-    drafting[k]->drafts.assign(out.begin() + k * (B + 1) + 1, out.begin() + k * (B + 1) + 1 + draft_tokens_);
+  const std::vector<float> confidence = draft_confidence_.download(0, n * B);
+  for (int64_t k = 0; k < n; ++k) {
+    Live& r = *drafting[k];
+    // Drafts that have not paid for the drafter's calls: it stops for this request.
+    if (++r.draft_calls >= kDraftProbation &&
+        static_cast<double>(r.drafts_accepted) < min_accepted_per_call_ * static_cast<double>(r.draft_calls)) {
+      r.speculates = false;
+      r.draft_laws.clear();
+      continue;
+    }
+    // Draft j + 1 is verified while the product of sigmoid(confidence) over rows 0..j (the head's
+    // chance that every draft up to it is accepted) stays at or above the threshold.
+    int64_t len = 0;
+    for (double chance = 1; len < draft_tokens_; ++len) {
+      chance /= 1 + std::exp(-static_cast<double>(confidence[k * B + len]));
+      if (chance < min_confidence_) break;
+    }
+    r.drafts.assign(out.begin() + k * (B + 1) + 1, out.begin() + k * (B + 1) + 1 + len);
+  }
 }
 
 }  // namespace dsinfer

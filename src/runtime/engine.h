@@ -4,12 +4,16 @@
 // matcher, so its output does not depend on which others share its steps (on the CPU backend it
 // is bit-identical to running alone).
 //
-// With SchedulerConfig::draft_tokens and a model with the DSpark drafter, greedy requests decode
-// speculatively: after every step the drafter proposes tokens, the next step verifies them with
-// the request's next token as one verify chunk (ForwardChunk::verify) and keeps the longest prefix
-// the model itself would have generated, so the output is bit-identical to decoding one token a
-// step (the drafts cost time, never change a token); the rejected positions are taken back
-// (Model::truncate). Sampled requests, logprobs and forced continuations decode one token a step.
+// With SpeculativeConfig::draft_tokens and a model with the DSpark drafter, requests decode
+// speculatively: after every step the drafter proposes tokens (as many as its confidence head
+// backs), the next step verifies them with the request's next token as one verify chunk
+// (ForwardChunk::verify), and the rejected positions are taken back (Model::truncate). Greedy
+// requests keep the longest prefix the model itself would have generated, so their output is
+// bit-identical to decoding one token a step; sampled ones draw their drafts with their own
+// parameters and keep or replace each by speculative rejection sampling (SamplerState::
+// verify_draft), so their tokens follow the distribution plain sampling follows (a seed reproduces
+// a run with the same speculative settings, not one without). Requests with a forced continuation
+// decode one token a step, as does a request whose drafts were seldom accepted.
 //
 // With a cache layout, the caches of the running requests stay within its budget (the model's
 // cache store bounded by it, model/cache_store.h): short of blocks, the newest requests are preempted and later
@@ -59,7 +63,7 @@ struct EngineStats {
   int64_t running = 0, waiting = 0;
   int64_t cache_blocks = 0, cache_blocks_free = 0;  // 0 and 0 without a cache budget
   int64_t preemptions = 0;
-  // Speculative decoding (SchedulerConfig::draft_tokens): drafts verified, those accepted, and
+  // Speculative decoding (SpeculativeConfig): drafts verified, those accepted, and
   // the verify steps a request ran (a request's step of 2 or more tokens).
   int64_t drafted_tokens = 0, accepted_tokens = 0, verify_steps = 0;
 };
@@ -123,6 +127,7 @@ class Engine {
   DeviceArray<uint16_t> main_hidden_;
   DeviceArray<int32_t> draft_out_;
   DeviceArray<float> draft_base_, draft_confidence_;
+  const double min_confidence_, min_accepted_per_call_;  // SpeculativeConfig's
   int64_t drafted_ = 0, accepted_ = 0, verify_steps_ = 0;
   const int64_t context_;         // the model's max_seq_len
   const int64_t cache_capacity_;  // the budget's blocks; -1 without a cache budget

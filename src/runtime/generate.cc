@@ -8,13 +8,14 @@
 namespace dsinfer {
 
 Result<GenerateStats> generate(Model& model, const Tokenizer& tokenizer, EngineRequest request,
-                               const std::function<void(std::string_view)>& on_text, int draft_tokens) {
+                               const std::function<void(std::string_view)>& on_text,
+                               const SpeculativeConfig& speculative) {
   using Clock = std::chrono::steady_clock;
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
   Engine engine(model, tokenizer,
-                {.token_budget = std::max<int64_t>(prompt_tokens, 1) + draft_tokens,
+                {.token_budget = std::max<int64_t>(prompt_tokens, 1) + speculative.draft_tokens,
                  .max_running = 1,
-                 .draft_tokens = draft_tokens});
+                 .speculative = speculative});
   GenerateStats stats;
   stats.prompt_tokens = prompt_tokens;
   FinishReason finish = FinishReason::kNone;

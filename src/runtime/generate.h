@@ -25,8 +25,9 @@ struct GenerateStats {
 
 /// The request's errors (kInvalidArgument: an empty prompt, bad sampling, prompt + max_tokens past
 /// the context), or kInternal naming what failed in a step; `request.on_output` is not used.
-/// draft_tokens > 0: speculative decoding of a greedy request (SchedulerConfig::draft_tokens).
+/// `speculative`: its speculative decoding (off by default).
 Result<GenerateStats> generate(Model& model, const Tokenizer& tokenizer, EngineRequest request,
-                               const std::function<void(std::string_view)>& on_text, int draft_tokens = 0);
+                               const std::function<void(std::string_view)>& on_text,
+                               const SpeculativeConfig& speculative = {});
 
 }  // namespace dsinfer

@@ -19,12 +19,21 @@
 
 namespace dsinfer {
 
+/// Speculative decoding where the model has the DSpark drafter (runtime/engine.h).
+struct SpeculativeConfig {
+  int draft_tokens = 0;  // the most drafts a request verifies in a step (0: no speculative decoding)
+  /// A draft is verified while the confidence head's chance that it and those before it are all
+  /// accepted (the product of their sigmoids) is at least this (0: always draft_tokens).
+  float min_confidence = 0.25f;
+  /// After 16 drafter calls, a request whose drafts were accepted fewer than this many a call on
+  /// average stops drafting (0: never).
+  float min_accepted_per_call = 0.5f;
+};
+
 struct SchedulerConfig {
   int64_t token_budget = 512;  // tokens one step runs (prefill pieces + decodes)
   int max_running = 64;        // requests holding a sequence state at once
-  /// DSpark drafts a greedy request verifies in a step (0: no speculative decoding); the engine
-  /// runs them where the model has a drafter (runtime/engine.h).
-  int draft_tokens = 0;
+  SpeculativeConfig speculative = {};
 };
 
 /// What the scheduler knows of a request.

@@ -345,10 +345,11 @@ TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
   EXPECT_EQ(own_bos.code, 0) << own_bos.out;
   EXPECT_HAS(own_bos.out, "prompt 4 tokens");
   EXPECT_HAS(a.out, "generated 12 tokens");
-  const CliRun greedy = run(base + " --temperature 0");
+  const CliRun greedy = run(base + " --temperature 0 --speculative off");
   EXPECT_EQ(greedy.code, 0) << greedy.out;
-  // Speculative decoding: the same text, and the drafts it verified.
-  const CliRun speculative = run(base + " --temperature 0 --speculative 5");
+  EXPECT_EQ(greedy.out.find("verify steps"), std::string::npos) << greedy.out;
+  // Speculative decoding (on by default): the same text, and the drafts it verified.
+  const CliRun speculative = run(base + " --temperature 0 --draft-confidence 0");
   ASSERT_EQ(speculative.code, 0) << speculative.out;
   EXPECT_EQ(speculative.out.substr(0, speculative.out.rfind("prompt ")),
             greedy.out.substr(0, greedy.out.rfind("prompt ")));
@@ -368,7 +369,12 @@ TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
       run("bench --model " + dir.path().string() + " --prompt-lengths 8 20 --batch-sizes 1 3 --decode-steps 2");
   ASSERT_EQ(bench.code, 0) << bench.out;
   EXPECT_HAS(bench.out, "prefill tok/s");
+  EXPECT_HAS(bench.out, "tokens/step");  // speculative decoding, on by default
   EXPECT_EQ(std::count(bench.out.begin(), bench.out.end(), '\n'), 5) << bench.out;  // header + 2 x 2 rows
+  const CliRun plain_bench =
+      run("bench --model " + dir.path().string() + " --prompt-lengths 8 --decode-steps 2 --speculative off");
+  ASSERT_EQ(plain_bench.code, 0) << plain_bench.out;
+  EXPECT_EQ(plain_bench.out.find("tokens/step"), std::string::npos) << plain_bench.out;
 }
 
 TEST(Cli, ChatTurnsCommandsAndErrorsKeepTheSessionGoing) {
