@@ -26,6 +26,9 @@
 namespace dsinfer::server {
 namespace {
 
+constexpr const char* kChat = R"({"messages": [{"role": "user", "content": "Once upon a time"}], "max_tokens": 6,
+    "temperature": 0, "thinking": {"type": "disabled"}})";
+
 class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -39,7 +42,7 @@ class HttpServerTest : public ::testing::Test {
     auto cache = cache_layout(sizes, (probe.fixed_blocks + kContext / 2) * probe.block_bytes, 2, kContext);
     ASSERT_TRUE(cache.ok()) << cache.status().message();
     cache_blocks_ = cache->num_blocks;
-    engine_ = std::make_unique<Engine>(*tiny_.model, *tiny_.tok, SchedulerConfig{64, 16}, *cache);
+    engine_ = std::make_unique<Engine>(*tiny_.model, *tiny_.tok, SchedulerConfig{64, 16, speculative()}, *cache);
     loop_ = std::make_unique<EngineLoop>(*engine_, 64);
     ServerConfig config;
     config.transport.port = 0, config.api_key = "secret", config.transport.limits.max_body_bytes = 1 << 16;
@@ -53,6 +56,7 @@ class HttpServerTest : public ::testing::Test {
     port_ = *port;
     serving_ = std::thread([this] { EXPECT_TRUE(server_->serve().ok()); });
   }
+  virtual SpeculativeConfig speculative() const { return {}; }
   void TearDown() override {
     if (server_) server_->stop();
     if (serving_.joinable()) serving_.join();
@@ -74,6 +78,29 @@ class HttpServerTest : public ::testing::Test {
     c.set_read_timeout(60);
     return c;
   }
+  // 32 clients at once send the greedy chat of 48 tokens; each must get what one alone got.
+  void expect_thirty_two_clients_get_one_alones_text() {
+    Json request = Json::parse(kChat);
+    request["max_tokens"] = 48;  // enough output that the requests admitted on their prompts outgrow the budget
+    const std::string body = request.dump();
+    auto alone = client().Post("/v1/chat/completions", body, "application/json");
+    ASSERT_TRUE(alone);
+    const std::string expected = Json::parse(alone->body)["choices"][0]["message"]["content"];
+    std::atomic<int> ok{0};
+    std::vector<std::thread> clients;
+    for (int i = 0; i < 32; ++i)
+      clients.emplace_back([&] {
+        auto c = client();
+        auto r = c.Post("/v1/chat/completions", body, "application/json");
+        if (r && r->status == 200 && Json::parse(r->body)["usage"]["completion_tokens"] == 48 &&
+            Json::parse(r->body)["choices"][0]["message"]["content"] == expected)
+          ++ok;
+        else
+          ADD_FAILURE() << (r ? std::to_string(r->status) + " " + r->body : "error " + httplib::to_string(r.error()));
+      });
+    for (auto& c : clients) c.join();
+    EXPECT_EQ(ok.load(), 32);  // each the same as alone, preempted or not
+  }
 
   testing::TinyModel tiny_{5};
   std::unique_ptr<Engine> engine_;
@@ -83,9 +110,6 @@ class HttpServerTest : public ::testing::Test {
   int port_ = 0;
   int cache_blocks_ = 0;
 };
-
-constexpr const char* kChat = R"({"messages": [{"role": "user", "content": "Once upon a time"}], "max_tokens": 6,
-    "temperature": 0, "thinking": {"type": "disabled"}})";
 
 TEST_F(HttpServerTest, RoutesKeysAndErrors) {
   auto c = client();
@@ -297,26 +321,7 @@ TEST_F(HttpServerTest, StreamedChatEqualsTheWholeResponse) {
 }
 
 TEST_F(HttpServerTest, ThirtyTwoClientsAndADisconnect) {
-  Json request = Json::parse(kChat);
-  request["max_tokens"] = 48;  // enough output that the requests admitted on their prompts outgrow the budget
-  const std::string body = request.dump();
-  auto alone = client().Post("/v1/chat/completions", body, "application/json");
-  ASSERT_TRUE(alone);
-  const std::string expected = Json::parse(alone->body)["choices"][0]["message"]["content"];
-  std::atomic<int> ok{0};
-  std::vector<std::thread> clients;
-  for (int i = 0; i < 32; ++i)
-    clients.emplace_back([&] {
-      auto c = client();
-      auto r = c.Post("/v1/chat/completions", body, "application/json");
-      if (r && r->status == 200 && Json::parse(r->body)["usage"]["completion_tokens"] == 48 &&
-          Json::parse(r->body)["choices"][0]["message"]["content"] == expected)
-        ++ok;
-      else
-        ADD_FAILURE() << (r ? std::to_string(r->status) + " " + r->body : "error " + httplib::to_string(r.error()));
-    });
-  for (auto& t : clients) t.join();
-  EXPECT_EQ(ok.load(), 32);  // each the same as alone, preempted or not
+  expect_thirty_two_clients_get_one_alones_text();
   EXPECT_GT(loop_->stats().engine.preemptions, 0);
 
   // A streaming client that hangs up after its first event: the server cancels it and goes on.
@@ -339,6 +344,24 @@ TEST_F(HttpServerTest, ThirtyTwoClientsAndADisconnect) {
   EXPECT_NE(metrics->body.find("dsinfer_cache_blocks_used 0\n"), std::string::npos);  // all given back
   EXPECT_EQ(metrics->body.find("dsinfer_preemptions_total 0\n"), std::string::npos);
   EXPECT_NE(metrics->body.find("dsinfer_draft_tokens_total 0\n"), std::string::npos);  // no --speculative here
+}
+
+// The same with speculative decoding (every step verifying 5 drafts, never stopped): the requests
+// verify their drafts together in the server's steps, preempted or not, each with what it gets alone.
+class SpeculativeHttpServerTest : public HttpServerTest {
+ protected:
+  SpeculativeConfig speculative() const override { return {5, 0, 0}; }
+};
+
+TEST_F(SpeculativeHttpServerTest, ThirtyTwoClientsVerifyTheirDraftsTogether) {
+  expect_thirty_two_clients_get_one_alones_text();
+  const EngineStats s = loop_->stats().engine;
+  EXPECT_GT(s.preemptions, 0);
+  EXPECT_GT(s.verify_steps, 32 * 20);
+  auto metrics = client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find(fmt::format("dsinfer_draft_tokens_total {}\n", s.drafted_tokens)), std::string::npos)
+      << metrics->body;
 }
 
 // The reliability probe's defect 1: JSON nested 30,000 deep in a tool schema or in a tool call's
