@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
+#include <optional>
+#include <utility>
 
 #include "runtime/bigram_checkpoint.h"
 #include "runtime/generate.h"
@@ -140,58 +143,60 @@ TEST(Engine, SpeculativeGreedyOutputIsPlainDecodings) {
   }
 }
 
-TEST(Engine, SpeculativeDecodingAcceptsTheModelsOwnTokens) {
-  testing::TempDir dir;
-  ASSERT_TRUE(testing::write_bigram_checkpoint(dir.path()).ok());
-  CpuBackend backend(2);
-  LocalCommunicator comm;
-  auto model = Model::load(dir.path(), backend, comm);
-  auto tok = Tokenizer::load(dir.path() / "tokenizer.json");
-  ASSERT_TRUE(model.ok() && tok.ok());
-  std::string texts[2];
-  EngineStats stats[2];
-  for (const int drafts : {0, 5}) {
-    Engine engine(**model, *tok, {512, 16, {drafts, 0}});  // every draft verified; the drafter pays
-    EngineRequest r;
-    r.prompt = tok->encode("Once upon a time");
-    r.sampling.temperature = 0;
-    r.max_tokens = 60;
-    r.on_output = [&](const RequestOutput& o) { texts[drafts > 0] += o.text; };
-    ASSERT_TRUE(engine.submit(std::move(r)).ok());
-    while (engine.step()) {
-    }
-    stats[drafts > 0] = engine.stats();
+// "Once upon a time" decoded greedily by an engine of its own: the text and the engine's counts.
+std::pair<std::string, EngineStats> decode_alone(Model& model, const Tokenizer& tok, SpeculativeConfig speculative,
+                                                 int max_tokens) {
+  Engine engine(model, tok, {512, 16, speculative});
+  std::string text;
+  EngineRequest r;
+  r.prompt = tok.encode("Once upon a time");
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  r.on_output = [&](const RequestOutput& o) { text += o.text; };
+  EXPECT_TRUE(engine.submit(std::move(r)).ok());
+  while (engine.step()) {
   }
-  EXPECT_EQ(texts[1], texts[0]);
-  EXPECT_FALSE(texts[0].empty());
+  return {text, engine.stats()};
+}
+
+// The checkpoint of runtime/bigram_checkpoint.h, loaded on the CPU.
+struct BigramModel {
+  testing::TempDir dir;
+  CpuBackend backend{2};
+  LocalCommunicator comm;
+  std::unique_ptr<Model> model;
+  std::optional<Tokenizer> tok;
+  BigramModel() {
+    EXPECT_TRUE(testing::write_bigram_checkpoint(dir.path()).ok());
+    auto m = Model::load(dir.path(), backend, comm);
+    auto t = Tokenizer::load(dir.path() / "tokenizer.json");
+    EXPECT_TRUE(m.ok() && t.ok());
+    if (m.ok() && t.ok()) model = std::move(*m), tok = std::move(*t);
+  }
+};
+
+TEST(Engine, SpeculativeDecodingAcceptsTheModelsOwnTokens) {
+  BigramModel bigram;
+  ASSERT_TRUE(bigram.model);
+  const auto [plain, plain_stats] = decode_alone(*bigram.model, *bigram.tok, {}, 60);
+  const auto [text, stats] = decode_alone(*bigram.model, *bigram.tok, {5, 0}, 60);  // every draft verified
+  EXPECT_EQ(text, plain);
+  EXPECT_FALSE(plain.empty());
   // 60 tokens: the first from the prompt, then verify steps that keep the first draft and the
-  // model's token after it (two a step), past the second draft's rejection.
-  EXPECT_GE(stats[1].accepted_tokens, stats[1].verify_steps - 2);
-  EXPECT_LT(stats[1].verify_steps, 35);
-  std::printf("bigram model: %ld verify steps, %ld drafts, %ld accepted\n", static_cast<long>(stats[1].verify_steps),
-              static_cast<long>(stats[1].drafted_tokens), static_cast<long>(stats[1].accepted_tokens));
+  // model's token after it (two a step), past the second draft's rejection; the drafter pays.
+  EXPECT_GE(stats.accepted_tokens, stats.verify_steps - 2);
+  EXPECT_LT(stats.verify_steps, 35);
+  std::printf("bigram model: %ld verify steps, %ld drafts, %ld accepted\n", static_cast<long>(stats.verify_steps),
+              static_cast<long>(stats.drafted_tokens), static_cast<long>(stats.accepted_tokens));
 }
 
 // The confidence head sets how many drafts a step verifies: here it says 1/2 for every draft, so
 // the chance that the first k are all accepted is 2^-k.
 TEST(Engine, TheConfidenceHeadChoosesTheVerifyLength) {
-  testing::TempDir dir;
-  ASSERT_TRUE(testing::write_bigram_checkpoint(dir.path()).ok());
-  CpuBackend backend(2);
-  LocalCommunicator comm;
-  auto model = Model::load(dir.path(), backend, comm);
-  auto tok = Tokenizer::load(dir.path() / "tokenizer.json");
-  ASSERT_TRUE(model.ok() && tok.ok());
+  BigramModel bigram;
+  ASSERT_TRUE(bigram.model);
   for (const auto& [threshold, drafts] : {std::pair{0.25f, 2}, {0.5f, 1}, {0.6f, 0}, {0.0f, 5}}) {
-    Engine engine(**model, *tok, {512, 16, {5, threshold, 0}});
-    EngineRequest r;
-    r.prompt = tok->encode("Once upon a time");
-    r.sampling.temperature = 0;
-    r.max_tokens = 40;
-    ASSERT_TRUE(engine.submit(std::move(r)).ok());
-    while (engine.step()) {
-    }
-    const EngineStats s = engine.stats();
+    const EngineStats s = decode_alone(*bigram.model, *bigram.tok, {5, threshold, 0}, 40).second;
     EXPECT_EQ(s.verify_steps > 0, drafts > 0) << threshold;
     // The last step may verify fewer: the budget's end.
     EXPECT_LE(s.drafted_tokens, drafts * s.verify_steps) << threshold;
@@ -204,23 +209,11 @@ TEST(Engine, TheConfidenceHeadChoosesTheVerifyLength) {
 TEST(Engine, DraftingStopsWhereItDoesNotPay) {
   testing::TinyModel tiny(4);
   ASSERT_TRUE(tiny.ok());
-  std::string texts[2];
-  EngineStats stats[2];
-  for (const int drafts : {0, 5}) {
-    Engine engine(*tiny.model, *tiny.tok, {512, 16, {drafts, 0}});
-    EngineRequest r;
-    r.prompt = tiny.tok->encode("Once upon a time");
-    r.sampling.temperature = 0;
-    r.max_tokens = 60;
-    r.on_output = [&](const RequestOutput& o) { texts[drafts > 0] += o.text; };
-    ASSERT_TRUE(engine.submit(std::move(r)).ok());
-    while (engine.step()) {
-    }
-    stats[drafts > 0] = engine.stats();
-  }
-  EXPECT_EQ(texts[1], texts[0]);
-  EXPECT_LT(stats[1].accepted_tokens, 8);
-  EXPECT_EQ(stats[1].verify_steps, 15);  // the drafts of calls 1 to 15; the 16th call ends it
+  const auto [plain, plain_stats] = decode_alone(*tiny.model, *tiny.tok, {}, 60);
+  const auto [text, stats] = decode_alone(*tiny.model, *tiny.tok, {5, 0}, 60);
+  EXPECT_EQ(text, plain);
+  EXPECT_LT(stats.accepted_tokens, 8);
+  EXPECT_EQ(stats.verify_steps, 15);  // the drafts of calls 1 to 15; the 16th call ends it
 }
 
 // The token budget cuts prompts into pieces at different places (1: one token a step; 7 and 8:
