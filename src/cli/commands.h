@@ -30,6 +30,7 @@ void register_chat_encoding(CLI::App& app, CommandResult& result);  // render-ch
 void register_serve(CLI::App& app, CommandResult& result);
 void register_bench_serve(CLI::App& app, CommandResult& result);
 void register_bench(CLI::App& app, CommandResult& result);
+void register_perplexity(CLI::App& app, CommandResult& result);
 void register_tokenize(CLI::App& app, CommandResult& result);  // tokenize and detokenize
 
 /// Prints "dsinfer: error: <message>" to stderr and returns the exit code for the error's kind

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   dsinfer::cli::register_serve(app, result);
   dsinfer::cli::register_bench_serve(app, result);
   dsinfer::cli::register_bench(app, result);
+  dsinfer::cli::register_perplexity(app, result);
   dsinfer::cli::register_logits(app, result);
   dsinfer::cli::register_tokenize(app, result);
   try {

@@ -121,6 +121,8 @@ struct Model::Batch {
                      fmt::format("a verify chunk holds at most {} tokens at a position no smaller than their count, "
                                  "not {} at {}",
                                  cfg.verify_tokens(), s, ch.start_pos));
+      if (ch.all_logits && (ch.decode || ch.verify))
+        return error(ErrorKind::kInvalidArgument, "only a prefill chunk takes all_logits");
       if (ch.start_pos != ch.state->length)
         return error(ErrorKind::kInvalidArgument, fmt::format("chunk starts at {} but its sequence holds {} positions",
                                                               ch.start_pos, ch.state->length));

@@ -135,7 +135,7 @@ Status Model::write_window(SequenceState& seq, int layer, int64_t end, std::span
 
 int64_t Model::logit_rows(std::span<const ForwardChunk> chunks) {
   int64_t rows = 0;
-  for (const ForwardChunk& ch : chunks) rows += ch.verify ? static_cast<int64_t>(ch.tokens.size()) : 1;
+  for (const ForwardChunk& ch : chunks) rows += ch.verify || ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
   return rows;
 }
 
@@ -250,10 +250,11 @@ Status Model::run(Batch& b, const TensorView& logits) {
   }
 
   // Final collapse with the last FFN's pre, norm, head on each chunk's last token (a verify
-  // chunk's every token).
+  // chunk's or an all_logits chunk's every token).
   std::vector<int32_t> last;
   for (size_t ci = 0; ci < chunks.size(); ++ci)
-    for (int64_t i = chunks[ci].verify ? b.offset[ci] : b.offset[ci + 1] - 1; i < b.offset[ci + 1]; ++i)
+    for (int64_t i = chunks[ci].verify || chunks[ci].all_logits ? b.offset[ci] : b.offset[ci + 1] - 1;
+         i < b.offset[ci + 1]; ++i)
       last.push_back(static_cast<int32_t>(i));
   const int64_t nc = static_cast<int64_t>(last.size());
   DeviceArray<uint16_t> last_x = b.scratch<uint16_t>(nc * hc * dim), collapsed = b.scratch<uint16_t>(nc * dim);

@@ -40,6 +40,8 @@ struct ForwardChunk {
   /// call writes logits for every one of them. At most config.verify_tokens() tokens, starting at
   /// a position no smaller than their count; Model::truncate takes back the ones not accepted.
   bool verify = false;
+  /// A prefill chunk whose every token gets its logits (a perplexity's), not only its last.
+  bool all_logits = false;
 };
 
 /// Where a forward's ops go and in which shapes: the model runner's choice (runtime/model_runner.h).
@@ -132,7 +134,7 @@ class Model {
   int64_t indexer_query_block(int64_t columns) const;
 
   /// Runs the chunks and writes the fp32 logits of each chunk's last token (of every token of a
-  /// verify chunk): logits [logit_rows(chunks), V] f32 in the backend's memory. The ops go where
+  /// verify or all_logits chunk): logits [logit_rows(chunks), V] f32 in the backend's memory. The ops go where
   /// ctx says.
   Status forward(std::span<ForwardChunk> chunks, const TensorView& logits, const ForwardContext& ctx);
   /// The same with the logits copied to the host, on the model's backend.

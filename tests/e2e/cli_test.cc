@@ -377,6 +377,32 @@ TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
   EXPECT_EQ(plain_bench.out.find("tokens/step"), std::string::npos) << plain_bench.out;
 }
 
+// A text file's perplexity: one line with the value, the tokens predicted and the window; the
+// same text in shorter windows predicts as many tokens; a missing file is named.
+TEST(Cli, PerplexityOfATextFile) {
+  testing::TempDir dir;
+  ASSERT_EQ(run("make-tiny --out " + dir.path().string()).code, 0);
+  const std::string text = (dir.path() / "text.txt").string();
+  {
+    std::ofstream f(text);
+    f << "Once upon a time there was a small cat who liked to sail to the moon and back.\n";
+  }
+  const std::string base = "perplexity --model " + dir.path().string() + " --text " + text;
+  const CliRun whole = run(base), windows = run(base + " --context 8");
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  ASSERT_EQ(windows.code, 0) << windows.out;
+  EXPECT_HAS(whole.out, "windows of 4096 positions");
+  EXPECT_HAS(windows.out, "windows of 8 positions");
+  const auto tokens = [](const std::string& out) {
+    return out.substr(out.find(" over "), out.find(" tokens") - out.find(" over "));
+  };
+  EXPECT_EQ(tokens(whole.out), tokens(windows.out)) << whole.out << windows.out;
+  EXPECT_EQ(std::count(whole.out.begin(), whole.out.end(), '\n'), 1) << whole.out;
+  const CliRun missing = run("perplexity --model " + dir.path().string() + " --text /nonexistent.txt");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_HAS(missing.out, "/nonexistent.txt: cannot open");
+}
+
 TEST(Cli, ChatTurnsCommandsAndErrorsKeepTheSessionGoing) {
   testing::TempDir dir;
   ASSERT_EQ(run("make-tiny --out " + dir.path().string()).code, 0);
