@@ -37,10 +37,11 @@ struct Engine::Live {
       force_armed = !req.forced.tokens.empty();
     speculates = req.forced.tokens.empty();
   }
-  /// The next token: a forced one while any is pending, else sampled; none when the sampler finds
-  /// the (penalised) logits not finite.
+  /// The next token: a forced one while any is pending, else sampled; none when the logits (for the
+  /// sampler, the penalised logits) are not finite.
   std::optional<int32_t> next_token(std::span<const float> logits) {
     if (forced.empty()) return sampler.sample(logits);
+    if (!all_finite(logits)) return std::nullopt;
     const int32_t t = forced.front();
     forced.pop_front();
     sampler.accept(t);
@@ -230,9 +231,7 @@ bool Engine::step() {
       // A NaN or an infinity (a broken checkpoint, an overflow) ends the request: sampling from it
       // would emit arbitrary tokens (greedy picked id 0, BOS, every step).
       const std::optional<int32_t> sampled =
-          !all_finite(rowj) ? std::nullopt
-          : drafted         ? r.sampler.verify_draft(rowj, chunks[i].tokens[j + 1], r.draft_laws[j])
-                            : r.next_token(rowj);
+          drafted ? r.sampler.verify_draft(rowj, chunks[i].tokens[j + 1], r.draft_laws[j]) : r.next_token(rowj);
       if (!sampled) {
         finish(id, FinishReason::kError,
                fmt::format("the logits are not finite at step {} (NaN or infinity; step 1 picks the first output "

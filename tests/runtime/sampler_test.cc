@@ -188,6 +188,27 @@ TEST(Sampler, RepetitionPenaltyIsBounded) {
 
 // NaN or infinite logits give no token (the engine ends the request with an error), never the
 // first id that a comparison with NaN leaves standing.
+// Greedy's pick over rows of every length around its eight lanes, with ties and the maximum in
+// any lane or in the tail: std::max_element's first maximum; a NaN or an infinity anywhere: none.
+TEST(Sampler, GreedyScansEveryLengthAndLane) {
+  SamplingParams p;
+  p.temperature = 0;
+  uint64_t state = 9;
+  for (size_t n = 1; n <= 41; ++n)
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> row(n);
+      for (float& v : row) v = static_cast<float>(std::floor(splitmix64_uniform(state) * 6) - 3);  // ties
+      SamplerState s(p, 1, {});
+      EXPECT_EQ(s.sample(row), std::max_element(row.begin(), row.end()) - row.begin()) << n;
+      for (const float bad :
+           {std::nanf(""), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+        std::vector<float> broken = row;
+        broken[static_cast<size_t>(splitmix64_uniform(state) * static_cast<double>(n))] = bad;
+        EXPECT_FALSE(SamplerState(p, 1, {}).sample(broken).has_value()) << n;
+      }
+    }
+}
+
 TEST(Sampler, NonFiniteLogitsGiveNoToken) {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
   for (float temperature : {0.0f, 1.0f}) {
