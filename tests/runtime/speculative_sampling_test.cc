@@ -114,7 +114,7 @@ TEST(Engine, SpeculativeSamplingFollowsTheModelsLaw) {
   Engine engine(**model, *tok, {512, 64, {5, 0, 0}});
   // Tokens grouped by the law they were drawn from: its three tokens and their log-probabilities.
   std::map<std::vector<float>, std::map<int32_t, int64_t>> groups;
-  const int requests = 1500;
+  const int requests = 1000;
   for (int i = 0; i < requests; ++i) {
     EngineRequest r;
     r.prompt = tok->encode("Once upon a time");
