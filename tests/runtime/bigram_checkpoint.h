@@ -6,12 +6,20 @@
 // rows (nothing chains them here). Its confidence head is zero: 1/2 for every draft.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/float_formats.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "io/tokenizer.h"
+#include "model/model.h"
+#include "test_util.h"
 #include "testing/tiny_model.h"
 
 namespace dsinfer::testing {
@@ -51,5 +59,22 @@ inline Status write_bigram_checkpoint(const std::filesystem::path& dir, float dr
   }
   return {};
 }
+
+/// That checkpoint written to a temporary folder and loaded on the CPU (`model` null when either
+/// step failed, which the test has then been told).
+struct BigramModel {
+  TempDir dir;
+  CpuBackend backend{2};
+  LocalCommunicator comm;
+  std::unique_ptr<Model> model;
+  std::optional<Tokenizer> tok;
+  explicit BigramModel(float drafter_norm_scale = 1) {
+    EXPECT_TRUE(write_bigram_checkpoint(dir.path(), drafter_norm_scale).ok());
+    auto m = Model::load(dir.path(), backend, comm);
+    auto t = Tokenizer::load(dir.path() / "tokenizer.json");
+    EXPECT_TRUE(m.ok() && t.ok());
+    if (m.ok() && t.ok()) model = std::move(*m), tok = std::move(*t);
+  }
+};
 
 }  // namespace dsinfer::testing

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <memory>
 #include <optional>
 #include <utility>
 
@@ -159,24 +158,8 @@ std::pair<std::string, EngineStats> decode_alone(Model& model, const Tokenizer& 
   return {text, engine.stats()};
 }
 
-// The checkpoint of runtime/bigram_checkpoint.h, loaded on the CPU.
-struct BigramModel {
-  testing::TempDir dir;
-  CpuBackend backend{2};
-  LocalCommunicator comm;
-  std::unique_ptr<Model> model;
-  std::optional<Tokenizer> tok;
-  BigramModel() {
-    EXPECT_TRUE(testing::write_bigram_checkpoint(dir.path()).ok());
-    auto m = Model::load(dir.path(), backend, comm);
-    auto t = Tokenizer::load(dir.path() / "tokenizer.json");
-    EXPECT_TRUE(m.ok() && t.ok());
-    if (m.ok() && t.ok()) model = std::move(*m), tok = std::move(*t);
-  }
-};
-
 TEST(Engine, SpeculativeDecodingAcceptsTheModelsOwnTokens) {
-  BigramModel bigram;
+  testing::BigramModel bigram;
   ASSERT_TRUE(bigram.model);
   const auto [plain, plain_stats] = decode_alone(*bigram.model, *bigram.tok, {}, 60);
   const auto [text, stats] = decode_alone(*bigram.model, *bigram.tok, {5, 0}, 60);  // every draft verified
@@ -193,7 +176,7 @@ TEST(Engine, SpeculativeDecodingAcceptsTheModelsOwnTokens) {
 // The confidence head sets how many drafts a step verifies: here it says 1/2 for every draft, so
 // the chance that the first k are all accepted is 2^-k.
 TEST(Engine, TheConfidenceHeadChoosesTheVerifyLength) {
-  BigramModel bigram;
+  testing::BigramModel bigram;
   ASSERT_TRUE(bigram.model);
   for (const auto& [threshold, drafts] : {std::pair{0.25f, 2}, {0.5f, 1}, {0.6f, 0}, {0.0f, 5}}) {
     const EngineStats s = decode_alone(*bigram.model, *bigram.tok, {5, threshold, 0}, 40).second;

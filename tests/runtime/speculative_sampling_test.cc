@@ -8,12 +8,9 @@
 #include <map>
 #include <numeric>
 
-#include "backends/cpu/cpu_backend.h"
 #include "runtime/bigram_checkpoint.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
-#include "test_util.h"
-#include "testing/tiny_model.h"
 
 namespace dsinfer {
 namespace {
@@ -104,20 +101,15 @@ TEST(Sampler, GreedyVerificationPicksTheTargetsMaximum) {
 // from unrelated noise rows: every emitted token, drafted or not, follows the law of its own row of
 // logits (read back from its logprobs), at temperature 1 over the top 3.
 TEST(Engine, SpeculativeSamplingFollowsTheModelsLaw) {
-  testing::TempDir dir;
-  ASSERT_TRUE(testing::write_bigram_checkpoint(dir.path(), 0.25f).ok());
-  CpuBackend backend(2);
-  LocalCommunicator comm;
-  auto model = Model::load(dir.path(), backend, comm);
-  auto tok = Tokenizer::load(dir.path() / "tokenizer.json");
-  ASSERT_TRUE(model.ok() && tok.ok());
-  Engine engine(**model, *tok, {512, 64, {5, 0, 0}});
+  testing::BigramModel bigram(0.25f);
+  ASSERT_TRUE(bigram.model);
+  Engine engine(*bigram.model, *bigram.tok, {512, 64, {5, 0, 0}});
   // Tokens grouped by the law they were drawn from: its three tokens and their log-probabilities.
   std::map<std::vector<float>, std::map<int32_t, int64_t>> groups;
   const int requests = 1000;
   for (int i = 0; i < requests; ++i) {
     EngineRequest r;
-    r.prompt = tok->encode("Once upon a time");
+    r.prompt = bigram.tok->encode("Once upon a time");
     r.sampling.temperature = 1;
     r.sampling.top_k = 3;
     r.sampling.seed = static_cast<uint64_t>(i);
