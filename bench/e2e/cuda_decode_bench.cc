@@ -12,6 +12,7 @@
 // table out (a profiler's run).
 //   cuda_decode_bench [--layers N] [--flash E] [--steps N] [--batch 1,8,32] [--context 128,4096]
 //                     [--prefill 4096] [--chunk 4096] [--drafter-only 1] [--dir PATH]
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -328,6 +329,7 @@ int main(int argc, char** argv) {
     std::vector<float> last(c.vocab_size);
     const CudaBackend::Stats before = backend.stats();
     const auto p0 = Clock::now();
+    cudaProfilerStart();  // a profiler started with --profile-from-start off sees the timed prompts only
     for (int at = 0; at < prompt; at += chunk) {
       std::vector<ForwardChunk> one(1);
       one[0].state = &seq;
@@ -338,6 +340,7 @@ int main(int argc, char** argv) {
         return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
     }
     const double dt = std::chrono::duration<double>(Clock::now() - p0).count();
+    cudaProfilerStop();
     const CudaBackend::Stats& after = backend.stats();
     std::printf(
         "prefill %d tokens (chunks of %d): %.2f s, %.0f tokens/s, %.1f TFLOP/s in the linears (%.1f GFLOP/token); "
