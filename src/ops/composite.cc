@@ -9,17 +9,12 @@
 
 namespace dsinfer {
 
-// The routed experts' tokens gathered expert after expert (ascending id, tokens ascending within
-// an expert: a counting sort in one pass over the choices), every expert's w1/w3, SwiGLU and w2 as
-// grouped calls, each expert's output added into acc in ascending order.
-void routed_experts_by_expert(Backend& be, const RoutedExpertsArgs& a) {
-  const int64_t n = a.x.size(0), dim = a.x.size(1), k = a.indices.size(1);
+ExpertGroups group_by_expert(Backend& be, const RoutedExpertsArgs& a) {
+  const int64_t n = a.x.size(0), k = a.indices.size(1);
   const int64_t experts = static_cast<int64_t>(a.experts.size());
-  if (n == 0) return;
   DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.weights.size(0) == n &&
                     a.weights.size(1) == k && experts > 0,
                 "routed_experts: contiguous [n, k] choices");
-  const int64_t ff = a.experts[0].w1.out;
   std::vector<int32_t> idx(n * k);
   std::vector<float> wts(n * k);
   if (a.weights.as<const uint8_t>() == a.indices.as<const uint8_t>() + n * k * 4) {  // one read for both
@@ -36,23 +31,38 @@ void routed_experts_by_expert(Backend& be, const RoutedExpertsArgs& a) {
     DSINFER_CHECK(e >= 0, "routed_experts: expert {}", e);
     e = e >= a.first_expert && e < a.first_expert + experts ? e - a.first_expert : -1;
   }
-  std::vector<int64_t> first(experts + 1, 0);  // expert e owns rows [first[e], first[e + 1])
+  ExpertGroups g;
+  g.first.assign(experts + 1, 0);  // a counting sort in one pass over the choices
   for (int32_t e : idx)
-    if (e >= 0) ++first[e + 1];
-  for (int64_t e = 0; e < experts; ++e) first[e + 1] += first[e];
-  const int64_t m = first[experts];
-  if (m == 0) return;
-  std::vector<int32_t> rows(m);
-  std::vector<float> row_w(m);
-  std::vector<int64_t> next(first.begin(), first.end() - 1);
+    if (e >= 0) ++g.first[e + 1];
+  for (int64_t e = 0; e < experts; ++e) g.first[e + 1] += g.first[e];
+  g.token.resize(g.rows());
+  g.weight.resize(g.rows());
+  g.slot_row.assign(n * k, -1);
+  std::vector<int64_t> next(g.first.begin(), g.first.end() - 1);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < k; ++j) {
       if (idx[t * k + j] < 0) continue;
       const int64_t at = next[idx[t * k + j]]++;
-      rows[at] = static_cast<int32_t>(t), row_w[at] = wts[t * k + j];
+      g.token[at] = static_cast<int32_t>(t), g.weight[at] = wts[t * k + j];
+      g.slot_row[t * k + j] = static_cast<int32_t>(at);
     }
-  const DeviceArray<int32_t> drows(be, std::span<const int32_t>(rows));
-  const DeviceArray<float> drow_w(be, std::span<const float>(row_w));
+  return g;
+}
+
+// The routed experts' tokens gathered expert after expert (group_by_expert's order), every
+// expert's w1/w3, SwiGLU and w2 as grouped calls, each expert's output added into acc in ascending
+// order.
+void routed_experts_by_expert(Backend& be, const RoutedExpertsArgs& a) {
+  const int64_t n = a.x.size(0), dim = a.x.size(1);
+  const int64_t experts = static_cast<int64_t>(a.experts.size());
+  if (n == 0) return;
+  const ExpertGroups groups = group_by_expert(be, a);
+  const std::vector<int64_t>& first = groups.first;
+  const int64_t m = groups.rows(), ff = a.experts[0].w1.out;
+  if (m == 0) return;
+  const DeviceArray<int32_t> drows(be, std::span<const int32_t>(groups.token));
+  const DeviceArray<float> drow_w(be, std::span<const float>(groups.weight));
   auto xe = DeviceArray<uint16_t>::uninitialized(be, m * dim), g = DeviceArray<uint16_t>::uninitialized(be, m * ff);
   auto u = DeviceArray<uint16_t>::uninitialized(be, m * ff), act = DeviceArray<uint16_t>::uninitialized(be, m * ff);
   auto o = DeviceArray<uint16_t>::uninitialized(be, m * dim);

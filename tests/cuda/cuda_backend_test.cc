@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
 #include "core/float_formats.h"
+#include "ops/composite.h"
 #include "ops/device_array.h"
 #include "test_util.h"
 
@@ -212,8 +213,10 @@ TEST_F(CudaBackendTest, DeviceArrayKeepsItsRowsWhenItGrows) {
 }
 
 // The routed experts of up to kDeviceRoutedTokens tokens run on the device's choice (no read back),
-// more through the grouping by expert on the host; all as the CPU's grouping (fp4 experts, choices
-// out of order), and a token alone as in a batch, bit for bit.
+// more through the grouping by expert on the host (one read; with 300 tokens the experts' rows go
+// to cuBLAS, their inputs quantised once for all, and the result is routed_experts_by_expert's,
+// bit for bit); all as the CPU's grouping (fp4 experts, choices out of order), and a token alone
+// as in a batch, bit for bit.
 TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
   std::mt19937 rng(7);
   const int64_t experts = 10, dim = 512, ff = 256, k = 6;
@@ -241,7 +244,8 @@ TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
     fp4_weight(dim, ff, host[e].w2, dev[e].w2);
   }
   const int64_t batch = CudaBackend::kDeviceRoutedTokens;
-  for (const int64_t n : {int64_t{1}, int64_t{3}, batch, batch + 4}) {  // the last grouped on the host
+  for (const int64_t n :
+       {int64_t{1}, int64_t{3}, batch, batch + 4, int64_t{300}}) {  // the last two grouped on the host
     const std::vector<uint16_t> x = testing::random_bf16(n * dim, 8, 1.0f);
     std::vector<int32_t> choice(2 * n * k);  // ids, then the weights' f32 bits (as the model keeps them)
     for (int64_t t = 0; t < n; ++t) {
@@ -272,6 +276,13 @@ TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
     const std::vector<uint8_t> got = macc.fetch();
     if (n <= CudaBackend::kDeviceRoutedTokens) {
       EXPECT_EQ(gpu_->stats().downloads, reads) << "a few tokens' choice stays on the device";
+    } else {
+      EXPECT_EQ(gpu_->stats().downloads, reads + 1) << "ids and weights in one read";
+      Mirror composite(n * dim * 4, std::vector<float>(n * dim, 0.25f).data());
+      RoutedExpertsArgs c = args(true);
+      c.acc = composite.view(true, DType::kF32, {n, dim});
+      routed_experts_by_expert(*gpu_, c);
+      EXPECT_EQ(composite.fetch(), got) << "n=" << n << ": not the expert-by-expert sums";
     }
     const auto* g = reinterpret_cast<const float*>(got.data());
     const auto* w = reinterpret_cast<const float*>(macc.host.data());

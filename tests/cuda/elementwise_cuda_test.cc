@@ -193,9 +193,11 @@ TEST_F(CudaRowOps, CompressPoolAndEngramGate) {
 }
 
 TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
-  // Batches of each chunking of the projections (16, 4 and 1 chunks a row); V4.1's 4 copies (a
-  // lane an element of the combination) and 6 and 8 (two a lane).
-  for (const auto& [n, hc] : {std::pair{3, 4}, {6, 4}, {17, 4}, {5, 6}, {2, 8}}) {
+  // Batches of each kernel and chunking of the projections (a block a token and projection in 16,
+  // 4 or 1 chunks a row; from 128 tokens tiles of 8 tokens and 32 projections, in 2 or 1 chunks);
+  // V4.1's 4 copies (a lane an element of the combination) and 6 and 8 (two a lane; 49 and 81
+  // projections with the norm: two and three tiles of projections).
+  for (const auto& [n, hc] : {std::pair{3, 4}, {6, 4}, {17, 4}, {300, 4}, {5, 6}, {130, 6}, {2, 8}, {129, 8}}) {
     const int dim = 5120, mix = (2 + hc) * hc;
     const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 30);
     const std::vector<float> fn = random_f32(static_cast<size_t>(mix) * hc * dim, 31, -0.02f, 0.02f),

@@ -19,17 +19,21 @@ namespace {
 using testing::from_device;
 using testing::to_device;
 
-TEST(CudaRouter, SameExpertsAndWeightsAsTheCpu) {
+// 5 tokens (a block a token and expert for the logits) and 130 (tiles of 8 tokens and 32 experts).
+class CudaRouterTokens : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaRouterTokens, SameExpertsAndWeightsAsTheCpu) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   CpuBackend cpu(0);
-  const int n = 5, dim = 5120, experts = 384, k = 6;
+  const int n = GetParam(), dim = 5120, experts = 384, k = 6;
   const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * dim, 1),
                               w = testing::random_bf16(static_cast<size_t>(experts) * dim, 2, 0.05f);
   std::mt19937 rng(3);
   std::vector<float> bias(experts), bias_vl(experts);
   for (auto& b : bias) b = std::uniform_real_distribution<float>(-0.5f, 0.5f)(rng);
   for (auto& b : bias_vl) b = std::uniform_real_distribution<float>(-0.5f, 0.5f)(rng);
-  const std::vector<uint8_t> image = {0, 1, 0, 0, 1};
+  std::vector<uint8_t> image(n);
+  for (int t = 0; t < n; ++t) image[t] = t % 3 == 1;
   uint16_t *dx = to_device(x), *dw = to_device(w);
   float *dbias = to_device(bias), *dbias_vl = to_device(bias_vl);
   uint8_t* dimage = to_device(image);
@@ -66,6 +70,8 @@ TEST(CudaRouter, SameExpertsAndWeightsAsTheCpu) {
                   static_cast<void*>(dbias_vl), static_cast<void*>(dimage), static_cast<void*>(logits)})
     cudaFree(v);
 }
+
+INSTANTIATE_TEST_SUITE_P(Steps, CudaRouterTokens, ::testing::Values(5, 130));
 
 // Equal keys (every gate row the same, no bias) go to the lower experts, as on the CPU.
 TEST(CudaRouter, TiesGoToTheLowerExpert) {

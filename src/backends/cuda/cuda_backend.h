@@ -71,8 +71,8 @@ class CudaBackend final : public Backend {
   /// with the fma or gemv kernel forced, up to kExactTokenByToken with the exact kernels) on its own,
   /// more sorted by expert on the device, each used
   /// expert's weights read once for all its tokens; so the choice is never read back and the
-  /// step can be captured. More tokens: Backend's grouping by expert on the host
-  /// (routed_experts_by_expert).
+  /// step can be captured. More tokens (a prefill chunk): grouped by expert on the host
+  /// (routed_experts_grouped_on_host).
   int64_t max_tokens_without_reads() const override { return options_.routed_tokens; }
 
  private:
@@ -91,13 +91,19 @@ class CudaBackend final : public Backend {
   // The paths of linear_dispatch.h. Block-scaled weights of one format and shape with equal row
   // counts, in one launch after the input quantisation (each distinct input once).
   void block_linear(std::span<const LinearArgs> ops);
-  void tensor_core_linear(const LinearArgs& a);  // cuBLAS
+  // cuBLAS; a block-scaled weight's input act_quant-ised on the way unless `input_quantised` says
+  // the caller did (the fake-quantised bf16 values).
+  void tensor_core_linear(const LinearArgs& a, bool input_quantised = false);
   // Dense weights (bf16, or fp8 read as bf16) with double sums; several ops: one launch, op g
   // reading and writing the g-th column block of op 0's input and output (block-diagonal).
   void dense_linear(std::span<const LinearArgs> ops);
   // routed_experts of up to routed_tokens tokens sorted by expert on the device, each used
   // expert's rows in one grouped mma launch (routed_experts.cc).
   void grouped_routed_experts(const RoutedExpertsArgs& a, const cuda::ExpertTable& table);
+  // routed_experts of more tokens (a prefill chunk): grouped by expert on the host (composite.h's
+  // group_by_expert), each expert's matrices on the path linear_dispatch.h picks for its rows, the
+  // inputs of those on cuBLAS quantised once for all experts, the outputs added in one launch.
+  void routed_experts_grouped_on_host(const RoutedExpertsArgs& a);
 
   CudaBackendOptions options_;
   cudaStream_t stream_;

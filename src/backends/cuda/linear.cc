@@ -129,7 +129,7 @@ void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {
   launched(cuda::launch_dense_linear(p), "linear (dense)");
 }
 
-void CudaBackend::tensor_core_linear(const LinearArgs& a) {
+void CudaBackend::tensor_core_linear(const LinearArgs& a, bool input_quantised) {
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in, o = w.out;
   const bool block_scaled = is_block_scaled(w.format);
@@ -155,7 +155,7 @@ void CudaBackend::tensor_core_linear(const LinearArgs& a) {
   }
   const uint16_t* xb = a.x.as<const uint16_t>();
   int64_t ldx = a.x.stride[0];
-  if (block_scaled) {  // the input as act_quant leaves it: code * scale, exact in bf16
+  if (block_scaled && !input_quantised) {  // the input as act_quant leaves it: code * scale, exact in bf16
     auto* xq = static_cast<uint16_t*>(scratch(scratch_.tc_inputs, n * k * 2));
     cuda::check_cuda(cudaMemcpy2DAsync(xq, k * 2, xb, ldx * 2, k * 2, n, cudaMemcpyDeviceToDevice, stream_), "linear");
     launched(cuda::launch_act_quant({.x = xq, .fake = xq, .n = n * k, .stream = stream_}), "linear (input act_quant)");

@@ -4,19 +4,25 @@
 // matrix. The tiled kernel's per-row sums do not depend on the rows beside them, so a token's
 // outputs are the same bits on either path. With the fma or gemv kernel forced (they take one
 // row a group) every token runs on its own; with the exact kernels, up to kExactTokenByToken.
+// Steps of more tokens (prefill chunks) read the choice back and group the tokens by expert on the
+// host, to give each expert's rows to cuBLAS or the block-scaled kernels by their count.
 #include "backends/cuda/routed_experts.h"
 
 #include <algorithm>
 #include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/linear/linear.h"
+#include "backends/cuda/kernels/moe/config.h"
 #include "backends/cuda/kernels/moe/router.h"
 #include "backends/cuda/linear_dispatch.h"
 #include "core/check.h"
 #include "ops/composite.h"
+#include "ops/device_array.h"
 
 namespace dsinfer {
 namespace cuda {
@@ -67,8 +73,13 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   DSINFER_CHECK(a.first_expert == 0, "routed_experts: a table from expert {} (expert parallelism) on the GPU",
                 a.first_expert);
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
-  const cuda::ExpertTable* table = cuda::few_routed_tokens(n, options_.routed_tokens) ? &experts_.find(a) : nullptr;
-  if (!table || !table->on_device) {
+  if (!cuda::few_routed_tokens(n, options_.routed_tokens)) {
+    // The sums' launch takes up to moe_config::kMaxK experts a token (V4.1 chooses 6).
+    k <= cuda::moe_config::kMaxK ? routed_experts_grouped_on_host(a) : routed_experts_by_expert(*this, a);
+    return;
+  }
+  const cuda::ExpertTable* table = &experts_.find(a);
+  if (!table->on_device) {
     routed_experts_by_expert(*this, a);
     return;
   }
@@ -213,6 +224,87 @@ void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda:
                                         .dim = static_cast<int>(dim),
                                         .stream = stream_}),
            "routed experts (sum)");
+}
+
+void CudaBackend::routed_experts_grouped_on_host(const RoutedExpertsArgs& a) {
+  const int64_t n = a.x.size(0), dim = a.x.size(1), k = a.indices.size(1);
+  if (n == 0) return;
+  check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
+  DSINFER_CHECK(a.x.dtype == DType::kBF16 && a.acc.dtype == DType::kF32 && a.acc.is_contiguous() &&
+                    a.indices.is_contiguous() && a.acc.size(1) == dim,
+                "routed_experts: bf16 rows, an f32 accumulator");
+  const ExpertGroups groups = group_by_expert(*this, a);
+  const int64_t m = groups.rows(), ff = a.experts[0].w1.out;
+  if (m == 0) return;
+  const DeviceArray<int32_t> tokens(*this, std::span<const int32_t>(groups.token));
+  const DeviceArray<int32_t> slot_rows(*this, std::span<const int32_t>(groups.slot_row));
+  const DeviceArray<float> weights(*this, std::span<const float>(groups.weight));
+  const auto rows = [this](int64_t count) { return DeviceArray<uint16_t>::uninitialized(*this, count); };
+  DeviceArray<uint16_t> xe = rows(m * dim), gate = rows(m * ff), up = rows(m * ff), act = rows(m * ff),
+                        o = rows(m * dim);
+  gather_rows({a.x, tokens.view(DType::kI32, {m}), xe.view(DType::kBF16, {m, dim})});
+
+  // Expert e's rows of an [m, cols] array, and whether a matrix over them goes to cuBLAS.
+  const auto part = [&](const DeviceArray<uint16_t>& v, size_t e, int64_t cols) {
+    return v.view(DType::kBF16, {groups.rows_of(e), cols}, groups.first[e] * cols);
+  };
+  const auto on_tensor_cores = [&](const LinearArgs& op) {
+    return cuda::linear_path(op, options_.linear_kernel) == cuda::LinearPath::kTensorCores;
+  };
+  // The inputs of the matrices on cuBLAS, act_quant-ised (fake, exact in bf16) in one launch for
+  // every expert instead of a copy and a launch per matrix.
+  const auto fake_quantised = [&](const DeviceArray<uint16_t>& x, int64_t cols) {
+    DeviceArray<uint16_t> q = rows(m * cols);
+    launched(cuda::launch_act_quant({.x = x.data(), .fake = q.data(), .n = m * cols, .stream = stream_}),
+             "routed experts (input act_quant)");
+    return q;
+  };
+  const auto run = [&](std::span<const LinearArgs> ops, const DeviceArray<uint16_t>* quantised, size_t e) {
+    if (!on_tensor_cores(ops[0])) return grouped_linear({ops});
+    for (const LinearArgs& op : ops)
+      tensor_core_linear({part(*quantised, e, op.w->in), op.w, op.out}, /*input_quantised=*/true);
+  };
+  const size_t experts = a.experts.size();
+  const auto any_on_tensor_cores = [&](auto op_of) {
+    for (size_t e = 0; e < experts; ++e)
+      if (groups.rows_of(e) > 0 && on_tensor_cores(op_of(e))) return true;
+    return false;
+  };
+  const auto up_op = [&](size_t e, const LinearWeight& w, const DeviceArray<uint16_t>& y) {
+    return LinearArgs{part(xe, e, dim), &w, part(y, e, ff)};
+  };
+  const auto down_op = [&](size_t e) { return LinearArgs{part(act, e, ff), &a.experts[e].w2, part(o, e, dim)}; };
+
+  DeviceArray<uint16_t> xq;
+  if (any_on_tensor_cores([&](size_t e) { return up_op(e, a.experts[e].w1, gate); })) xq = fake_quantised(xe, dim);
+  for (size_t e = 0; e < experts; ++e) {
+    if (groups.rows_of(e) == 0) continue;
+    const LinearArgs ops[] = {up_op(e, a.experts[e].w1, gate), up_op(e, a.experts[e].w3, up)};
+    run(ops, &xq, e);
+  }
+  swiglu({gate.view(DType::kBF16, {m, ff}), up.view(DType::kBF16, {m, ff}), weights.view(DType::kF32, {m}),
+          a.swiglu_limit, act.view(DType::kBF16, {m, ff})});
+  DeviceArray<uint16_t> actq;
+  if (any_on_tensor_cores(down_op)) actq = fake_quantised(act, ff);
+  for (size_t e = 0; e < experts; ++e) {
+    if (groups.rows_of(e) == 0) continue;
+    const LinearArgs ops[] = {down_op(e)};
+    run(ops, &actq, e);
+  }
+  // Each token's experts added in ascending id (the order of routed_experts_by_expert's adds), in
+  // pieces of the launch's most tokens.
+  for (int64_t t0 = 0; t0 < n; t0 += cuda::kMaxCombineTokens) {
+    const int64_t count = std::min(n - t0, cuda::kMaxCombineTokens);
+    launched(cuda::launch_routed_combine({.o = o.data(),
+                                          .rows = slot_rows.data() + t0 * k,
+                                          .indices = a.indices.as<const int32_t>() + t0 * k,
+                                          .acc = a.acc.as<float>() + t0 * dim,
+                                          .n = static_cast<int>(count),
+                                          .k = static_cast<int>(k),
+                                          .dim = static_cast<int>(dim),
+                                          .stream = stream_}),
+             "routed experts (sum)");
+  }
 }
 
 }  // namespace dsinfer

@@ -26,8 +26,9 @@ cudaError_t launch_hc_post(const HcPostParams& p);
 cudaError_t launch_compress_pool(const CompressPoolParams& p);
 /// Block per (token, copy): the three sums in double, the gate in fp32 (expf).
 cudaError_t launch_engram_gate(const EngramGateParams& p);
-/// Blocks per (token, projection or norm, chunk of the row) for the (2 + hc) * hc projections
-/// and the norm's partial sums in double (into the workspace), then a block per token for their
+/// Blocks per (token, projection or norm, chunk of the row), or from 128 tokens per (8 tokens, 32
+/// of them, chunk), for the (2 + hc) * hc projections and the norm's partial sums in double (into
+/// the workspace), then a block per token for their
 /// totals, the gates and Sinkhorn in fp32, in the CPU's order. hc <= 8.
 cudaError_t launch_hc_mixes(const HcMixesParams& p);
 size_t hc_mixes_workspace_bytes(const HcMixesParams& p);

@@ -8,6 +8,7 @@ inline constexpr int kWarp = 32;
 inline constexpr int kThreads = 256, kWarps = kThreads / kWarp;
 inline constexpr int kMaxExperts = 1024;             // the select kernel's per-expert shared arrays
 inline constexpr int kMaxK = 16;                     // experts a token (the chosen ids and weights in registers)
+inline constexpr int kTiledRouterTokens = 128;       // steps from this many tokens (prefill): the tiled logits
 inline constexpr int kGroupThreads = 1024;           // the route grouping's one block
 inline constexpr int kMaxGroupedSlots = 64 * kMaxK;  // its slots (shared memory: ids), a decode step's
 static_assert(kThreads <= 1024 && kThreads % kWarp == 0 && kGroupThreads <= 1024);

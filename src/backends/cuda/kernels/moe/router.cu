@@ -7,6 +7,7 @@
 
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/reduce.cuh"
+#include "backends/cuda/common/tile_dots.cuh"
 #include "backends/cuda/kernels/moe/config.h"
 #include "backends/cuda/kernels/moe/router.h"
 
@@ -37,6 +38,36 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_router_logits(RouterParams
     double sum = 0;
     for (int w = 0; w < kWarps; ++w) sum += part[w];
     p.logits[t * p.experts + e] = static_cast<float>(sum) / p.gate_temp;
+  }
+}
+
+// The same logits for a tile of kTileTokens tokens and kTileOutputs experts a block
+// (common/tile_dots.cuh): x read once for all those experts, each weight once for all the tokens.
+// Prefill chunks take it; the products are exact and summed in double either way.
+template <bool kWeightF32>
+__global__ void __launch_bounds__(kTileThreads, 2) sm90_bf16_router_logits_tiled(RouterParams p) {
+  __shared__ TileDotsStage stage;
+  const int first = static_cast<int>(blockIdx.y) * kTileOutputs;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileTokens;
+  const int tokens = p.n - t0 < kTileTokens ? static_cast<int>(p.n - t0) : kTileTokens;
+  double acc[kTileOutputsPerWarp][kTileTokens] = {};
+  const auto weights4 = [&](int e, int64_t j) {
+    if constexpr (kWeightF32)
+      return *reinterpret_cast<const float4*>(static_cast<const float*>(p.weight) + e * p.w_stride + j);
+    else
+      return bf16x4(static_cast<const uint16_t*>(p.weight) + e * p.w_stride + j);
+  };
+  tile_dots(p.x + t0 * p.x_stride, p.x_stride, tokens, 0, p.dim, first, p.experts, -1, weights4, stage, acc);
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+#pragma unroll
+  for (int i = 0; i < kTileOutputsPerWarp; ++i) {
+    const int e = first + i * kTileWarps + warp;
+#pragma unroll
+    for (int t = 0; t < kTileTokens; ++t) {
+      const double sum = warp_sum(acc[i][t]);
+      if (lane == 0 && e < p.experts && t < tokens)
+        p.logits[(t0 + t) * p.experts + e] = static_cast<float>(sum) / p.gate_temp;
+    }
   }
 }
 
@@ -174,7 +205,7 @@ __global__ void __launch_bounds__(kGroupThreads) sm90_i32_group_routes(GroupRout
 }  // namespace
 
 cudaError_t launch_routed_combine(const RoutedCombineParams& p) {
-  if (p.k < 1 || p.k > kMaxK || p.dim < 0 || p.n < 0 || p.n > 65535) return cudaErrorInvalidValue;
+  if (p.k < 1 || p.k > kMaxK || p.dim < 0 || p.n < 0 || p.n > kMaxCombineTokens) return cudaErrorInvalidValue;
   if (p.dim == 0 || p.n == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>((p.dim + kThreads - 1) / kThreads), static_cast<unsigned>(p.n));
   sm90_f32_routed_combine<<<grid, kThreads, 0, p.stream>>>(p);
@@ -194,8 +225,17 @@ cudaError_t launch_router(const RouterParams& p) {
   if (p.n < 0 || p.dim <= 0 || p.k < 1 || p.k > kMaxK || p.k > p.experts || p.experts > kMaxExperts || !p.logits)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_router_logits<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>(p.experts)), kThreads, 0,
-                            p.stream>>>(p);
+  const bool tiled = p.n >= kTiledRouterTokens && p.dim % 4 == 0 && tile_dots_aligned(p.x, p.x_stride, 2) &&
+                     tile_dots_aligned(p.weight, p.w_stride, p.weight_f32 ? 4 : 2);
+  const dim3 tiles(static_cast<unsigned>((p.n + kTileTokens - 1) / kTileTokens),
+                   static_cast<unsigned>((p.experts + kTileOutputs - 1) / kTileOutputs));
+  if (tiled && p.weight_f32)
+    sm90_bf16_router_logits_tiled<true><<<tiles, kTileThreads, 0, p.stream>>>(p);
+  else if (tiled)
+    sm90_bf16_router_logits_tiled<false><<<tiles, kTileThreads, 0, p.stream>>>(p);
+  else
+    sm90_bf16_router_logits<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>(p.experts)), kThreads, 0,
+                              p.stream>>>(p);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   sm90_f32_router_select<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();

@@ -33,7 +33,8 @@ struct RouterParams {
   cudaStream_t stream = nullptr;
 };
 
-/// Two kernels: the logits (a block per token and expert), then the choice (a block per token).
+/// Two kernels: the logits (a block per token and expert; in larger steps per 8 tokens and 32
+/// experts), then the choice (a block per token).
 /// cudaErrorInvalidValue unless 1 <= k <= experts <= 1024 and the workspace is given.
 cudaError_t launch_router(const RouterParams& p);
 
@@ -47,7 +48,8 @@ struct RoutedCombineParams {
   int n = 1, k = 0, dim = 0;
   cudaStream_t stream = nullptr;
 };
-/// cudaErrorInvalidValue unless 1 <= k <= 16.
+inline constexpr int64_t kMaxCombineTokens = 65535;  // a launch's tokens (the grid's y)
+/// cudaErrorInvalidValue unless 1 <= k <= 16 and n <= kMaxCombineTokens.
 cudaError_t launch_routed_combine(const RoutedCombineParams& p);
 
 /// A step's routed slots (token t's choice j is slot t * k + j) sorted by expert, on the device,
