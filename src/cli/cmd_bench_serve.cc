@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/bench_serve_stats.h"
 #include "cli/commands.h"
 #include "io/json.h"
 
@@ -28,13 +29,6 @@ struct BenchServeOptions {
   uint64_t seed = 1;
 };
 
-struct Sample {
-  bool ok = false;
-  double ttft = 0, e2e = 0;
-  std::vector<double> itl;
-  int64_t prompt_tokens = 0, output_tokens = 0;
-};
-
 std::string random_prompt(int words, std::mt19937_64& rng) {
   static const char* kWords[] = {"the",    "river", "stone",  "light", "quiet", "number", "seven", "over",   "under",
                                  "garden", "music", "window", "cloud", "paper", "story",  "north", "bright", "cold"};
@@ -46,7 +40,7 @@ std::string random_prompt(int words, std::mt19937_64& rng) {
   return s;
 }
 
-Sample run_one(const BenchServeOptions& o, const std::string& prompt) {
+StreamSample run_one(const BenchServeOptions& o, const std::string& prompt) {
   httplib::Client c(o.host, o.port);
   c.set_read_timeout(600);
   Json body = {{"model", o.model}, {"prompt", prompt}, {"max_tokens", o.output_len},
@@ -57,7 +51,7 @@ Sample run_one(const BenchServeOptions& o, const std::string& prompt) {
   req.headers = {{"Content-Type", "application/json"}};
   if (!o.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + o.api_key);
   req.body = body.dump();
-  Sample s;
+  StreamSample s;
   std::string buffer;
   const auto start = Clock::now();
   auto last = start;
@@ -75,7 +69,7 @@ Sample run_one(const BenchServeOptions& o, const std::string& prompt) {
       }
       if (e.contains("choices") && !e["choices"].empty() && !e["choices"][0].value("text", "").empty()) {
         const auto now = Clock::now();
-        if (s.ttft == 0)
+        if (!s.ttft)
           s.ttft = std::chrono::duration<double>(now - start).count();
         else
           s.itl.push_back(std::chrono::duration<double>(now - last).count());
@@ -107,7 +101,7 @@ int run_bench_serve(const BenchServeOptions& o) {
   std::mt19937_64 rng(o.seed);
   std::vector<std::string> prompts;
   for (int i = 0; i < o.num_prompts; ++i) prompts.push_back(random_prompt(o.input_len, rng));
-  std::vector<Sample> samples(prompts.size());
+  std::vector<StreamSample> samples(prompts.size());
   std::atomic<int> next{0};
   const auto start = Clock::now();
   std::vector<std::thread> clients;
@@ -117,26 +111,21 @@ int run_bench_serve(const BenchServeOptions& o) {
     });
   for (auto& t : clients) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  int ok = 0;
-  int64_t in_tokens = 0, out_tokens = 0;
-  std::vector<double> ttft, tpot, itl, e2e;
-  for (const Sample& s : samples) {
-    if (!s.ok) continue;
-    ++ok, in_tokens += s.prompt_tokens, out_tokens += s.output_tokens;
-    ttft.push_back(s.ttft), e2e.push_back(s.e2e);
-    if (s.output_tokens > 1) tpot.push_back((s.e2e - s.ttft) / static_cast<double>(s.output_tokens - 1));
-    itl.insert(itl.end(), s.itl.begin(), s.itl.end());
-  }
+  const LatencySamples l = latency_samples(samples);
+  const int ok = l.ok;
+  const int64_t in_tokens = l.prompt_tokens, out_tokens = l.output_tokens;
   if (ok == 0) return report_error(error(ErrorKind::kIo, fmt::format("no request to {}:{} succeeded", o.host, o.port)));
   std::printf("requests: %d ok of %zu, concurrency %d, %.2f s\n", ok, samples.size(), o.concurrency, wall);
   std::printf("input: %.1f tokens a request; output: %.1f tokens a request\n", static_cast<double>(in_tokens) / ok,
               static_cast<double>(out_tokens) / ok);
   std::printf("throughput: %.2f requests/s, %.1f output tokens/s, %.1f total tokens/s\n", ok / wall, out_tokens / wall,
               (in_tokens + out_tokens) / wall);
-  print_stat("TTFT", ttft);
-  print_stat("TPOT", tpot);
-  print_stat("ITL", itl);
-  print_stat("end to end", e2e);
+  if (l.without_text > 0)
+    std::printf("%d of %d requests streamed no text (their TTFT and TPOT are left out)\n", l.without_text, ok);
+  print_stat("TTFT", l.ttft);
+  print_stat("TPOT", l.tpot);
+  print_stat("ITL", l.itl);
+  print_stat("end to end", l.e2e);
   return ok == static_cast<int>(samples.size()) ? 0 : 1;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "cli/bench_serve_stats.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "poisoned_checkpoint.h"
@@ -37,6 +38,24 @@ CliRun run(const std::string& args, const std::string& stdin_file = "/dev/null")
 }
 
 #define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+// bench-serve's latency samples: a request whose output streamed no text has no first token (it
+// counted a TTFT of zero before, and a TPOT over its whole time), and is counted apart.
+TEST(BenchServeStats, ARequestThatStreamedNoTextHasNoTtft) {
+  const StreamSample samples[] = {
+      {.ok = true, .ttft = 0.5, .e2e = 2.5, .itl = {0.25, 0.75}, .prompt_tokens = 10, .output_tokens = 5},
+      {.ok = true, .ttft = std::nullopt, .e2e = 3.0, .itl = {}, .prompt_tokens = 12, .output_tokens = 8},
+      {.ok = false, .ttft = 0.1, .e2e = 0.2, .itl = {}, .prompt_tokens = 0, .output_tokens = 0}};
+  const LatencySamples l = latency_samples(samples);
+  EXPECT_EQ(l.ok, 2);
+  EXPECT_EQ(l.without_text, 1);
+  EXPECT_EQ(l.prompt_tokens, 22);
+  EXPECT_EQ(l.output_tokens, 13);
+  EXPECT_EQ(l.ttft, std::vector<double>{0.5});
+  EXPECT_EQ(l.tpot, std::vector<double>{0.5});  // (2.5 - 0.5) / 4
+  EXPECT_EQ(l.itl, (std::vector<double>{0.25, 0.75}));
+  EXPECT_EQ(l.e2e, (std::vector<double>{2.5, 3.0}));
+}
 
 TEST(Cli, InspectFlashConfigPrintsTheSpecSizes) {
   const CliRun r = run("inspect --config " + (testing::data_dir() / "configs/v41_flash_inference.json").string());

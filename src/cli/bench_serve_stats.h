@@ -1,0 +1,45 @@
+// What `dsinfer bench-serve` keeps of each streamed request, and the latency samples over many: a
+// request's first token is the first event that carries text, so a request whose output renders
+// no text at all (a random-weight model's special or partial tokens) has no TTFT and no TPOT; it
+// is counted apart instead of taking a TTFT of zero.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace dsinfer {
+
+struct StreamSample {
+  bool ok = false;
+  std::optional<double> ttft;  // seconds to the first event with text; none if none came
+  double e2e = 0;
+  std::vector<double> itl;  // seconds between consecutive events with text
+  int64_t prompt_tokens = 0, output_tokens = 0;
+};
+
+struct LatencySamples {
+  int ok = 0, without_text = 0;  // requests that succeeded; of those, the ones that streamed no text
+  int64_t prompt_tokens = 0, output_tokens = 0;
+  std::vector<double> ttft, tpot, itl, e2e;
+};
+
+inline LatencySamples latency_samples(std::span<const StreamSample> samples) {
+  LatencySamples l;
+  for (const StreamSample& s : samples) {
+    if (!s.ok) continue;
+    ++l.ok, l.prompt_tokens += s.prompt_tokens, l.output_tokens += s.output_tokens;
+    l.e2e.push_back(s.e2e);
+    l.itl.insert(l.itl.end(), s.itl.begin(), s.itl.end());
+    if (!s.ttft) {
+      ++l.without_text;
+      continue;
+    }
+    l.ttft.push_back(*s.ttft);
+    if (s.output_tokens > 1) l.tpot.push_back((s.e2e - *s.ttft) / static_cast<double>(s.output_tokens - 1));
+  }
+  return l;
+}
+
+}  // namespace dsinfer
