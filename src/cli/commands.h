@@ -32,6 +32,7 @@ void register_bench_serve(CLI::App& app, CommandResult& result);
 void register_bench(CLI::App& app, CommandResult& result);
 void register_perplexity(CLI::App& app, CommandResult& result);
 void register_tokenize(CLI::App& app, CommandResult& result);  // tokenize and detokenize
+void register_train_tokenizer(CLI::App& app, CommandResult& result);
 
 /// Prints "dsinfer: error: <message>" to stderr and returns the exit code for the error's kind
 /// (docs/errors.md).

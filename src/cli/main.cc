@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   dsinfer::cli::register_perplexity(app, result);
   dsinfer::cli::register_logits(app, result);
   dsinfer::cli::register_tokenize(app, result);
+  dsinfer::cli::register_train_tokenizer(app, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -213,14 +213,18 @@ std::vector<int32_t> Tokenizer::encode_plain(std::string_view text) const {
   return encode_segments({&whole, 1});
 }
 
+std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view text) const {
+  std::vector<std::string_view> pieces = {text};
+  for (pcre2_code* re : regexes_->codes) split_isolated(re, pieces);
+  return pieces;
+}
+
 std::vector<int32_t> Tokenizer::encode_segments(std::span<const Segment> segments) const {
   std::vector<int32_t> ids;
   std::string plain;  // the run of plain text since the last matched added token
   const auto flush_plain = [&] {
     if (plain.empty()) return;
-    std::vector<std::string_view> pieces = {plain};
-    for (pcre2_code* re : regexes_->codes) split_isolated(re, pieces);
-    for (std::string_view p : pieces) encode_piece(p, ids);
+    for (std::string_view p : pre_tokenize(plain)) encode_piece(p, ids);
     plain.clear();
   };
   for (const Segment& seg : segments) {

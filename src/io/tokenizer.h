@@ -41,6 +41,9 @@ class Tokenizer {
     bool match_added = false;
   };
   std::vector<int32_t> encode_segments(std::span<const Segment> segments) const;
+  /// The pieces the pre-tokenizer cuts plain text into (views of `text`, in order): what BPE then
+  /// merges within, each on its own (what a BPE trainer counts as words).
+  std::vector<std::string_view> pre_tokenize(std::string_view text) const;
   /// The text of `ids` (added tokens as their content); invalid UTF-8 from partial characters
   /// becomes U+FFFD as in HF.
   std::string decode(std::span<const int32_t> ids) const;

@@ -1,8 +1,12 @@
-// BPE training (the textbook loop: count adjacent pairs over word types, merge the most frequent,
-// ties broken by the pair's text so the result never depends on hash order).
+// BPE training: count adjacent pairs over word types, merge the most frequent, ties broken by the
+// pair's text so the result never depends on hash order. Only the words that hold the merged pair
+// are counted again (a corpus of a million words has tens of thousands of word types).
 #include "testing/tiny_tokenizer.h"
 
 #include <map>
+#include <set>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -26,12 +30,11 @@ constexpr const char* kCorpus =
     "finally we give the answer. The answer is 42. Numbers like 123, 2026 and 3.14 are split into "
     "groups of at most three digits. Thank you for reading this text.\n";
 
-using Word = std::vector<std::string>;  // symbols (byte-alphabet strings)
-
-// Words as the DeepSeek pre-tokenizer roughly cuts them: an optional leading space plus letters,
-// digit groups, punctuation runs, newlines.
-std::map<Word, int> count_words(const std::string& text) {
-  std::map<Word, int> counts;
+// Words as the DeepSeek pre-tokenizer roughly cuts them (the built-in text's, unchanged since the
+// tiny checkpoint's tokenizer was first made): an optional leading space plus letters, digit
+// groups, punctuation runs, newlines.
+WordCounts count_words(std::string_view text) {
+  WordCounts counts;
   size_t i = 0;
   const auto cls = [](char c) {
     if (std::isalpha(static_cast<unsigned char>(c))) return 0;
@@ -46,21 +49,87 @@ std::map<Word, int> count_words(const std::string& text) {
     const int k = cls(text[j]);
     size_t end = j + 1;
     while (end < text.size() && cls(text[end]) == k && !(k == 1 && end - j >= 3)) ++end;
-    Word w;
-    for (size_t p = i; p < end; ++p) {
-      std::string s;
-      append_utf8(s, byte_to_codepoint(static_cast<uint8_t>(text[p])));
-      w.push_back(s);
-    }
-    ++counts[w];
+    ++counts[std::string(text.substr(i, end - i))];
     i = end;
   }
   return counts;
 }
 
+// The merges, in order, of BPE over the word types: each time the most frequent adjacent pair
+// (ties: the smaller pair of texts), merged left to right in every word that holds it.
+std::vector<std::pair<std::string, std::string>> learn_merges(const WordCounts& counted, int n_merges) {
+  std::vector<std::string> text;  // a symbol's text by id
+  std::map<std::string, int> id;
+  std::vector<std::vector<int>> words;
+  std::vector<int64_t> freq;
+  for (const auto& [w, n] : counted) {
+    std::vector<int> ids;
+    for (const char byte : w) {
+      std::string s;  // the byte-level alphabet's character for the byte
+      append_utf8(s, byte_to_codepoint(static_cast<uint8_t>(byte)));
+      const auto [it, added] = id.emplace(s, static_cast<int>(text.size()));
+      if (added) text.push_back(s);
+      ids.push_back(it->second);
+    }
+    words.push_back(std::move(ids)), freq.push_back(n);
+  }
+  using Pair = std::pair<int, int>;
+  std::map<Pair, int64_t> count;
+  std::map<Pair, std::set<int>> where;  // the words that held the pair when it was counted
+  // The next merge first: the largest count, then the smaller (left, right) texts.
+  const auto before = [&](const std::pair<int64_t, Pair>& a, const std::pair<int64_t, Pair>& b) {
+    if (a.first != b.first) return a.first > b.first;
+    return std::tie(text[a.second.first], text[a.second.second]) <
+           std::tie(text[b.second.first], text[b.second.second]);
+  };
+  std::set<std::pair<int64_t, Pair>, decltype(before)> queue(before);
+  const auto add = [&](const Pair& p, int64_t n) {
+    int64_t& c = count[p];
+    if (c > 0) queue.erase({c, p});
+    c += n;
+    if (c > 0) queue.insert({c, p});
+  };
+  const auto tally = [&](int w, int64_t sign) {
+    const std::vector<int>& s = words[w];
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      add({s[i], s[i + 1]}, sign * freq[w]);
+      if (sign > 0) where[{s[i], s[i + 1]}].insert(w);
+    }
+  };
+  for (int w = 0; w < static_cast<int>(words.size()); ++w) tally(w, 1);
+  std::vector<std::pair<std::string, std::string>> merges;
+  while (static_cast<int>(merges.size()) < n_merges && !queue.empty()) {
+    const Pair best = queue.begin()->second;
+    merges.emplace_back(text[best.first], text[best.second]);
+    // A symbol is its text: two merges that spell the same string make the same symbol.
+    const auto [it, added] = id.emplace(text[best.first] + text[best.second], static_cast<int>(text.size()));
+    if (added) text.push_back(it->first);
+    const int merged = it->second;
+    const std::set<int> holders = std::move(where[best]);
+    where.erase(best);
+    for (const int w : holders) {
+      std::vector<int>& s = words[w];
+      bool holds = false;
+      for (size_t i = 0; i + 1 < s.size() && !holds; ++i) holds = s[i] == best.first && s[i + 1] == best.second;
+      if (!holds) continue;
+      tally(w, -1);
+      std::vector<int> out;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (i + 1 < s.size() && s[i] == best.first && s[i + 1] == best.second)
+          out.push_back(merged), ++i;
+        else
+          out.push_back(s[i]);
+      }
+      s = std::move(out);
+      tally(w, 1);
+    }
+  }
+  return merges;
+}
+
 }  // namespace
 
-Json make_tiny_tokenizer_json(int n_merges) {
+Json bpe_tokenizer_json(const WordCounts& words, int n_merges) {
   Json vocab = Json::object();
   Json added = Json::array();
   int next_id = 0;
@@ -83,31 +152,10 @@ Json make_tiny_tokenizer_json(int n_merges) {
     vocab[s] = next_id++;
   }
 
-  std::map<Word, int> words = count_words(kCorpus);
   Json merges = Json::array();
-  for (int m = 0; m < n_merges; ++m) {
-    std::map<std::pair<std::string, std::string>, int> pairs;
-    for (const auto& [w, n] : words)
-      for (size_t i = 0; i + 1 < w.size(); ++i) pairs[{w[i], w[i + 1]}] += n;
-    if (pairs.empty()) break;
-    auto best = pairs.begin();
-    for (auto it = pairs.begin(); it != pairs.end(); ++it)
-      if (it->second > best->second) best = it;
-    const auto [a, b] = best->first;
+  for (const auto& [a, b] : learn_merges(words, n_merges)) {
     merges.push_back(a + " " + b);
-    vocab[a + b] = next_id++;
-    std::map<Word, int> merged;
-    for (const auto& [w, n] : words) {
-      Word out;
-      for (size_t i = 0; i < w.size(); ++i) {
-        if (i + 1 < w.size() && w[i] == a && w[i + 1] == b)
-          out.push_back(a + b), ++i;
-        else
-          out.push_back(w[i]);
-      }
-      merged[out] += n;
-    }
-    words = std::move(merged);
+    if (!vocab.contains(a + b)) vocab[a + b] = next_id++;  // two merges may spell one token
   }
 
   for (const char* t : {"<｜User｜>", "<｜Assistant｜>", TinyTokenizerSpecials::kSystem, "<｜latest_reminder｜>",
@@ -152,6 +200,10 @@ Json make_tiny_tokenizer_json(int n_merges) {
         {"byte_fallback", false},
         {"vocab", vocab},
         {"merges", merges}}}};
+}
+
+Json make_tiny_tokenizer_json(int n_merges) {
+  return bpe_tokenizer_json(count_words(kCorpus), n_merges);
 }
 
 }  // namespace dsinfer

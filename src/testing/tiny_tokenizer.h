@@ -1,7 +1,10 @@
-// A small byte-level BPE tokenizer.json in DeepSeek's layout, trained on a built-in English text,
-// for the tiny demo/test checkpoint that `dsinfer make-tiny` writes.
+// A byte-level BPE tokenizer.json in DeepSeek's layout: trained on a built-in English text for the
+// tiny demo/test checkpoint that `dsinfer make-tiny` writes, or on any text (`dsinfer
+// train-tokenizer`, the demo model's tokenizer).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "io/json.h"
@@ -18,8 +21,14 @@ struct TinyTokenizerSpecials {
   static constexpr const char* kImage = "<｜deepseek_image｜>";
 };
 
-/// tokenizer.json with ids 0..2 = BOS/EOS/pad, then the 256 byte tokens, then `n_merges` learned
-/// merges, then the added chat tokens. Deterministic.
+/// Words (their bytes, as the pre-tokenizer cut them) and how often each occurs.
+using WordCounts = std::map<std::string, int64_t>;
+
+/// tokenizer.json with ids 0..2 = BOS/EOS/pad, then the 256 byte tokens, then up to `n_merges`
+/// merges learned from `words` by BPE (fewer where no pair is left; ties go to the pair of smaller
+/// texts), then the added chat tokens. Deterministic.
+Json bpe_tokenizer_json(const WordCounts& words, int n_merges);
+/// bpe_tokenizer_json on the built-in text's words.
 Json make_tiny_tokenizer_json(int n_merges);
 
 }  // namespace dsinfer

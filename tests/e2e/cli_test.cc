@@ -476,6 +476,35 @@ TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
   EXPECT_HAS(bad.out, "bad.jsonl:1: -5 is not a token id");
 }
 
+// train-tokenizer: the merges asked for (words cut by the tokenizer's own pre-tokenizer: "'s" and
+// "-b" pieces as encode cuts them), a tokenizer that tokenize and detokenize take back to the
+// text, fewer merges where no pair is left, and named errors.
+TEST(Cli, TrainTokenizerLearnsMergesThatRoundTrip) {
+  testing::TempDir dir;
+  const std::string text = (dir.path() / "text.txt").string(), out = (dir.path() / "tokenizer.json").string();
+  std::ofstream(text) << "The river's stone-built bridge, the river's quiet light: the bridge over the river.\n";
+  const CliRun trained = run("train-tokenizer --text " + text + " --merges 20 --out " + out);
+  ASSERT_EQ(trained.code, 0) << trained.out;
+  EXPECT_HAS(trained.out, "20 merges learned");
+  const CliRun enc = run("tokenize --tokenizer " + out + " --text \"the river's bridge\"");
+  ASSERT_EQ(enc.code, 0) << enc.out;
+  const Json ids = *parse_json(enc.out, "ids");
+  EXPECT_LT(ids["ids"].size(), 18u) << enc.out;  // fewer tokens than bytes: the merges apply
+  std::ofstream(dir.path() / "ids.jsonl") << enc.out;
+  const CliRun dec = run("detokenize --tokenizer " + out + " --input " + (dir.path() / "ids.jsonl").string());
+  EXPECT_EQ(dec.out, "{\"text\":\"the river's bridge\"}\n");
+
+  const CliRun all = run("train-tokenizer --text " + text + " --merges 100000 --out " + out);
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_HAS(all.out, "(no pair left to merge)");
+  const CliRun missing = run("train-tokenizer --text " + text + ".none --out " + out);
+  EXPECT_NE(missing.code, 0);
+  EXPECT_HAS(missing.out, "text.txt.none: cannot open");
+  const CliRun zero = run("train-tokenizer --text " + text + " --merges 0 --out " + out);
+  EXPECT_NE(zero.code, 0);
+  EXPECT_HAS(zero.out, "--merges 0");
+}
+
 // render-chat and parse-completion: every public golden case of the official encoder and parser,
 // one output line per case in order.
 std::vector<Json> lines_of(const std::string& text) {
