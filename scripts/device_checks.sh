@@ -4,7 +4,8 @@
 # build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [profile]   (default: the first three)
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [profile] [breakdown] [kprofile] [pfwindow]
+#   (default: the first three)
 # GOLDEN_KERNELS (default "auto"; or fma, gemv, mma) picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
 set -uo pipefail
@@ -22,6 +23,10 @@ steps="${*:-tests serve decode}"
 # named by PROFILE_KERNELS (a regex; default the attention, the block-scaled and dense GEMVs) over
 # one batch-1 decode step of the Flash-shaped model. breakdown: every kernel's time in one such
 # step (ncu, one metric; BREAKDOWN_BATCH sequences, default 1), summed by kernel name. kprofile: ncu on one shape of the kernel benchmark.
+# pfwindow: the same for a window of a timed 4K prefill chunk (kernels PF_SKIP .. PF_SKIP +
+# PF_COUNT of it, default 10000 and 1000: about two layers in the middle; ncu sees only the timed
+# prompt, which the benchmark brackets with cudaProfilerStart/Stop; a whole chunk under ncu takes
+# minutes of device time).
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
@@ -143,5 +148,27 @@ total = sum(v[1] for v in per.values())
 print(f"one decode step: {len(names) - start} kernels, {total / 1e3:.2f} ms of kernel time (ncu: serialised, caches flushed)")
 for n, (c, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
     print(f"{n:40s} {c:6d} calls {us / 1e3:8.3f} ms {us / c:9.1f} us/call {100 * us / total:5.1f} %")
+PY
+fi
+
+if [[ $steps == *pfwindow* ]]; then
+  /usr/local/cuda/bin/ncu --clock-control none --profile-from-start off --launch-skip "${PF_SKIP:-10000}" \
+    --launch-count "${PF_COUNT:-1000}" --metrics gpu__time_duration.sum --csv --print-units base --print-kernel-base function \
+    build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch '' --context 4096 --prefill 4096 \
+    >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"
+  python3 - "$out/ncu_prefill.csv" <<'PY' | tee "$out/prefill_breakdown.txt"
+import csv, re, sys, collections
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))
+        if r.get("Metric Name") == "gpu__time_duration.sum"]
+per = collections.defaultdict(lambda: [0, 0.0])
+for r in rows:
+    m = re.search(r"(\w+)(?:<[^()]*>)?\(", r["Kernel Name"])
+    name = m.group(1) if m else r["Kernel Name"]
+    per[name][0] += 1
+    per[name][1] += float(r["Metric Value"].replace(",", "")) * 1e-3  # ns -> us
+total = sum(v[1] for v in per.values())
+print(f"a window of a 4K prefill chunk: {len(rows)} kernels, {total / 1e3:.2f} ms of kernel time (ncu: serialised, caches flushed)")
+for n, (c, us) in sorted(per.items(), key=lambda kv: -kv[1][1])[:40]:
+    print(f"{n:45s} {c:6d} calls {us / 1e3:8.3f} ms {us / c:9.1f} us/call {100 * us / total:5.1f} %")
 PY
 fi
