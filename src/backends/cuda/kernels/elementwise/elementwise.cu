@@ -230,8 +230,10 @@ __global__ void sm90_bf16_engram_gate(EngramGateParams p) {
 // for 4,096 tokens on the H200). Fewer take a block per (token, projection or the norm, chunk of
 // the row), which fills the GPU at decode's batches (a token's 24 projections of 20480 inputs on 24
 // blocks took 35 us a call; spread over chunks they fill it at batch 1; the tiled kernel's 16
-// blocks made batch 8's step 2 ms slower). Either way each partial sum is of exact products in
-// double, so the kernel and the chunking do not change the result.
+// blocks made batch 8's step 2 ms slower). Either way the products are exact in double and summed
+// in double: the kernel and the chunking (which the step's token count picks) change a total only
+// in its last double bits, which reach the fp32 gates in rare cases (not seen in the batch
+// invariance tests; not excluded either).
 constexpr int kHcTiledTokens = 128;
 constexpr int kHcFillBlocks = 264;  // two blocks for each of the H200's 132 SMs
 
@@ -321,7 +323,7 @@ __device__ inline void normalise(float (&c)[kSlots], int hc, bool rows, float ep
 // registers (kSlots a lane) and their row and column sums gathered by shuffles, so its 2 x 20
 // rounds need no barrier. Every element sees the CPU's operations in the CPU's order (each sum in
 // index order), so the result is the sequential loop's. First the projections' and the norm's
-// partial sums, added up (exact in double: any order).
+// partial sums, added up in double in chunk order.
 template <int kSlots>
 __global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParams p, int chunks) {
   __shared__ float m[kMaxMix];

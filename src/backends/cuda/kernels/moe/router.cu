@@ -43,7 +43,8 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_router_logits(RouterParams
 
 // The same logits for a tile of kTileTokens tokens and kTileOutputs experts a block
 // (common/tile_dots.cuh): x read once for all those experts, each weight once for all the tokens.
-// Prefill chunks take it; the products are exact and summed in double either way.
+// Prefill chunks take it; the products are exact and summed in double either way (in another
+// order: a logit can differ from the other kernel's in its last fp32 bit in rare cases).
 template <bool kWeightF32>
 __global__ void __launch_bounds__(kTileThreads, 2) sm90_bf16_router_logits_tiled(RouterParams p) {
   __shared__ TileDotsStage stage;
