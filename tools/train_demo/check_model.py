@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""model.py against a golden fixture of one prompt (v41-tiny-a): the Engram hashes, each layer fed
+the reference's own input (its output, experts, top-k and candidate pools), and the prompt end to
+end (the last position's logits).
+
+    /usr/bin/python3 tools/train_demo/check_model.py --fixture tests/data/v41-tiny-a
+"""WORK IN PROGRESS: model.py against a golden fixture's per-layer tensors (prefill of its prompt;
+a fixture of one prompt, v41-tiny-a).
+
+    /usr/bin/python3 tools/train_demo/check_model.py --fixture tests/data/v41-tiny-a
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model as m  # noqa: E402
+import release_format as rf  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fixture", required=True)
+    a = ap.parse_args()
+    with open(os.path.join(a.fixture, "checkpoint", "config.json")) as f:
+        cfg = json.load(f)
+    w = m.Weights(os.path.join(a.fixture, "checkpoint"))
+    golden = rf.read_safetensors(os.path.join(a.fixture, "golden.safetensors"))
+    debug = rf.read_safetensors(os.path.join(a.fixture, "golden_debug.safetensors"))
+    ids = golden["prompt_ids"][1][0].long()
+    h, pre = m.embed(w, cfg, ids)
+    engram_layers = cfg.get("engram_layer_ids", [])
+    if engram_layers:
+        token_map = rf.read_safetensors(os.path.join(a.fixture, "checkpoint", "engram_token_map.safetensors"))
+        hashes = m.engram_hashes(ids, token_map["token_map"][1], int(debug["engram.pad_id"][1][0]),
+                                 debug["engram.multipliers"][1], debug["engram.primes"][1], debug["engram.offsets"][1])
+        print(f"Engram hashes equal the reference's: {torch.equal(hashes, debug['step00.engram_hashes'][1][0])}")
+    # Each layer from the reference's own input (the previous layer's output and pre-mix), so that
+    # a layer's differences are its own.
+    shared = {}
+    for l in range(cfg["n_layers"]):
+        if l:
+            h = debug[f"step00.layer{l - 1}.out"][1][0].float()
+            pre = debug[f"step00.layer{l - 1}.ffn_pre"][1][0]
+        if l in engram_layers:
+            h = m.engram(w, cfg, l, h, hashes[:, engram_layers.index(l)])
+            d = (h - debug[f"step00.layer{l}.engram_out"][1][0].float()).abs()
+            print(f"layer {l} Engram: max |d| {d.max():.4g}, {(d == 0).float().mean() * 100:.1f} % bit-equal")
+        cos, sin = m.rope_table(cfg, l, len(ids))
+        h, pre, idx = m.block(w, cfg, l, h, pre, cos, sin, shared)
+        if f"step00.layer{l}.topk_idxs" in debug:
+            want_topk = debug[f"step00.layer{l}.topk_idxs"][1][0].long()
+            got = torch.where(shared["topk"] >= 0, shared["topk"] + len(ids), -1)
+            print(f"layer {l}: top-k equal on {(got == want_topk).all(-1).float().mean() * 100:.0f} % of queries")
+        if f"step00.layer{l}.candidates" in debug:
+            same = (shared["candidates"] == debug[f"step00.layer{l}.candidates"][1][0].bool()).all(-1)
+            print(f"layer {l}: candidate pool equal on {same.float().mean() * 100:.0f} % of queries")
+        want = debug[f"step00.layer{l}.out"][1][0].float()
+        gates = debug[f"step00.layer{l}.gate_indices"][1].long()
+        d = (h - want).abs()
+        same_gates = (idx.sort(-1).values == gates.sort(-1).values).all(-1).float().mean()
+        print(f"layer {l}: max |d out| {d.max():.4g} (rms of out {want.pow(2).mean().sqrt():.4g}), "
+              f"{(d == 0).float().mean() * 100:.1f} % bit-equal, gates equal on {same_gates * 100:.0f} % of tokens, "
+              f"max |d ffn_pre| {(pre - debug[f'step00.layer{l}.ffn_pre'][1][0]).abs().max():.3g}")
+    # The whole prompt end to end: the last position's logits against the reference's first row.
+    logits = m.prefill(w, cfg, ids, hashes if engram_layers else None)[-1]
+    want = golden["logits"][1][0, 0]
+    print(f"prefill end to end: max |d logit| {(logits - want).abs().max():.4f} at the last prompt position, "
+          f"argmax {'equal' if logits.argmax() == want.argmax() else 'DIFFERENT'}")
+
+
+if __name__ == "__main__":
+    main()
