@@ -4,10 +4,6 @@ the reference's own input (its output, experts, top-k and candidate pools), and 
 end (the last position's logits).
 
     /usr/bin/python3 tools/train_demo/check_model.py --fixture tests/data/v41-tiny-a
-"""WORK IN PROGRESS: model.py against a golden fixture's per-layer tensors (prefill of its prompt;
-a fixture of one prompt, v41-tiny-a).
-
-    /usr/bin/python3 tools/train_demo/check_model.py --fixture tests/data/v41-tiny-a
 """
 import argparse
 import json
