@@ -3,7 +3,7 @@
 the reference's own input (its output, experts, top-k and candidate pools), and the prompt end to
 end (the last position's logits).
 
-    /usr/bin/python3 tools/train_demo/check_model.py --fixture tests/data/v41-tiny-a
+    python3 tools/train_demo/check_model.py --fixture tests/data/v41-tiny-a
 """
 import argparse
 import json

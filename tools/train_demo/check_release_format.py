@@ -8,7 +8,7 @@
    again and decoded, gives the same values; written as a new checkpoint (the other tensors, the
    config, the tokenizer and the Engram token map as they are), `dsinfer logits` gives the same bytes on both.
 
-    /usr/bin/python3 tools/train_demo/check_release_format.py \\
+    python3 tools/train_demo/check_release_format.py \\
         --checkpoint tests/data/v41-tiny-a/checkpoint --dsinfer build/src/cli/dsinfer
 """
 import argparse
