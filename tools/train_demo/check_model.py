@@ -67,6 +67,19 @@ def main():
     print(f"prefill end to end: max |d logit| {(logits - want).abs().max():.4f} at the last prompt position, "
           f"argmax {'equal' if logits.argmax() == want.argmax() else 'DIFFERENT'}")
 
+    # Trainable: the prompt's next-token loss falls after one gradient step on the fake-quantised
+    # weights (straight-through), which start as the checkpoint's values.
+    tw = m.TrainableWeights.from_weights(w, os.path.join(a.fixture, "checkpoint"))
+    opt = torch.optim.SGD(tw.parameters(), lr=0.05)
+    losses = []
+    for _ in range(2):
+        loss = torch.nn.functional.cross_entropy(m.prefill(tw, cfg, ids, hashes)[:-1], ids[1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    print(f"one training step on the prompt: loss {losses[0]:.4f} -> {losses[1]:.4f}")
+
 
 if __name__ == "__main__":
     main()

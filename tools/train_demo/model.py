@@ -2,7 +2,8 @@
 (batch 1) through the hyper-connections with Sinkhorn, the window attention with its sink, the
 compressor at ratios 1 and 2 with the compressed KV, the two-level indexer, the MoE, Engram and the
 head, with the reference's rounding points (bf16 casts, act_quant, the fp4 fake quantisation of the
-compressed KV and the indexer). Not yet: DSpark's stages, gradients (training), decode steps.
+compressed KV and the indexer), each trained as the identity (straight-through) when the weights
+are TrainableWeights. Not yet: DSpark's stages, the training loop, decode steps.
 check_model.py checks it against a golden fixture.
 """
 import math
@@ -13,8 +14,13 @@ import torch.nn.functional as F
 import release_format as rf
 
 
+def straight_through(x, rounded):
+    """rounded's values with x's gradient (the rounding points train as the identity)."""
+    return x + (rounded - x).detach() if x.requires_grad else rounded
+
+
 def bf16(x):
-    return x.to(torch.bfloat16).float()
+    return straight_through(x, x.detach().to(torch.bfloat16).float())
 
 
 def rms_norm(x, w, eps):
@@ -26,13 +32,13 @@ def rms_norm(x, w, eps):
 def act_quant(x):
     """fp8 fake quantisation in groups of 32 along the last dim (spec 3.4), bf16 values back."""
     shape = x.shape
-    g = x.float().reshape(-1, 32)
+    g = x.detach().float().reshape(-1, 32)
     amax = g.abs().amax(-1, keepdim=True).clamp(min=1e-4)
     m, e = torch.frexp(amax * (1.0 / 448.0))
     e = torch.where(m == 0.5, e - 1, e)
     s = torch.ldexp(torch.ones_like(amax), e)
     q = rf.e4m3_decode(rf.e4m3_encode((g / s).clamp(-448, 448)))
-    return bf16(q * s).reshape(shape)
+    return straight_through(x.float(), (q * s).to(torch.bfloat16).float().reshape(shape))
 
 
 def linear_q(x, w):
@@ -94,6 +100,49 @@ class Weights:
         return self.t[name]
 
 
+class TrainableWeights(torch.nn.Module):
+    """fp32 master weights of every tensor, seen by the forward as the release will hold them: the
+    fp8 blocks, fp4 rows, Engram rows and bf16 tensors fake-quantised with straight-through
+    gradients (`formats`: a name's release dtype and scale layout, as in a checkpoint)."""
+
+    def __init__(self, values, formats):
+        super().__init__()
+        self.names = sorted(values)
+        self.params = torch.nn.ParameterList([torch.nn.Parameter(values[n].float().clone()) for n in self.names])
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.formats = formats
+
+    @staticmethod
+    def from_weights(w, folder):
+        raw = rf.read_checkpoint(folder)
+        formats = {}
+        for name, (dtype, x) in raw.items():
+            if name.endswith(".scale"):
+                continue
+            if dtype == "F8_E4M3":
+                rows = raw[name[:-6] + "scale"][1].shape[0] == x.shape[0]
+                formats[name] = "fp8_rows" if rows else "fp8_blocks"
+            else:
+                formats[name] = {"I8": "fp4_rows", "BF16": "bf16"}.get(dtype, "f32")
+        return TrainableWeights(w.t, formats)
+
+    def __getitem__(self, name):
+        x = self.params[self.index[name]]
+        kind = self.formats[name]
+        with torch.no_grad():
+            if kind == "fp8_blocks":
+                q = rf.dequantize_fp8_blocks(*rf.quantize_fp8_blocks(x))
+            elif kind == "fp8_rows":
+                q = rf.dequantize_rows_fp8(*rf.quantize_rows_fp8(x))
+            elif kind == "fp4_rows":
+                q = rf.dequantize_fp4_rows(*rf.quantize_fp4_rows(x))
+            elif kind == "bf16":
+                q = x.to(torch.bfloat16).float()
+            else:
+                q = x
+        return straight_through(x, q)
+
+
 def hc_mixes(x, fn, scale, base, cfg):
     """x [t, hc, dim] -> pre [t, hc], post [t, hc], comb [t, hc, hc] (spec 4.1)."""
     hc, eps = cfg["hc_mult"], cfg["hc_eps"]
@@ -123,7 +172,7 @@ def fp4_quant(x, block, e4m3_scale):
     """fp4 fake quantisation in groups of `block` (spec 3.5): e4m3 scales (the compressed KV) or
     power-of-two ones (the indexer's q and k), bf16 values back."""
     shape = x.shape
-    g = x.float().reshape(-1, block)
+    g = x.detach().float().reshape(-1, block)
     amax = g.abs().amax(-1, keepdim=True)
     if e4m3_scale:
         s = rf.e4m3_decode(rf.e4m3_encode((amax.clamp(min=6 * 2.0 ** -9) / 6).clamp(max=448)))
@@ -131,7 +180,7 @@ def fp4_quant(x, block, e4m3_scale):
         m, e = torch.frexp(amax.clamp(min=6 * 2.0 ** -126) * (1.0 / 6))
         s = torch.ldexp(torch.ones_like(amax), torch.where(m == 0.5, e - 1, e))
     q = rf.e2m1_decode(rf.e2m1_encode((g / s).clamp(-6, 6)))
-    return bf16(q * s).reshape(shape)
+    return straight_through(x.float(), (q * s).to(torch.bfloat16).float().reshape(shape))
 
 
 def sparse_attention(q, kv, idx, sink, scale):
