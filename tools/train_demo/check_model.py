@@ -8,7 +8,10 @@ end (the last position's logits).
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -20,6 +23,7 @@ import release_format as rf  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fixture", required=True)
+    ap.add_argument("--dsinfer", help="the dsinfer binary: also export the trained weights and compare its logits")
     a = ap.parse_args()
     with open(os.path.join(a.fixture, "checkpoint", "config.json")) as f:
         cfg = json.load(f)
@@ -79,6 +83,27 @@ def main():
         opt.step()
         losses.append(loss.item())
     print(f"one training step on the prompt: loss {losses[0]:.4f} -> {losses[1]:.4f}")
+    if not a.dsinfer:
+        return
+    # Exported in the release format, the trained weights give dsinfer the logits model.py gives.
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "trained")
+        rf.write_checkpoint(out, tw.release_tensors())
+        folder = os.path.join(a.fixture, "checkpoint")
+        shards = set(rf.checkpoint_shards(folder)) | {"model.safetensors.index.json"}
+        for name in os.listdir(folder):
+            if name not in shards:
+                shutil.copy(os.path.join(folder, name), out)
+        prompts, logits_file = os.path.join(tmp, "prompts.json"), os.path.join(tmp, "logits.safetensors")
+        with open(prompts, "w") as f:
+            json.dump({"prompts": [ids.tolist()]}, f)
+        subprocess.run([a.dsinfer, "logits", "--model", out, "--prompts", prompts, "--steps", "1", "--out",
+                        logits_file], check=True, stdout=subprocess.DEVNULL)
+        engine = rf.read_safetensors(logits_file)["logits"][1].reshape(-1, cfg["vocab_size"])[0]
+        with torch.no_grad():
+            mine = m.prefill(m.Weights(out), cfg, ids, hashes)[-1]
+        print(f"the trained weights exported: dsinfer's logits against model.py's max |d| "
+              f"{(engine - mine).abs().max():.4f}, argmax {'equal' if engine.argmax() == mine.argmax() else 'DIFFERENT'}")
 
 
 if __name__ == "__main__":

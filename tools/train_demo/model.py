@@ -142,6 +142,28 @@ class TrainableWeights(torch.nn.Module):
                 q = x
         return straight_through(x, q)
 
+    def release_tensors(self):
+        """Every tensor as the release stores it (names, dtypes, scales), for rf.write_checkpoint."""
+        out = {}
+        with torch.no_grad():
+            for name in self.names:
+                x, kind = self.params[self.index[name]].detach(), self.formats[name]
+                scale = name[: -len("weight")] + "scale"
+                if kind == "fp8_blocks":
+                    codes, scales = rf.quantize_fp8_blocks(x)
+                    out[name], out[scale] = ("F8_E4M3", codes), ("F8_E8M0", scales)
+                elif kind == "fp8_rows":
+                    codes, scales = rf.quantize_rows_fp8(x)
+                    out[name], out[scale] = ("F8_E4M3", codes), ("F8_E8M0", scales)
+                elif kind == "fp4_rows":
+                    codes, scales = rf.quantize_fp4_rows(x)
+                    out[name], out[scale] = ("I8", codes), ("F8_E8M0", scales)
+                elif kind == "bf16":
+                    out[name] = ("BF16", x.to(torch.bfloat16))
+                else:
+                    out[name] = ("F32", x.float())
+        return out
+
 
 def hc_mixes(x, fn, scale, base, cfg):
     """x [t, hc, dim] -> pre [t, hc], post [t, hc], comb [t, hc, hc] (spec 4.1)."""
