@@ -16,6 +16,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import engram_tables as et  # noqa: E402
 import model as m  # noqa: E402
 import release_format as rf  # noqa: E402
 
@@ -33,10 +34,18 @@ def main():
     ids = golden["prompt_ids"][1][0].long()
     h, pre = m.embed(w, cfg, ids)
     engram_layers = cfg.get("engram_layer_ids", [])
+    hashes = None
     if engram_layers:
-        token_map = rf.read_safetensors(os.path.join(a.fixture, "checkpoint", "engram_token_map.safetensors"))
-        hashes = m.engram_hashes(ids, token_map["token_map"][1], int(debug["engram.pad_id"][1][0]),
-                                 debug["engram.multipliers"][1], debug["engram.primes"][1], debug["engram.offsets"][1])
+        # Engram's tables made from the tokenizer and the config, against the reference's.
+        tmap = et.token_map(os.path.join(a.fixture, "checkpoint", "tokenizer.json"))
+        want_map = rf.read_safetensors(os.path.join(a.fixture, "checkpoint", "engram_token_map.safetensors"))
+        compressed = int(tmap.max()) + 1
+        multipliers, primes, offsets = et.hash_tables(cfg, compressed)
+        print(f"Engram tables equal the reference's: token map {torch.equal(tmap, want_map['token_map'][1])} "
+              f"({compressed} compressed ids, config {cfg['engram_compressed_vocab_size']}), multipliers "
+              f"{torch.equal(multipliers, debug['engram.multipliers'][1])}, primes "
+              f"{torch.equal(primes, debug['engram.primes'][1])}, offsets {torch.equal(offsets, debug['engram.offsets'][1])}")
+        hashes = m.engram_hashes(ids, tmap, int(tmap[cfg["engram_pad_id"]]), multipliers, primes, offsets)
         print(f"Engram hashes equal the reference's: {torch.equal(hashes, debug['step00.engram_hashes'][1][0])}")
     # Each layer from the reference's own input (the previous layer's output and pre-mix), so that
     # a layer's differences are its own.
