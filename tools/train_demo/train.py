@@ -141,16 +141,14 @@ def main():
     # The exported (quantised) weights' held-out perplexity by model.py, then by the engine.
     with torch.no_grad():
         exported_nll = nll(m.Weights(a.out), cfg, held, hashes_of).item()
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        ids = held[1:].tolist()
-        path = f.name
     text = subprocess.run([a.dsinfer, "detokenize", "--tokenizer", a.tokenizer, "--input", "-"], check=True,
-                          input=json.dumps({"ids": ids}) + "\n", capture_output=True, text=True).stdout
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.loads(text)["text"])
-    engine = subprocess.run([a.dsinfer, "perplexity", "--model", a.out, "--text", path], check=True,
-                            capture_output=True, text=True).stdout.strip()
-    os.unlink(path)
+                          input=json.dumps({"ids": held[1:].tolist()}) + "\n", capture_output=True, text=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "heldout.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.loads(text)["text"])
+        engine = subprocess.run([a.dsinfer, "perplexity", "--model", a.out, "--text", path], check=True,
+                                capture_output=True, text=True).stdout.strip()
     record = {"command": " ".join(sys.argv), "seed": a.seed, "steps": a.steps, "seq": a.seq, "lr": a.lr,
               "train_tokens": len(train), "heldout_tokens": len(held), "loss_curve": curve,
               "heldout_perplexity_trained": math.exp(held_nll), "heldout_perplexity_exported": math.exp(exported_nll),
