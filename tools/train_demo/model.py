@@ -363,21 +363,21 @@ def embed(w, cfg, ids):
 def engram_hashes(ids, token_map, pad_id, multipliers, primes, offsets):
     """Hashed table rows of a prompt from position 0 (spec 9.5): int64 [t, layers, columns] for
     every Engram layer; multipliers [layers, max_ngram], primes [layers, orders, heads], offsets
-    [layers, columns]."""
+    [layers, columns]. The products stay below 2^63 by the multipliers' construction."""
     c = token_map[ids].long()
     t = len(ids)
     layers, orders, heads = primes.shape
     out = torch.empty(t, layers, orders * heads, dtype=torch.int64)
-    for p in range(t):
-        for li in range(layers):
-            rolling = 0
-            for shift in range(orders + 1):
-                v = pad_id if p < shift else int(c[p - shift])
-                rolling ^= v * int(multipliers[li][shift])
-                if shift >= 1:
-                    for h in range(heads):
-                        col = (shift - 1) * heads + h
-                        out[p, li, col] = rolling % int(primes[li][shift - 1][h]) + int(offsets[li][col])
+    for li in range(layers):
+        rolling = torch.zeros(t, dtype=torch.int64)
+        for shift in range(orders + 1):
+            v = torch.full((t,), pad_id, dtype=torch.int64)
+            if shift < t:
+                v[shift:] = c[: t - shift]  # the token `shift` back, the pad before the prompt's start
+            rolling = rolling ^ (v * int(multipliers[li][shift]))
+            if shift >= 1:
+                cols = slice((shift - 1) * heads, shift * heads)
+                out[:, li, cols] = rolling[:, None] % primes[li][shift - 1][None, :] + offsets[li][cols][None, :]
     return out
 
 
