@@ -226,15 +226,12 @@ __global__ void sm90_bf16_engram_gate(EngramGateParams p) {
 }
 
 // Steps of at least this many tokens (prefill) take the tiled kernel (common/tile_dots.cuh): a
-// block per kTileTokens tokens and chunk of the row, every projection and the norm (1.48 -> 0.85 ms
-// for 4,096 tokens on the H200). Fewer take a block per (token, projection or the norm, chunk of
-// the row), which fills the GPU at decode's batches (a token's 24 projections of 20480 inputs on 24
-// blocks took 35 us a call; spread over chunks they fill it at batch 1; the tiled kernel's 16
-// blocks made batch 8's step 2 ms slower): 16 chunks below 4 tokens, 4 from 4 (until 2026-12-04
-// one chunk from 16 tokens; batch 64's step measured 70.0 ms with 4, 69.9 with one). Either way the products are exact in double and summed
-// in double: the kernel and the chunking (which the step's token count picks) change a total only
-// in its last double bits, which reach the fp32 gates in rare cases (not seen in the batch
-// invariance tests; not excluded either).
+// block per kTileTokens tokens and chunk of the row, every projection and the norm. Fewer take a
+// block per (token, projection or the norm, chunk of the row), which fills the GPU at decode's
+// batches (the tiled kernel's few blocks do not): 16 chunks below 4 tokens, 4 from 4. Either way
+// the products are exact in double and summed in double: the kernel and the chunking (which the
+// step's token count picks) change a total only in its last double bits, which reach the fp32
+// gates in rare cases (not seen in the batch invariance tests; not excluded either).
 constexpr int kHcTiledTokens = 128;
 constexpr int kHcFillBlocks = 264;  // two blocks for each of the H200's 132 SMs
 
