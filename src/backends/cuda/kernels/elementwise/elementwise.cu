@@ -228,10 +228,10 @@ __global__ void sm90_bf16_engram_gate(EngramGateParams p) {
 // Steps of at least this many tokens (prefill) take the tiled kernel (common/tile_dots.cuh): a
 // block per kTileTokens tokens and chunk of the row, every projection and the norm. Fewer take a
 // block per (token, projection or the norm, chunk of the row), which fills the GPU at decode's
-// batches (the tiled kernel's few blocks do not): 16 chunks below 4 tokens, 4 from 4. Either way
-// the products are exact in double and summed in double: the kernel and the chunking (which the
-// step's token count picks) change a total only in its last double bits, which reach the fp32
-// gates in rare cases (not seen in the batch invariance tests; not excluded either).
+// batches (the tiled kernel's few blocks do not), always in kMaxHcChunks chunks of the row so that
+// a decode step's totals are summed in the same order at every batch size (batch invariance).
+// The tiled kernel sums in another order, and its chunking follows the token count: a total can
+// differ in its last double bits between a step under and over kHcTiledTokens tokens.
 constexpr int kHcTiledTokens = 128;
 constexpr int kHcFillBlocks = 264;  // two blocks for each of the H200's 132 SMs
 
@@ -245,7 +245,7 @@ int hc_chunks(const HcMixesParams& p) {
     const int tiles = (p.n + kTileTokens - 1) / kTileTokens;
     return std::clamp((kHcFillBlocks + tiles - 1) / tiles, 1, kMaxHcChunks);
   }
-  return p.n >= 4 ? 4 : kMaxHcChunks;
+  return kMaxHcChunks;
 }
 
 __global__ void __launch_bounds__(kTileThreads, 2) sm90_bf16_hc_mixes_dots_tiled(HcMixesParams p, int chunks) {
