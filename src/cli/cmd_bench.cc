@@ -1,15 +1,19 @@
 // `dsinfer bench`: prefill and decode throughput of a model folder for given prompt lengths and
-// batch sizes (random prompt tokens; the numbers do not depend on the text), and where the
-// checkpoint has the DSpark drafter, greedy decoding of the same prompts through the engine, one
-// token a step and speculative: their throughput and the tokens a request gains per target step
-// (these do depend on the text, and on random weights the drafts are seldom accepted).
+// batch sizes (random prompt tokens, or pieces of --prompt-text; the throughput does not depend on
+// the text), and where the checkpoint has the DSpark drafter, greedy decoding of the same prompts
+// through the engine, one token a step and speculative: their throughput and the tokens a request
+// gains per target step (these do depend on the text: on random weights the drafts are seldom
+// accepted; a trained model's are measured on its continuations of real text).
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include <fmt/format.h>
 
+#include "chat/chat_tokenize.h"
 #include "cli/commands.h"
 #include "model/model.h"
 #include "runtime/engine.h"
@@ -23,6 +27,7 @@ struct BenchOptions {
   std::vector<int> prompt_lengths = {128};
   std::vector<int> batch_sizes = {1};
   int decode_steps = 16;
+  std::string prompt_text;
   SpeculativeFlags speculative;
 };
 
@@ -77,11 +82,19 @@ int run_bench(const BenchOptions& o) {
   Model& model = *loaded->model;
   const ModelConfig& c = model.config();
   const bool speculates = model.has_drafter() && speculative->draft_tokens > 0;
-  std::optional<Tokenizer> tok;  // the engine's (its detokenizer), where it runs
-  if (speculates) {
+  std::optional<Tokenizer> tok;  // the engine's (its detokenizer), where it runs; --prompt-text's
+  std::vector<int32_t> text;     // --prompt-text's tokens, BOS first
+  if (speculates || !o.prompt_text.empty()) {
     auto loaded_tok = load_tokenizer(o.model);
     if (!loaded_tok.ok()) return report_error(loaded_tok.status());
     tok = std::move(*loaded_tok);
+  }
+  if (!o.prompt_text.empty()) {
+    std::ifstream in(o.prompt_text, std::ios::binary);
+    if (!in) return report_error(error(ErrorKind::kNotFound, fmt::format("{}: cannot open", o.prompt_text)));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = with_bos(*tok, tok->encode(ss.str()));
   }
   fmt::print("{:>8} {:>6} {:>14} {:>14} {:>12}", "prompt", "batch", "prefill tok/s", "decode tok/s", "ms/step");
   if (speculates) fmt::print(" {:>16} {:>18} {:>12}", "engine tok/s", "speculative tok/s", "tokens/step");
@@ -96,8 +109,12 @@ int run_bench(const BenchOptions& o) {
       for (int b = 0; b < batch; ++b) seqs.push_back(model.new_sequence());
       std::vector<ForwardChunk> chunks(batch);
       std::vector<std::vector<int32_t>> prompts(batch);
+      if (!text.empty() && static_cast<int64_t>(text.size()) < static_cast<int64_t>(len) * batch)
+        return report_error(error(ErrorKind::kInvalidArgument, fmt::format("{}: {} tokens, fewer than {} prompts of {}",
+                                                                           o.prompt_text, text.size(), batch, len)));
       for (int b = 0; b < batch; ++b) {
-        for (int i = 0; i < len; ++i) prompts[b].push_back(static_cast<int32_t>(rng() % c.vocab_size));
+        for (int i = 0; i < len; ++i)
+          prompts[b].push_back(text.empty() ? static_cast<int32_t>(rng() % c.vocab_size) : text[b * len + i]);
         chunks[b].state = &seqs[b];
         chunks[b].prompt_len = len;
         chunks[b].tokens = prompts[b];
@@ -142,6 +159,9 @@ void register_bench(CLI::App& app, CommandResult& result) {
   cmd->add_option("--decode-steps", o->decode_steps, "Decode steps timed")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--prompt-text", o->prompt_text,
+                  "Cut the prompts from this text file (tokenized, BOS first: prompt i is its tokens i x length "
+                  "onwards) instead of random tokens");
   add_speculative_flags(cmd, o->speculative);
   add_backend_flags(cmd, o->backend);
   cmd->callback([o, &result] { result.exit_code = run_bench(*o); });

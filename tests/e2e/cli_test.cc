@@ -394,6 +394,18 @@ TEST(Cli, GenerateStreamsReproduciblyAndRejectsOverlongRequests) {
       run("bench --model " + dir.path().string() + " --prompt-lengths 8 --decode-steps 2 --speculative off");
   ASSERT_EQ(plain_bench.code, 0) << plain_bench.out;
   EXPECT_EQ(plain_bench.out.find("tokens/step"), std::string::npos) << plain_bench.out;
+  // Prompts cut from a text: as many rows; a text too short for the prompts is named.
+  const std::filesystem::path text = dir.path() / "prompts.txt";
+  std::ofstream(text) << "The jury said it did find that the city was well run, and that the election was fair. ";
+  const CliRun text_bench = run("bench --model " + dir.path().string() + " --prompt-text " + text.string() +
+                                " --prompt-lengths 8 --batch-sizes 2 --decode-steps 2");
+  ASSERT_EQ(text_bench.code, 0) << text_bench.out;
+  EXPECT_EQ(std::count(text_bench.out.begin(), text_bench.out.end(), '\n'), 2) << text_bench.out;
+  const CliRun short_text = run("bench --model " + dir.path().string() + " --prompt-text " + text.string() +
+                                " --prompt-lengths 64 --batch-sizes 2 --decode-steps 2");
+  EXPECT_NE(short_text.code, 0);
+  EXPECT_HAS(short_text.out, "prompts.txt: ");
+  EXPECT_HAS(short_text.out, "tokens, fewer than 2 prompts of 64");
 }
 
 // A text file's perplexity: one line with the value, the tokens predicted and the window; the
