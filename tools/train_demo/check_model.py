@@ -62,10 +62,10 @@ def main():
         h, pre, idx = m.block(w, cfg, l, h, pre, cos, sin, shared)
         if f"step00.layer{l}.topk_idxs" in debug:
             want_topk = debug[f"step00.layer{l}.topk_idxs"][1][0].long()
-            got = torch.where(shared["topk"] >= 0, shared["topk"] + len(ids), -1)
+            got = torch.where(shared["topk"][0] >= 0, shared["topk"][0] + len(ids), -1)
             print(f"layer {l}: top-k equal on {(got == want_topk).all(-1).float().mean() * 100:.0f} % of queries")
         if f"step00.layer{l}.candidates" in debug:
-            same = (shared["candidates"] == debug[f"step00.layer{l}.candidates"][1][0].bool()).all(-1)
+            same = (shared["candidates"][0] == debug[f"step00.layer{l}.candidates"][1][0].bool()).all(-1)
             print(f"layer {l}: candidate pool equal on {same.float().mean() * 100:.0f} % of queries")
         want = debug[f"step00.layer{l}.out"][1][0].float()
         gates = debug[f"step00.layer{l}.gate_indices"][1].long()

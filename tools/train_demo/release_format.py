@@ -43,6 +43,7 @@ E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -
 def _nearest_code(x, magnitudes):
     """Codes (indices into the ascending non-negative `magnitudes`) nearest to |x|, ties to the even
     code (the one whose last mantissa bit is 0: the even index)."""
+    magnitudes = magnitudes.to(x.device)
     a = x.abs().clamp(max=float(magnitudes[-1]))
     hi = torch.searchsorted(magnitudes, a).clamp(max=len(magnitudes) - 1)
     lo = (hi - 1).clamp(min=0)
@@ -59,7 +60,7 @@ def e4m3_encode(x):
 
 
 def e4m3_decode(codes):
-    return E4M3[codes.to(torch.int64)]
+    return E4M3.to(codes.device)[codes.to(torch.int64)]
 
 
 def e2m1_encode(x):
@@ -69,7 +70,7 @@ def e2m1_encode(x):
 
 
 def e2m1_decode(codes):
-    return E2M1[codes.to(torch.int64)]
+    return E2M1.to(codes.device)[codes.to(torch.int64)]
 
 
 def e8m0_scale(amax, largest):
@@ -89,7 +90,7 @@ def quantize_fp8_blocks(w):
     """w [n, k] -> (e4m3 codes [n, k], e8m0 scales [ceil(n/32), ceil(k/32)])."""
     n, k = w.shape
     bn, bk = math.ceil(n / 32), math.ceil(k / 32)
-    padded = torch.zeros(bn * 32, bk * 32, dtype=torch.float32)
+    padded = torch.zeros(bn * 32, bk * 32, dtype=torch.float32, device=w.device)
     padded[:n, :k] = w.float()
     blocks = padded.view(bn, 32, bk, 32)
     scales = e8m0_scale(blocks.abs().amax(dim=(1, 3)), E4M3_MAX)
@@ -116,7 +117,7 @@ def quantize_fp4_rows(w):
 
 def dequantize_fp4_rows(packed, scales):
     n, half = packed.shape
-    codes = torch.empty(n, 2 * half, dtype=torch.uint8)
+    codes = torch.empty(n, 2 * half, dtype=torch.uint8, device=packed.device)
     codes[:, 0::2], codes[:, 1::2] = packed & 0xF, packed >> 4
     return e2m1_decode(codes) * _scale_value(scales).repeat_interleave(32, 1)
 
@@ -170,22 +171,39 @@ def read_checkpoint(folder):
     return out
 
 
-def write_checkpoint(folder, tensors):
-    """One shard, model-00001-of-00001.safetensors, and model.safetensors.index.json."""
-    os.makedirs(folder, exist_ok=True)
+def _write_shard(path, tensors, names):
     header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
+    for name in names:
         dtype, t = tensors[name]
-        b = t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        b = t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b""
         header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
         blobs.append(b)
         offset += len(b)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    shard = "model-00001-of-00001.safetensors"
-    with open(os.path.join(folder, shard), "wb") as f:
+    with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
         for b in blobs:
             f.write(b)
+    return offset
+
+
+def write_checkpoint(folder, tensors, shard_bytes=None):
+    """Shards model-0000i-of-0000n.safetensors (tensors in name order, a new shard once one holds
+    shard_bytes; one shard without it) and model.safetensors.index.json."""
+    os.makedirs(folder, exist_ok=True)
+    shards, size = [[]], 0
+    for name in sorted(tensors):
+        bytes_ = tensors[name][1].numel() * tensors[name][1].element_size()
+        if shard_bytes and shards[-1] and size + bytes_ > shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(name)
+        size += bytes_
+    weight_map, total = {}, 0
+    for i, names in enumerate(shards):
+        shard = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        total += _write_shard(os.path.join(folder, shard), tensors, names)
+        weight_map.update({n: shard for n in names})
     with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": offset}, "weight_map": {n: shard for n in sorted(tensors)}}, f, indent=1)
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
