@@ -21,6 +21,11 @@ inline std::filesystem::path data_dir() {
   return dir && *dir ? dir : DSINFER_TEST_DATA_DIR;
 }
 
+/// The repository's models folder (the trained demo model), beside tests/data.
+inline std::filesystem::path models_dir() {
+  return data_dir().parent_path().parent_path() / "models";
+}
+
 /// bf16 values ~ N(0, sigma), with a sprinkle of exact zeros and large outliers.
 /// The whole content of a file ("" when it cannot be read).
 inline std::string read_file(const std::filesystem::path& path) {
