@@ -26,13 +26,13 @@ inline std::filesystem::path models_dir() {
   return data_dir().parent_path().parent_path() / "models";
 }
 
-/// bf16 values ~ N(0, sigma), with a sprinkle of exact zeros and large outliers.
 /// The whole content of a file ("" when it cannot be read).
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+/// bf16 values ~ N(0, sigma), with a sprinkle of exact zeros and large outliers.
 inline std::vector<uint16_t> random_bf16(size_t n, uint64_t seed, float sigma = 1.0f) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, sigma);
