@@ -1,7 +1,9 @@
 // Decode is batch-invariant: a sequence's logits are bit-identical whether it decodes alone or
 // among 1, 7 or 63 others at other positions, and while another prompt is prefilled in pieces in
-// the same steps. Built twice: on the CPU backend (golden_test) and, with DSINFER_GOLDEN_ON_CUDA,
-// on the CUDA backend (golden_cuda_test; skipped without a GPU).
+// the same steps (pieces of 7, and of 160: past the GPU's switch to its kernels for many rows). So
+// is prefill: a prompt's logits at every position are the same whether its pieces run alone or
+// beside decoding sequences and another prompt's piece. Built twice: on the CPU backend (golden_test) and, with
+// DSINFER_GOLDEN_ON_CUDA, on the CUDA backend (golden_cuda_test; skipped without a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,8 +49,9 @@ class BatchInvariance : public ::testing::TestWithParam<const char*> {
   // The logits of sequence 0's kSteps decode steps, [kSteps, vocab]: its 11-token prompt and
   // `others` sequences' prompts (5 to 40 tokens: other positions) prefilled one by one, then
   // every sequence decoding a token a step with sequence 0 in the middle of the step. With
-  // `prefill_beside`, one more sequence's 45-token prompt goes in pieces of 7 through the steps.
-  std::vector<float> decode_among(int others, bool prefill_beside) {
+  // `prefill_beside`, one more sequence's prompt (45 tokens, or more than two pieces) goes in
+  // pieces of `piece` through the steps.
+  std::vector<float> decode_among(int others, bool prefill_beside, int64_t piece = 7) {
     const int64_t vocab = model_->config().vocab_size;
     std::deque<SequenceState> seqs;  // stable addresses
     std::vector<float> logits(vocab);
@@ -61,7 +64,7 @@ class BatchInvariance : public ::testing::TestWithParam<const char*> {
       const Status st = runner_->forward(prompt, logits);
       EXPECT_TRUE(st.ok()) << st.to_string();
     }
-    const std::vector<int32_t> beside_prompt = prompt_of(1000, 45);
+    const std::vector<int32_t> beside_prompt = prompt_of(1000, std::max<int64_t>(45, 2 * piece + 17));
     SequenceState* beside = prefill_beside ? &seqs.emplace_back(model_->new_sequence()) : nullptr;
     int64_t beside_done = 0;
     std::vector<float> mine;
@@ -77,9 +80,9 @@ class BatchInvariance : public ::testing::TestWithParam<const char*> {
       if (beside && beside_done < static_cast<int64_t>(beside_prompt.size())) {
         ForwardChunk c;
         c.state = beside, c.start_pos = beside_done, c.prompt_len = static_cast<int64_t>(beside_prompt.size());
-        const int64_t piece = std::min<int64_t>(7, c.prompt_len - beside_done);
-        c.tokens.assign(beside_prompt.begin() + beside_done, beside_prompt.begin() + beside_done + piece);
-        beside_done += piece;
+        const int64_t len = std::min<int64_t>(piece, c.prompt_len - beside_done);
+        c.tokens.assign(beside_prompt.begin() + beside_done, beside_prompt.begin() + beside_done + len);
+        beside_done += len;
         step.insert(step.begin() + static_cast<int64_t>(step.size()) / 3, std::move(c));
       }
       const auto at =
@@ -91,6 +94,58 @@ class BatchInvariance : public ::testing::TestWithParam<const char*> {
       mine.insert(mine.end(), logits.begin() + at * vocab, logits.begin() + (at + 1) * vocab);
     }
     return mine;
+  }
+
+  // Every position's logits of a 337-token prompt prefilled in pieces of 160 ([337, vocab]), the
+  // pieces alone in their steps or, `beside`, each in a step with 7 sequences decoding a token
+  // and a piece of another prompt before it.
+  std::vector<float> prompt_logits(bool beside) {
+    const int64_t vocab = model_->config().vocab_size, piece = 160;
+    const std::vector<int32_t> prompt = prompt_of(77, 337), other = prompt_of(78, 3 * piece);
+    std::deque<SequenceState> seqs;
+    std::vector<float> logits(vocab), all;
+    const int decoding = beside ? 7 : 0;
+    for (int q = 0; q < decoding; ++q) {
+      seqs.push_back(model_->new_sequence());
+      std::vector<ForwardChunk> c(1);
+      c[0].state = &seqs.back(), c[0].tokens = prompt_of(q, 5 + 6 * q);
+      c[0].prompt_len = static_cast<int64_t>(c[0].tokens.size());
+      EXPECT_TRUE(runner_->forward(c, logits).ok());
+    }
+    SequenceState& mine = seqs.emplace_back(model_->new_sequence());
+    SequenceState& theirs = seqs.emplace_back(model_->new_sequence());
+    for (int64_t done = 0, s = 0; done < static_cast<int64_t>(prompt.size()); ++s) {
+      std::vector<ForwardChunk> step;
+      for (int q = 0; q < decoding; ++q) {
+        ForwardChunk c;
+        c.state = &seqs[q], c.start_pos = seqs[q].length, c.decode = true;
+        c.tokens = {static_cast<int32_t>(17 + (31 * s + 7 * q) % 280)};
+        step.push_back(std::move(c));
+      }
+      if (beside) {
+        ForwardChunk c;
+        c.state = &theirs, c.start_pos = theirs.length, c.prompt_len = static_cast<int64_t>(other.size());
+        c.tokens.assign(other.begin() + c.start_pos, other.begin() + c.start_pos + piece);
+        step.push_back(std::move(c));
+      }
+      ForwardChunk c;
+      c.state = &mine, c.start_pos = done, c.prompt_len = static_cast<int64_t>(prompt.size()), c.all_logits = true;
+      const int64_t len = std::min<int64_t>(piece, c.prompt_len - done);
+      c.tokens.assign(prompt.begin() + done, prompt.begin() + done + len);
+      done += len;
+      step.insert(step.begin() + static_cast<int64_t>(step.size()) / 2, std::move(c));
+      // Rows: a decode's or a piece's last token, every token of the all-logits piece.
+      int64_t rows = 0, first = 0;
+      for (const ForwardChunk& ch : step) {
+        if (ch.state == &mine) first = rows;
+        rows += ch.all_logits ? static_cast<int64_t>(ch.tokens.size()) : 1;
+      }
+      logits.resize(rows * vocab);
+      const Status st = runner_->forward(step, logits);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      all.insert(all.end(), logits.begin() + first * vocab, logits.begin() + (first + len) * vocab);
+    }
+    return all;
   }
 
   void expect_same(const std::vector<float>& got, const std::vector<float>& alone, const char* what) {
@@ -118,6 +173,17 @@ TEST_P(BatchInvariance, BesideAPrefill) {
   const std::vector<float> alone = decode_among(0, false);
   expect_same(decode_among(0, true), alone, "beside a prefill");
   expect_same(decode_among(7, true), alone, "among 7 others beside a prefill");
+  expect_same(decode_among(7, true, 160), alone, "among 7 others beside prefill pieces of 160");
+}
+
+TEST_P(BatchInvariance, APromptAloneOrBesideOthers) {
+  const std::vector<float> alone = prompt_logits(false), beside = prompt_logits(true);
+  const int64_t vocab = model_->config().vocab_size;
+  ASSERT_EQ(beside.size(), alone.size());
+  ASSERT_EQ(static_cast<int64_t>(alone.size()), 337 * vocab);
+  for (int64_t t = 0; t < 337; ++t)
+    EXPECT_EQ(std::memcmp(&beside[t * vocab], &alone[t * vocab], vocab * sizeof(float)), 0)
+        << "prompt position " << t << " differs beside other sequences";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvariance, ::testing::Values("v41-tiny-a", "v41-tiny-b"));
