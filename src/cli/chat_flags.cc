@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "chat/chat_json.h"
 #include "io/json.h"
@@ -56,11 +54,8 @@ Result<ChatOptions> chat_options(const ChatFlags& f) {
   o.thinking = !f.no_thinking;
   DSINFER_ASSIGN_OR_RETURN(o.reasoning_effort, parse_reasoning_effort(f.reasoning_effort));
   if (!f.tools_file.empty()) {
-    std::ifstream in(f.tools_file, std::ios::binary);
-    if (!in) return error(ErrorKind::kNotFound, f.tools_file + ": cannot open");
-    std::ostringstream text;
-    text << in.rdbuf();
-    DSINFER_ASSIGN_OR_RETURN(OrderedJson tools, parse_ordered_json(text.str(), f.tools_file));
+    DSINFER_ASSIGN_OR_RETURN(const std::string text, read_text_file(f.tools_file));
+    DSINFER_ASSIGN_OR_RETURN(OrderedJson tools, parse_ordered_json(text, f.tools_file));
     auto specs = tool_specs_from_json(tools);
     if (!specs.ok()) return error(ErrorKind::kInvalidArgument, f.tools_file + ": " + specs.status().message());
     o.tools = std::move(*specs);

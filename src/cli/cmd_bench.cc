@@ -6,15 +6,14 @@
 // accepted; a trained model's are measured on its continuations of real text).
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <random>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "chat/chat_tokenize.h"
 #include "cli/commands.h"
+#include "io/json.h"
 #include "model/model.h"
 #include "runtime/engine.h"
 
@@ -90,11 +89,9 @@ int run_bench(const BenchOptions& o) {
     tok = std::move(*loaded_tok);
   }
   if (!o.prompt_text.empty()) {
-    std::ifstream in(o.prompt_text, std::ios::binary);
-    if (!in) return report_error(error(ErrorKind::kNotFound, fmt::format("{}: cannot open", o.prompt_text)));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = with_bos(*tok, tok->encode(ss.str()));
+    const Result<std::string> content = read_text_file(o.prompt_text);
+    if (!content.ok()) return report_error(content.status());
+    text = with_bos(*tok, tok->encode(*content));
   }
   fmt::print("{:>8} {:>6} {:>14} {:>14} {:>12}", "prompt", "batch", "prefill tok/s", "decode tok/s", "ms/step");
   if (speculates) fmt::print(" {:>16} {:>18} {:>12}", "engine tok/s", "speculative tok/s", "tokens/step");

@@ -1,14 +1,13 @@
 // `dsinfer generate`: streams a completion of a prompt to stdout, then a line of timings to stderr.
 // With --chat the prompt is one user message in the chat encoding and the reasoning is shown
 // apart from the answer.
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "chat/chat_tokenize.h"
 #include "cli/chat_flags.h"
 #include "cli/commands.h"
+#include "io/json.h"
 
 namespace dsinfer::cli {
 namespace {
@@ -23,11 +22,9 @@ struct GenerateOptions {
 
 int run_generate(GenerateOptions o) {
   if (!o.prompt_file.empty()) {
-    std::ifstream in(o.prompt_file, std::ios::binary);
-    if (!in) return report_error(error(ErrorKind::kNotFound, fmt::format("{}: cannot open", o.prompt_file)));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    o.prompt = ss.str();
+    Result<std::string> content = read_text_file(o.prompt_file);
+    if (!content.ok()) return report_error(content.status());
+    o.prompt = std::move(*content);
   }
   auto chat = chat_options(o.chat_flags);
   if (!chat.ok()) return report_error(chat.status());

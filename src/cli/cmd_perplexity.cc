@@ -1,14 +1,13 @@
 // `dsinfer perplexity`: a text file's perplexity under the model (runtime/perplexity.h), BOS
 // first as the official encoder writes it, in windows of --context positions.
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "chat/chat_tokenize.h"
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
+#include "io/json.h"
 #include "runtime/perplexity.h"
 
 namespace dsinfer::cli {
@@ -25,13 +24,11 @@ struct PerplexityOptions {
 constexpr int64_t kPieceTokens = 512;
 
 int run_perplexity(const PerplexityOptions& o) {
-  std::ifstream in(o.text, std::ios::binary);
-  if (!in) return report_error(error(ErrorKind::kNotFound, fmt::format("{}: cannot open", o.text)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  const Result<std::string> text = read_text_file(o.text);
+  if (!text.ok()) return report_error(text.status());
   auto tok = load_tokenizer(o.model);
   if (!tok.ok()) return report_error(tok.status());
-  const std::vector<int32_t> ids = o.no_bos ? tok->encode(ss.str()) : with_bos(*tok, tok->encode(ss.str()));
+  const std::vector<int32_t> ids = o.no_bos ? tok->encode(*text) : with_bos(*tok, tok->encode(*text));
   auto loaded = load_model(o.model, o.backend, "perplexity");
   if (!loaded.ok()) return report_error(loaded.status());
   Model& model = *loaded->model;

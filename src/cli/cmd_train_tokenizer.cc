@@ -1,13 +1,12 @@
 // `dsinfer train-tokenizer`: a byte-level BPE tokenizer.json in DeepSeek's layout (the release's
 // pre-tokenizer and decoder, BOS / EOS / pad first, the chat tokens after the merges) learned from
 // a text file; the demo model's tokenizer (tools/train_demo) is made with it.
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "io/atomic_file.h"
+#include "io/json.h"
 #include "io/tokenizer.h"
 #include "io/tokenizer_vocab.h"
 #include "testing/tiny_tokenizer.h"
@@ -26,11 +25,9 @@ int run_train_tokenizer(const TrainTokenizerOptions& o) {
   if (o.merges < 1 || o.merges > kMaxMerges)
     return report_error(
         error(ErrorKind::kInvalidArgument, fmt::format("--merges {}: from 1 to {} merges", o.merges, kMaxMerges)));
-  std::ifstream in(o.text, std::ios::binary);
-  if (!in) return report_error(error(ErrorKind::kNotFound, fmt::format("{}: cannot open", o.text)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const Result<std::string> content = read_text_file(o.text);
+  if (!content.ok()) return report_error(content.status());
+  const std::string& text = *content;
   if (text.empty()) return report_error(error(ErrorKind::kInvalidArgument, fmt::format("{}: empty", o.text)));
   // The words as the tokenizer's own pre-tokenizer cuts them (that of a tokenizer with no merges).
   auto bytes_only = Tokenizer::from_json(bpe_tokenizer_json({}, 0), "the pre-tokenizer");

@@ -81,7 +81,7 @@ Result<OrderedJson> parse_ordered_json(std::string_view text, std::string_view w
   return parse_bounded<OrderedJson>(text, what, ErrorKind::kInvalidArgument);
 }
 
-Result<Json> read_json_file(const std::filesystem::path& path) {
+Result<std::string> read_text_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const ErrorKind kind = std::filesystem::exists(path) ? ErrorKind::kIo : ErrorKind::kNotFound;
@@ -89,7 +89,12 @@ Result<Json> read_json_file(const std::filesystem::path& path) {
   }
   std::ostringstream ss;
   ss << in.rdbuf();
-  return parse_json(ss.str(), path.string());
+  return ss.str();
+}
+
+Result<Json> read_json_file(const std::filesystem::path& path) {
+  DSINFER_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
+  return parse_json(text, path.string());
 }
 
 std::string_view json_type_name(const Json& j) {

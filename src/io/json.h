@@ -37,6 +37,8 @@ Result<Json> parse_json(std::string_view text, std::string_view what);
 Result<OrderedJson> parse_ordered_json(std::string_view text, std::string_view what);
 /// Reads and parses a whole JSON file (parse_json).
 Result<Json> read_json_file(const std::filesystem::path& path);
+/// A file's whole content; kNotFound (no such file) or kIo (it cannot be opened) naming it.
+Result<std::string> read_text_file(const std::filesystem::path& path);
 
 /// A short name of a JSON value's type for messages ("string", "array", ...).
 std::string_view json_type_name(const Json& j);
