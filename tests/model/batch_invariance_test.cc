@@ -35,6 +35,14 @@ std::vector<int32_t> prompt_of(int seq, int64_t len) {
   return p;
 }
 
+// Sequence q's decode chunk of step s: one token, the same in every run.
+ForwardChunk decode_chunk(SequenceState& seq, int64_t s, int q) {
+  ForwardChunk c;
+  c.state = &seq, c.start_pos = seq.length, c.decode = true;
+  c.tokens = {static_cast<int32_t>(17 + (31 * s + 7 * q) % 280)};
+  return c;
+}
+
 class BatchInvariance : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -71,10 +79,7 @@ class BatchInvariance : public ::testing::TestWithParam<const char*> {
     for (int s = 0; s < kSteps; ++s) {
       std::vector<ForwardChunk> step;
       for (int q = 0; q <= others; ++q) {
-        ForwardChunk c;
-        c.state = &seqs[q], c.start_pos = seqs[q].length, c.decode = true;
-        c.tokens = {static_cast<int32_t>(17 + (31 * s + 7 * q) % 280)};
-        step.push_back(std::move(c));
+        step.push_back(decode_chunk(seqs[q], s, q));
       }
       std::swap(step[0], step[step.size() / 2]);  // sequence 0 in the middle
       if (beside && beside_done < static_cast<int64_t>(beside_prompt.size())) {
@@ -117,10 +122,7 @@ class BatchInvariance : public ::testing::TestWithParam<const char*> {
     for (int64_t done = 0, s = 0; done < static_cast<int64_t>(prompt.size()); ++s) {
       std::vector<ForwardChunk> step;
       for (int q = 0; q < decoding; ++q) {
-        ForwardChunk c;
-        c.state = &seqs[q], c.start_pos = seqs[q].length, c.decode = true;
-        c.tokens = {static_cast<int32_t>(17 + (31 * s + 7 * q) % 280)};
-        step.push_back(std::move(c));
+        step.push_back(decode_chunk(seqs[q], s, q));
       }
       if (beside) {
         ForwardChunk c;
