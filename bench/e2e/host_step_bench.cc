@@ -5,7 +5,9 @@
 // with the step recorder (runtime/step_recorder.h) the comparisons that find the recording to
 // relaunch. The backend keeps steps as CudaBackend's graphs do (a relaunch costs it nothing here),
 // so "recorded" rows are what a replayed GPU step costs the host before its one graph launch.
-//   host_step_bench [--steps N] [--context 4096,32768] [--batch 1,64] [--dir PATH]
+// --prefill P1,P2 also times the host's part of a fresh prompt's first chunk of each length (the
+// Engram lookups, the bookkeeping; what the device's reads back would give is zeros here).
+//   host_step_bench [--steps N] [--context 4096,32768] [--batch 1,64] [--prefill 4096] [--dir PATH]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,10 +36,12 @@ class NullBackend final : public Backend, private StepGraphs {
     return std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
   }
   void deallocate(void* p) override { std::free(p); }
-  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes), ++calls; }
+  // Zeroing and copies within the "device" are the device's work (a launch each on the GPU): counted,
+  // not done. Uploads and reads back are the host's: done.
+  void zero(void*, size_t) override { ++calls; }
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes), ++calls; }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes), ++calls; }
+  void copy_on_device(void*, const void*, size_t) override { ++calls; }
   StepGraphs* step_graphs() override { return this; }
 
   // routed_experts too: on the device's choice, as CudaBackend runs a decode step's.
@@ -77,7 +81,7 @@ std::vector<int> int_list(const std::string& s) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int steps = 64;
-  std::vector<int> contexts = {4096, 32768}, batches = {1};
+  std::vector<int> contexts = {4096, 32768}, batches = {1}, prefills;
   std::string dir = (std::filesystem::temp_directory_path() / "dsinfer_flash_bench").string();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -87,10 +91,13 @@ int main(int argc, char** argv) {
       contexts = int_list(argv[i + 1]);
     else if (k == "--batch")
       batches = int_list(argv[i + 1]);
+    else if (k == "--prefill")
+      prefills = int_list(argv[i + 1]);
     else if (k == "--dir")
       dir = argv[i + 1];
   }
-  const int max_context = *std::max_element(contexts.begin(), contexts.end());
+  int max_context = *std::max_element(contexts.begin(), contexts.end());
+  if (!prefills.empty()) max_context = std::max(max_context, *std::max_element(prefills.begin(), prefills.end()));
   auto made = ensure_synthetic_checkpoint(dir, 40, max_context + steps + 8, /*flash_experts=*/64);
   if (!made.ok()) return std::fprintf(stderr, "%s\n", made.status().to_string().c_str()), 1;
   NullBackend backend;
@@ -135,5 +142,28 @@ int main(int argc, char** argv) {
                     static_cast<long long>(after.relaunched - before.relaunched),
                     static_cast<long long>(after.recorded - before.recorded));
       }
+  if (prefills.empty()) return 0;
+  std::printf("\n| prompt chunk | chunks | host ms a chunk: mean / best | calls issued to the backend a chunk |\n");
+  std::printf("| --- | --- | --- | --- |\n");
+  runner.set_replay_steps(false);
+  const int chunks = std::max(1, steps / 16);
+  for (const int prompt : prefills) {
+    std::vector<float> last(c.vocab_size);
+    double sum = 0, best = 1e30;
+    int64_t calls = 0;
+    for (int i = -1; i < chunks; ++i) {  // warm-up: the arena at this chunk's size
+      SequenceState seq = (*model)->new_sequence();
+      std::vector<ForwardChunk> one(1);
+      one[0].state = &seq, one[0].prompt_len = prompt;
+      for (int t = 0; t < prompt; ++t) one[0].tokens.push_back(3 + (t + i) % 200);
+      if (i == 0) calls = backend.calls;
+      const auto t0 = Clock::now();
+      if (Status s = runner.forward(one, last); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (i >= 0) sum += dt, best = std::min(best, dt);
+    }
+    std::printf("| %d | %d | %.1f / %.1f | %lld |\n", prompt, chunks, sum / chunks * 1e3, best * 1e3,
+                static_cast<long long>((backend.calls - calls) / chunks));
+  }
   return 0;
 }
