@@ -23,13 +23,6 @@
 namespace dsinfer {
 namespace {
 
-TensorView rows_of(const TensorView& t, int64_t begin, int64_t count) {
-  TensorView v = t;
-  v.data = t.as<uint8_t>() + dtype_bytes(t.dtype, begin * t.stride[0]);
-  v.shape[0] = count;
-  return v;
-}
-
 // Copies `count` rows of `width` elements, row src_row(i) of src to row dst_row(i) of dst, one copy
 // per run of rows consecutive in both (a ring's rows wrap once at most).
 template <typename T, typename DstRow, typename SrcRow>
@@ -81,6 +74,30 @@ std::map<int, std::vector<int64_t>> rows_by_key_owner(std::span<const int> owner
   return by_owner;
 }
 
+// The window of a group's rows (the chunks [first, end)): a run of decode tokens reads its
+// sequences' rings, a prefill or verify chunk the ring's rows before it and its own.
+AttentionWindow window_of(std::span<const ForwardChunk> chunks, size_t first, size_t end, bool decode, int64_t win,
+                          int64_t R) {
+  AttentionWindow w;
+  if (decode) {
+    w.width = win;
+    for (size_t ci = first; ci < end; ++ci) {
+      const ForwardChunk& ch = chunks[ci];
+      const int64_t ring0 = ch.state->slot.id() * R;
+      for (int32_t slot : decode_window_slots(ch.start_pos, win, R))
+        w.slots.push_back(slot < 0 ? -1 : static_cast<int32_t>(ring0 + slot));
+      w.ring_rows.push_back(static_cast<int32_t>(ring0 + ch.start_pos % R));
+    }
+    return w;
+  }
+  const ForwardChunk& ch = chunks[first];
+  const int64_t s = static_cast<int64_t>(ch.tokens.size());
+  PrefillWindow pw =
+      ch.verify ? verify_window(ch.start_pos, s, win) : prefill_window(ch.start_pos, s, ch.prompt_len, win);
+  w.width = pw.width, w.first_cached = pw.first_cached, w.cached = pw.cached, w.slots = std::move(pw.slots);
+  return w;
+}
+
 }  // namespace
 
 Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& out) {
@@ -94,12 +111,12 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   DeviceArray<uint16_t> qr = b.scratch<uint16_t>(n * ql), q = b.scratch<uint16_t>(n * heads * hd);
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * hd), o = b.scratch<uint16_t>(n * heads * hd);
   const TensorView qrv = qr.view(DType::kBF16, {n, ql}), kvv = kv.view(DType::kBF16, {n, hd});
-  b.be.linear({x, &w.wq_a, qrv});
+  b.linear({x, &w.wq_a, qrv});
   b.be.rms_norm({qrv, w.q_norm, c.norm_eps, qrv});
-  b.be.linear({qrv, &w.wq_b, q.view(DType::kBF16, {n, heads * hd})});
+  b.linear({qrv, &w.wq_b, q.view(DType::kBF16, {n, heads * hd})});
   const RopeRows& at_pos = b.rope_at_positions(rope);
   at_pos.apply(b.be, q.view(DType::kBF16, {n, heads, hd}), 0, false);
-  b.be.linear({x, &w.wkv, kvv});
+  b.linear({x, &w.wkv, kvv});
   b.be.rms_norm({kvv, w.kv_norm, c.norm_eps, kvv});
   at_pos.apply(b.be, kv.view(DType::kBF16, {n, 1, hd}), 0, false);
   b.be.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
@@ -121,9 +138,9 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
     zg.data = z.data() + g * olr, zg.shape[1] = olr;
     wo_a.push_back({og, &w.wo_a[g], zg});
   }
-  b.be.grouped_linear({wo_a});
+  b.grouped_linear(wo_a);
   if (ranks == 1) {
-    b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
+    b.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, out});
     return {};
   }
   // wo_b is row-parallel: the ranks' fp32 partial outputs are summed, then rounded to bf16 once
@@ -131,7 +148,7 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   const int64_t dim = c.dim;
   DeviceArray<float> partial = b.scratch<float>(n * dim);
   const TensorView pv = partial.view(DType::kF32, {n, dim});
-  b.be.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, pv});
+  b.linear({z.view(DType::kBF16, {n, groups * olr}), &w.wo_b, pv});
   DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(pv));
   const DeviceArray<uint16_t> none = b.zeros<uint16_t>(n * dim);
   b.be.scatter_add({none.view(DType::kBF16, {n, dim}), b.token_rows().view(DType::kI32, {n}), pv, out});
@@ -151,34 +168,24 @@ Status Model::attend(int l, Batch& b, const TensorView& x, const TensorView& qrv
     const int64_t m = gr.rows, row0 = gr.row0;
 
     // Window rows and each query's window slots, in the reference's order (spec §5.2).
+    auto [at_window, fresh] = b.windows.try_emplace(g);
+    if (fresh) at_window->second = window_of(b.chunks, gr.first, gr.end, gr.decode, win, R);
+    const AttentionWindow& window = at_window->second;
+    const int64_t width = window.width;
     DeviceArray<uint16_t> prefill_rows;  // a prefill's window: cached rows before the chunk, then its own
     TensorView wrows;
-    std::vector<int32_t> widx, ring_rows;  // [m, width]; a decode token's row of the rings
-    int64_t width = 0;
     if (gr.decode) {  // every sequence's ring, rows of one pool; a token's row goes in at its last slot, p % R
       wrows = rings.view(DType::kBF16, {static_cast<int64_t>(rings.size()) / hd, hd});
-      width = win;
-      for (size_t ci = gr.first; ci < gr.end; ++ci) {
-        const ForwardChunk& ch = b.chunks[ci];
-        const int64_t ring0 = ch.state->slot.id() * R;
-        for (int32_t slot : decode_window_slots(ch.start_pos, win, R))
-          widx.push_back(slot < 0 ? -1 : static_cast<int32_t>(ring0 + slot));
-        ring_rows.push_back(static_cast<int32_t>(ring0 + ch.start_pos % R));
-      }
     } else {
       const ForwardChunk& ch = b.chunks[gr.first];
       uint16_t* ring = rings.data() + ch.state->slot.id() * R * hd;
-      const int64_t s = m, start = ch.start_pos;
-      PrefillWindow pw = ch.verify ? verify_window(start, s, win) : prefill_window(start, s, ch.prompt_len, win);
-      const int64_t h0 = pw.first_cached, cached = pw.cached;
+      const int64_t s = m, start = ch.start_pos, h0 = window.first_cached, cached = window.cached;
       prefill_rows = b.scratch<uint16_t>((cached + s) * hd);
       copy_rows(
           b.be, prefill_rows.data(), ring, hd, cached, [](int64_t i) { return i; },
           [&](int64_t i) { return (h0 + i) % R; });
       b.be.copy_on_device(prefill_rows.data() + cached * hd, kv.data() + row0 * hd, s * hd * 2);
       wrows = prefill_rows.view(DType::kBF16, {cached + s, hd});
-      width = pw.width;
-      widx = std::move(pw.slots);
       const int64_t kept = std::min(s, win);  // the ring keeps the last window
       copy_rows(
           b.be, ring, kv.data(), hd, kept, [&](int64_t i) { return (start + s - kept + i) % R; },
@@ -199,11 +206,16 @@ Status Model::attend(int l, Batch& b, const TensorView& x, const TensorView& qrv
     // The window's slots, then the selected compressed positions as rows of the shared pool
     // (through the block tables, on the device: the selection never leaves it); then the rows the
     // decode tokens go in at.
-    std::vector<int32_t> idx(m * (width + k), -1);
-    for (int64_t i = 0; i < m; ++i) std::copy(&widx[i * width], &widx[(i + 1) * width], &idx[i * (width + k)]);
-    idx.insert(idx.end(), ring_rows.begin(), ring_rows.end());
-    const DeviceArray<int32_t> didx = b.upload(idx);
-    if (gr.decode) b.be.scatter_rows({rows_of(kvv, row0, m), didx.view(DType::kI32, {m}, m * (width + k)), wrows});
+    auto [at_index, new_index] = b.attention_index.try_emplace({g, k});
+    if (new_index) {
+      std::vector<int32_t> idx(m * (width + k), -1);
+      for (int64_t i = 0; i < m; ++i)
+        std::copy(&window.slots[i * width], &window.slots[(i + 1) * width], &idx[i * (width + k)]);
+      idx.insert(idx.end(), window.ring_rows.begin(), window.ring_rows.end());
+      at_index->second = b.upload(idx);
+    }
+    const DeviceArray<int32_t>& didx = at_index->second;
+    if (gr.decode) b.be.scatter_rows({row_slice(kvv, row0, m), didx.view(DType::kI32, {m}, m * (width + k)), wrows});
     if (k > 0) {
       TensorView selected_rows = didx.view(DType::kI32, {m, k}, width);
       selected_rows.stride[0] = width + k;
@@ -237,7 +249,7 @@ Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, cons
   const Batch::Group& gr = b.groups[g];
   const int r = c.compress_ratio(l);
   const int64_t m = gr.rows, row0 = gr.row0, hd = c.head_dim;
-  const TensorView xg = rows_of(x, row0, m);
+  const TensorView xg = row_slice(x, row0, m);
 
   // Compressor (kv sources): the pre-RoPE latents of the groups this call completes.
   DeviceArray<uint16_t> latent(b.be);
@@ -325,7 +337,7 @@ Status Model::compressed_kv(int l, Batch& b, size_t g, const TensorView& x, cons
   }
   if (c.is_index_source(l))
     DSINFER_RETURN_IF_ERROR(
-        indexer(l, b, g, xg, rows_of(qr, row0, m), latent, done, group_rope ? &*group_rope : nullptr));
+        indexer(l, b, g, xg, row_slice(qr, row0, m), latent, done, group_rope ? &*group_rope : nullptr));
 
   // Publish the rotated, fp4 fake-quantised latents into this layer's compressed cache (spec §6.2).
   if (const int64_t groups = static_cast<int64_t>(done.size())) {
@@ -505,24 +517,24 @@ Status Model::indexer(int l, Batch& b, size_t g, const TensorView& xg, const Ten
       for (int64_t i0 = 0; i0 < mp; i0 += block) {
         const int64_t mb = std::min(block, mp - i0);
         const TensorView scores = dscores.view(DType::kF32, {mb, cols}), dvis = ir.visible.view(DType::kI32, {mb}, i0);
-        const TensorView block_table = table.ndim == 2 ? rows_of(table, i0, mb) : table;
+        const TensorView block_table = table.ndim == 2 ? row_slice(table, i0, mb) : table;
         b.be.indexer_scores({(whole ? q : pq).view(DType::kBF16, {mb, hi, di}, i0 * hi * di),
                              keys,
-                             rows_of(wv, i0, mb),
+                             row_slice(wv, i0, mb),
                              dvis,
                              scores,
                              {block_table, store_->rows_per_block(owner), 0},
                              wscale});
         DSINFER_RETURN_IF_ERROR(comm_.all_reduce_sum(scores));
         if (makes_candidates && !all_candidates)
-          b.be.candidate_blocks({scores, dvis, c.candidate_topk_blocks, bs, rows_of(cand_out, i0, mb)});
+          b.be.candidate_blocks({scores, dvis, c.candidate_topk_blocks, bs, row_slice(cand_out, i0, mb)});
         if (all_topk) continue;
         TensorView mask;
         if (reads_candidates) {
           mask = dmask.view(DType::kU8, {mb, cols});
-          b.be.candidate_mask({rows_of(cand_in, i0, mb), bs, mask});
+          b.be.candidate_mask({row_slice(cand_in, i0, mb), bs, mask});
         }
-        b.be.topk({scores, mask, dvis, rows_of(topk_out, i0, mb)});
+        b.be.topk({scores, mask, dvis, row_slice(topk_out, i0, mb)});
       }
       if (!whole) {
         if (!all_topk) b.be.scatter_rows({topk_out, row_ids, b.topk[g].view(DType::kI32, {m, k})});

@@ -165,7 +165,7 @@ Status Model::draft_head(Batch& b, const DraftOutputs& out, const DraftSampling&
   b.be.hc_pre({b.x.view(DType::kBF16, {n, hc, dim}), b.pre.view(DType::kF32, {n, hc}), x});
   b.be.rms_norm({x, d.norm, c.norm_eps, xn});
   const TensorView base = TensorView::contiguous(out.base.data, DType::kF32, {n, V}, out.base.device);
-  DSINFER_RETURN_IF_ERROR(head_logits(b, xn, base));
+  DSINFER_RETURN_IF_ERROR(head_logits(b, xn, b.runs, base));
 
   std::vector<int32_t> tokens(blocks * (B + 1), 0);
   for (size_t ci = 0, k = 0; ci < b.chunks.size(); ++ci)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/row_runs.h"
 #include "ops/device_array.h"
 
 namespace dsinfer {
@@ -39,10 +40,22 @@ struct RopeRows {
   }
 };
 
+/// A group of rows' sliding window (spec §5.2), the same at every layer of a call: where its rows
+/// are and which of them each query reads.
+struct AttentionWindow {
+  int64_t width = 0;               // slots a query
+  int64_t first_cached = 0;        // a prefill's: PrefillWindow's
+  int64_t cached = 0;              // a prefill's: the ring's rows before the chunk's own
+  std::vector<int32_t> slots;      // [rows, width]: decode, rows of the rings; prefill, of its window rows; -1 none
+  std::vector<int32_t> ring_rows;  // decode: each token's row of the rings
+};
+
 struct Model::Batch {
-  Batch(Backend& backend, ForwardTaps* forward_taps) : be(backend), taps(forward_taps) {}
-  Backend& be;        // where the ops go (ForwardContext::ops)
-  ForwardTaps* taps;  // may be null
+  Batch(Backend& backend, ForwardTaps* forward_taps)
+      : be(backend), taps(forward_taps), max_run_rows(backend.max_invariant_rows()) {}
+  Backend& be;                 // where the ops go (ForwardContext::ops)
+  ForwardTaps* taps;           // may be null
+  const int64_t max_run_rows;  // Backend::max_invariant_rows
   /// Scratch in the backend's memory for an op's output (uninitialised: the op writes all of
   /// it), zeroed scratch for an accumulator, or a copy of host data there.
   template <typename T>
@@ -99,6 +112,56 @@ struct Model::Batch {
     DeviceArray<int32_t> rows, visible, tables;
   };
   std::map<std::tuple<size_t, int, int>, IndexerRows> indexer_rows;
+  /// Each group's window, made at the call's first attention layer.
+  std::map<size_t, AttentionWindow> windows;
+  /// The sparse attention's index of a group's rows [rows, width + k] (the window's slots, then
+  /// the k selected rows), then a decode group's ring rows, by (group, k): every layer's selection
+  /// rewrites all k columns, so the layers that select k rows share one upload.
+  std::map<std::pair<size_t, int64_t>, DeviceArray<int32_t>> attention_index;
+
+  /// The runs of the call's rows (row_runs of the chunks' rows) that the row-wise ops below run on
+  /// one at a time: a sequence's results do not depend on what else shares its step. Their row
+  /// tensors are [n, ...] (the head's, [logits rows, ...] with its own runs).
+  std::vector<RowRun> runs;
+  void linear(const LinearArgs& a, std::span<const RowRun> over) const {
+    if (over.size() == 1) return be.linear(a);
+    for (const RowRun& r : over) be.linear({row_slice(a.x, r.first, r.count), a.w, row_slice(a.out, r.first, r.count)});
+  }
+  void linear(const LinearArgs& a) const { linear(a, runs); }
+  void grouped_linear(std::span<const LinearArgs> ops) const {
+    if (runs.size() == 1) return be.grouped_linear({ops});
+    std::vector<LinearArgs> part(ops.begin(), ops.end());
+    for (const RowRun& r : runs) {
+      for (size_t i = 0; i < ops.size(); ++i)
+        part[i] = {row_slice(ops[i].x, r.first, r.count), ops[i].w, row_slice(ops[i].out, r.first, r.count)};
+      be.grouped_linear({part});
+    }
+  }
+  void hc_mixes(const HcMixesArgs& a) const {
+    if (runs.size() == 1) return be.hc_mixes(a);
+    for (const RowRun& r : runs) {
+      HcMixesArgs p = a;
+      for (TensorView* v : {&p.x, &p.pre, &p.post, &p.comb}) *v = row_slice(*v, r.first, r.count);
+      be.hc_mixes(p);
+    }
+  }
+  void router(const RouterArgs& a) const {
+    if (runs.size() == 1) return be.router(a);
+    for (const RowRun& r : runs) {
+      RouterArgs p = a;
+      for (TensorView* v : {&p.x, &p.is_image, &p.indices, &p.weights})
+        if (v->data) *v = row_slice(*v, r.first, r.count);
+      be.router(p);
+    }
+  }
+  void routed_experts(const RoutedExpertsArgs& a) const {
+    if (runs.size() == 1) return be.routed_experts(a);
+    for (const RowRun& r : runs) {
+      RoutedExpertsArgs p = a;
+      for (TensorView* v : {&p.x, &p.indices, &p.weights, &p.acc}) *v = row_slice(*v, r.first, r.count);
+      be.routed_experts(p);
+    }
+  }
 
   int64_t size(size_t c) const { return offset[c + 1] - offset[c]; }
   /// The chunk of row i of group g.
@@ -151,12 +214,17 @@ struct Model::Batch {
     n = offset.back();
     groups.clear();
     for (size_t c = 0; c < cs.size(); ++c) {
-      if (cs[c].decode && !groups.empty() && groups.back().decode) {
+      // A run of decode tokens attends as one group of at most max_run_rows (its per-group ops
+      // are row-wise ones too).
+      if (cs[c].decode && !groups.empty() && groups.back().decode && groups.back().rows < max_run_rows) {
         groups.back().end = c + 1, groups.back().rows += 1;
         continue;
       }
       groups.push_back({c, c + 1, cs[c].decode, offset[c], size(c)});
     }
+    std::vector<int64_t> chunk_rows(cs.size());
+    for (size_t c = 0; c < cs.size(); ++c) chunk_rows[c] = size(c);
+    runs = row_runs(chunk_rows, max_run_rows);
     const size_t ng = groups.size();
     topk.clear(), topk.resize(ng);
     topk_k.assign(ng, 0);

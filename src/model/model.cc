@@ -252,10 +252,12 @@ Status Model::run(Batch& b, const TensorView& logits) {
   // Final collapse with the last FFN's pre, norm, head on each chunk's last token (a verify
   // chunk's or an all_logits chunk's every token).
   std::vector<int32_t> last;
-  for (size_t ci = 0; ci < chunks.size(); ++ci)
-    for (int64_t i = chunks[ci].verify || chunks[ci].all_logits ? b.offset[ci] : b.offset[ci + 1] - 1;
-         i < b.offset[ci + 1]; ++i)
-      last.push_back(static_cast<int32_t>(i));
+  std::vector<int64_t> logits_rows;  // each chunk's
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const int64_t first = chunks[ci].verify || chunks[ci].all_logits ? b.offset[ci] : b.offset[ci + 1] - 1;
+    for (int64_t i = first; i < b.offset[ci + 1]; ++i) last.push_back(static_cast<int32_t>(i));
+    logits_rows.push_back(b.offset[ci + 1] - first);
+  }
   const int64_t nc = static_cast<int64_t>(last.size());
   DeviceArray<uint16_t> last_x = b.scratch<uint16_t>(nc * hc * dim), collapsed = b.scratch<uint16_t>(nc * dim);
   DeviceArray<float> last_pre = b.scratch<float>(nc * hc);
@@ -267,7 +269,7 @@ Status Model::run(Batch& b, const TensorView& logits) {
   const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
   b.be.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
   b.be.rms_norm({xc, weights_.norm, c.norm_eps, xc});
-  return head_logits(b, xc, logits);
+  return head_logits(b, xc, row_runs(logits_rows, b.max_run_rows), logits);
 }
 
 Status Model::embed_stream(Batch& b) {
@@ -297,9 +299,9 @@ Status Model::embed_stream(Batch& b) {
   return {};
 }
 
-Status Model::head_logits(Batch& b, const TensorView& x, const TensorView& logits) {
+Status Model::head_logits(Batch& b, const TensorView& x, std::span<const RowRun> runs, const TensorView& logits) {
   if (comm_.world_size() == 1) {
-    b.be.linear({x, &weights_.head, logits});
+    b.linear({x, &weights_.head, logits}, runs);
     return {};
   }
   // Each rank's columns of the vocabulary, gathered over the ranks ([rank][row][column]), then
@@ -307,7 +309,7 @@ Status Model::head_logits(Batch& b, const TensorView& x, const TensorView& logit
   const int ranks = comm_.world_size();
   const int64_t rows = x.size(0), cols = weights_.head.out;
   DeviceArray<float> part = b.scratch<float>(rows * cols), gathered = b.scratch<float>(ranks * rows * cols);
-  b.be.linear({x, &weights_.head, part.view(DType::kF32, {rows, cols})});
+  b.linear({x, &weights_.head, part.view(DType::kF32, {rows, cols})}, runs);
   DSINFER_RETURN_IF_ERROR(
       comm_.all_gather(part.view(DType::kF32, {rows * cols}), gathered.view(DType::kF32, {ranks * rows * cols})));
   for (int r = 0; r < ranks; ++r)
@@ -337,9 +339,9 @@ Status Model::block(int l, Batch& b) {
   const TensorView xv = x.view(DType::kBF16, {n, dim}), yv = y.view(DType::kBF16, {n, dim});
 
   // Attention: mixes from the block input; collapse with the previous sublayer's pre.
-  b.be.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-                 a_pre.view(DType::kF32, {n, hc}), a_post.view(DType::kF32, {n, hc}),
-                 a_comb.view(DType::kF32, {n, hc, hc})});
+  b.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+              a_pre.view(DType::kF32, {n, hc}), a_post.view(DType::kF32, {n, hc}),
+              a_comb.view(DType::kF32, {n, hc, hc})});
   b.be.hc_pre({stream, b.pre.view(DType::kF32, {n, hc}), xv});
   b.be.rms_norm({xv, w.attn_norm, c.norm_eps, xv});
   DSINFER_RETURN_IF_ERROR(attention(l, b, xv, yv));
@@ -348,9 +350,9 @@ Status Model::block(int l, Batch& b) {
   b.be.hc_post({yv, stream, a_post.view(DType::kF32, {n, hc}), a_comb.view(DType::kF32, {n, hc, hc}), stream});
 
   // FFN: mixes from the updated stream; collapse with this attention's pre.
-  b.be.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-                 f_pre.view(DType::kF32, {n, hc}), f_post.view(DType::kF32, {n, hc}),
-                 f_comb.view(DType::kF32, {n, hc, hc})});
+  b.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+              f_pre.view(DType::kF32, {n, hc}), f_post.view(DType::kF32, {n, hc}),
+              f_comb.view(DType::kF32, {n, hc, hc})});
   b.be.hc_pre({stream, a_pre.view(DType::kF32, {n, hc}), xv});
   b.be.rms_norm({xv, w.ffn_norm, c.norm_eps, xv});
   DSINFER_RETURN_IF_ERROR(moe(l, b, xv, yv));
@@ -389,7 +391,7 @@ void Model::engram(int l, Batch& b) {
     }
   const DeviceArray<uint16_t> looked_up = b.upload(rows);
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * (hc + 1) * dim);
-  b.be.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});
+  b.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});
   b.be.engram_gate({b.x.view(DType::kBF16, {n, hc, dim}), kv.view(DType::kBF16, {n, (hc + 1) * dim}), w.wgt,
                     TensorView{}, c.norm_eps});
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)

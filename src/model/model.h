@@ -17,6 +17,7 @@
 #include "model/engram_hash.h"
 #include "model/forward_taps.h"
 #include "model/rope.h"
+#include "model/row_runs.h"
 #include "model/sequence_state.h"
 #include "model/weights.h"
 #include "ops/backend.h"
@@ -168,7 +169,7 @@ class Model {
   /// The stream's first state: every token's embedding in each copy, the pre-mix one-hot on copy 0.
   Status embed_stream(Batch& b);
   /// logits [rows, V] f32 = head(x [rows, dim] bf16), the vocab's columns gathered over the ranks.
-  Status head_logits(Batch& b, const TensorView& x, const TensorView& logits);
+  Status head_logits(Batch& b, const TensorView& x, std::span<const RowRun> runs, const TensorView& logits);
   /// The index-key owner after a decode step at `pos` that started with `owner`: the last kv source
   /// (in layer order) whose group the step completed, else `owner` (the reference's stale slot).
   int owner_after_step(int owner, int64_t pos) const;

@@ -36,6 +36,11 @@ class Backend {
   /// it, the routed experts read the router's choice to group the tokens by expert); such a step
   /// can be recorded and run again as a unit. The CPU has no bound.
   virtual int64_t max_tokens_without_reads() const { return INT64_MAX; }
+  /// The most rows a call of the row-wise ops (linear, grouped_linear, hc_mixes, router,
+  /// routed_experts) may hold with each row's results the ones it gets in a call of its own; past
+  /// it the kernels depend on the call's row count (the model then calls them on runs of rows:
+  /// model/row_runs.h). The CPU's exact sums have no bound.
+  virtual int64_t max_invariant_rows() const { return INT64_MAX; }
 };
 #undef DSINFER_DECLARE_OP
 

@@ -57,6 +57,7 @@ class StepRecorder final : public Backend {
 
   DSINFER_OVERRIDE_OPS  // each compared with the recordings, recorded, or passed through (call below)
   int64_t max_tokens_without_reads() const override { return inner_.max_tokens_without_reads(); }
+  int64_t max_invariant_rows() const override { return inner_.max_invariant_rows(); }
 
   struct Entry;  // one recorded call (step_recorder.cc)
 

@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels/dspark/markov.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
 #include "backends/cuda/kernels/moe/router.h"
+#include "backends/cuda/linear_dispatch.h"
 #include "core/check.h"
 
 namespace dsinfer {
@@ -59,6 +60,12 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, cudaStream_t stream)
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   if (cublas_) cublasDestroy(cublas_);
+}
+
+// Up to a decode step's rows every row-wise op runs kernels whose per-row sums do not depend on
+// the rows beside them; from kTensorCoreRows the linears go to cuBLAS, chosen by the row count.
+int64_t CudaBackend::max_invariant_rows() const {
+  return cuda::kTensorCoreRows - 1;
 }
 
 CudaBackend::Stats CudaBackend::stats() const {

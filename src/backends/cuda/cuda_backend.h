@@ -74,6 +74,7 @@ class CudaBackend final : public Backend {
   /// step can be captured. More tokens (a prefill chunk): grouped by expert on the host
   /// (routed_experts_grouped_on_host).
   int64_t max_tokens_without_reads() const override { return options_.routed_tokens; }
+  int64_t max_invariant_rows() const override;  // below cuBLAS's rows (linear_dispatch.h)
 
  private:
   static void check_device(std::initializer_list<const TensorView*> views, const char* op);
