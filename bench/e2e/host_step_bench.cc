@@ -37,9 +37,14 @@ class NullBackend final : public Backend, private StepGraphs {
   }
   void deallocate(void* p) override { std::free(p); }
   // Zeroing and copies within the "device" are the device's work (a launch each on the GPU): counted,
-  // not done. Uploads and reads back are the host's: done.
+  // not done. An upload costs the host what the driver does with pageable memory, a copy into its
+  // staging buffer (the "device" memory itself stays unwritten: the ops that would read it do nothing).
   void zero(void*, size_t) override { ++calls; }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes), ++calls; }
+  void copy_to_device(void*, const void* src, size_t bytes) override {
+    for (size_t at = 0; at < bytes; at += staging_.size())
+      std::memcpy(staging_.data(), static_cast<const uint8_t*>(src) + at, std::min(staging_.size(), bytes - at));
+    ++calls;
+  }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_on_device(void*, const void*, size_t) override { ++calls; }
   StepGraphs* step_graphs() override { return this; }
@@ -67,6 +72,7 @@ class NullBackend final : public Backend, private StepGraphs {
   int64_t max_step_tokens() const override {
     return INT64_MAX;
   }
+  std::vector<uint8_t> staging_ = std::vector<uint8_t>(size_t{2} << 20);
 };
 
 std::vector<int> int_list(const std::string& s) {

@@ -374,8 +374,10 @@ void Model::engram(int l, Batch& b) {
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
   // Look up the hashed rows on the host, where the table stays (fp8 with an e8m0 scale per 32
   // values, exact in bf16): a step reads cols rows of it, the device needs only those. A prefill
-  // chunk reads tens of millions of values, so each is one load from engram_values_.
-  std::vector<uint16_t> rows(n * cols * de);
+  // chunk reads tens of millions of values, so each is one load from engram_values_, into a
+  // buffer kept between calls (a fresh one would be zeroed and faulted in, page by page).
+  std::vector<uint16_t>& rows = engram_rows_;
+  rows.resize(n * cols * de);
   const uint8_t* table = w.table.as<const uint8_t>();
   const uint8_t* scales = w.table_scale.as<const uint8_t>();
   for (int64_t t = 0; t < n; ++t)
@@ -389,7 +391,7 @@ void Model::engram(int l, Batch& b) {
         for (int d = d0; d < d0 + 32; ++d) out[d] = values[codes[d]];
       }
     }
-  const DeviceArray<uint16_t> looked_up = b.upload(rows);
+  const DeviceArray<uint16_t> looked_up(b.be, std::span<const uint16_t>(rows.data(), n * cols * de));
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * (hc + 1) * dim);
   b.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});
   b.be.engram_gate({b.x.view(DType::kBF16, {n, hc, dim}), kv.view(DType::kBF16, {n, (hc + 1) * dim}), w.wgt,

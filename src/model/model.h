@@ -212,6 +212,7 @@ class Model {
   DeviceArray<float> logits_;  // the host-logits forward's, kept between calls
   std::unique_ptr<EngramHasher> hasher_;
   std::vector<uint16_t> engram_values_;  // Engram models: bf16(e4m3 code x e8m0 scale) at [scale][code]
+  std::vector<uint16_t> engram_rows_;    // a call's looked-up Engram rows (Model::engram), kept for the next
   std::vector<const RopeTable*> rope_;   // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;
   std::unique_ptr<CacheStore> store_;
