@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <span>
 #include <string>
@@ -123,9 +124,19 @@ struct Model::Batch {
   /// one at a time: a sequence's results do not depend on what else shares its step. Their row
   /// tensors are [n, ...] (the head's, [logits rows, ...] with its own runs).
   std::vector<RowRun> runs;
+  /// op(args) once a run, the args' row tensors `rows` ([n, ...]; empty ones stay empty) cut to it.
+  template <typename A, typename Op>
+  void each_run(std::span<const RowRun> over, const A& a, std::initializer_list<TensorView A::*> rows, Op op) const {
+    if (over.size() == 1) return op(a);
+    for (const RowRun& r : over) {
+      A part = a;
+      for (TensorView A::*v : rows)
+        if ((part.*v).data) part.*v = row_slice(part.*v, r.first, r.count);
+      op(part);
+    }
+  }
   void linear(const LinearArgs& a, std::span<const RowRun> over) const {
-    if (over.size() == 1) return be.linear(a);
-    for (const RowRun& r : over) be.linear({row_slice(a.x, r.first, r.count), a.w, row_slice(a.out, r.first, r.count)});
+    each_run(over, a, {&LinearArgs::x, &LinearArgs::out}, [&](const LinearArgs& p) { be.linear(p); });
   }
   void linear(const LinearArgs& a) const { linear(a, runs); }
   void grouped_linear(std::span<const LinearArgs> ops) const {
@@ -138,29 +149,16 @@ struct Model::Batch {
     }
   }
   void hc_mixes(const HcMixesArgs& a) const {
-    if (runs.size() == 1) return be.hc_mixes(a);
-    for (const RowRun& r : runs) {
-      HcMixesArgs p = a;
-      for (TensorView* v : {&p.x, &p.pre, &p.post, &p.comb}) *v = row_slice(*v, r.first, r.count);
-      be.hc_mixes(p);
-    }
+    using A = HcMixesArgs;
+    each_run(runs, a, {&A::x, &A::pre, &A::post, &A::comb}, [&](const A& p) { be.hc_mixes(p); });
   }
   void router(const RouterArgs& a) const {
-    if (runs.size() == 1) return be.router(a);
-    for (const RowRun& r : runs) {
-      RouterArgs p = a;
-      for (TensorView* v : {&p.x, &p.is_image, &p.indices, &p.weights})
-        if (v->data) *v = row_slice(*v, r.first, r.count);
-      be.router(p);
-    }
+    using A = RouterArgs;
+    each_run(runs, a, {&A::x, &A::is_image, &A::indices, &A::weights}, [&](const A& p) { be.router(p); });
   }
   void routed_experts(const RoutedExpertsArgs& a) const {
-    if (runs.size() == 1) return be.routed_experts(a);
-    for (const RowRun& r : runs) {
-      RoutedExpertsArgs p = a;
-      for (TensorView* v : {&p.x, &p.indices, &p.weights, &p.acc}) *v = row_slice(*v, r.first, r.count);
-      be.routed_experts(p);
-    }
+    using A = RoutedExpertsArgs;
+    each_run(runs, a, {&A::x, &A::indices, &A::weights, &A::acc}, [&](const A& p) { be.routed_experts(p); });
   }
 
   int64_t size(size_t c) const { return offset[c + 1] - offset[c]; }
