@@ -197,7 +197,11 @@ bool Engine::step() {
     speculating = speculating || (draft_tokens_ > 0 && r.speculates);
   }
   const int64_t vocab = model_.config().vocab_size, width = model_.main_hidden_width();
-  std::vector<float> logits(Model::logit_rows(chunks) * vocab);
+  // The step's logits in a buffer kept between steps: a batch of 64 rows of a 129K vocabulary is
+  // 33 MB, which a new vector would zero and fault in, page by page, at every step.
+  const size_t logit_floats = static_cast<size_t>(Model::logit_rows(chunks) * vocab);
+  if (logits_.size() < logit_floats) logits_.resize(logit_floats);
+  const std::span<float> logits(logits_.data(), logit_floats);
   TensorView hidden;
   if (speculating) {
     if (main_hidden_.size() < static_cast<size_t>(tokens * width))
@@ -226,7 +230,7 @@ bool Engine::step() {
     // A verify chunk's rows in order: each row's token is the model's own next one; the next row
     // counts only while the draft it ran on is that token.
     for (int64_t j = 0;; ++j) {
-      const std::span<const float> rowj = std::span<const float>(logits).subspan((row + j) * vocab, vocab);
+      const std::span<const float> rowj = logits.subspan((row + j) * vocab, vocab);
       const bool drafted = chunks[i].verify && j + 1 < plan[i].count;  // row j's token was drafted
       // A NaN or an infinity (a broken checkpoint, an overflow) ends the request: sampling from it
       // would emit arbitrary tokens (greedy picked id 0, BOS, every step).

@@ -125,6 +125,7 @@ class Engine {
   Scheduler scheduler_;
   const int draft_tokens_;  // 0: no speculative decoding
   DeviceArray<uint16_t> main_hidden_;
+  std::vector<float> logits_;  // a step's logits (Engine::step), kept for the next
   DeviceArray<int32_t> draft_out_;
   DeviceArray<float> draft_base_, draft_confidence_;
   const double min_confidence_, min_accepted_per_call_;  // SpeculativeConfig's
