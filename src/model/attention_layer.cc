@@ -92,10 +92,7 @@ AttentionWindow window_of(std::span<const ForwardChunk> chunks, size_t first, si
   }
   const ForwardChunk& ch = chunks[first];
   const int64_t s = static_cast<int64_t>(ch.tokens.size());
-  PrefillWindow pw =
-      ch.verify ? verify_window(ch.start_pos, s, win) : prefill_window(ch.start_pos, s, ch.prompt_len, win);
-  w.width = pw.width, w.first_cached = pw.first_cached, w.cached = pw.cached, w.slots = std::move(pw.slots);
-  return w;
+  return {ch.verify ? verify_window(ch.start_pos, s, win) : prefill_window(ch.start_pos, s, ch.prompt_len, win), {}};
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "model/model.h"
 #include "model/row_runs.h"
+#include "model/window_slots.h"
 #include "ops/device_array.h"
 
 namespace dsinfer {
@@ -41,22 +42,17 @@ struct RopeRows {
   }
 };
 
-/// A group of rows' sliding window (spec §5.2), the same at every layer of a call: where its rows
-/// are and which of them each query reads.
-struct AttentionWindow {
-  int64_t width = 0;               // slots a query
-  int64_t first_cached = 0;        // a prefill's: PrefillWindow's
-  int64_t cached = 0;              // a prefill's: the ring's rows before the chunk's own
-  std::vector<int32_t> slots;      // [rows, width]: decode, rows of the rings; prefill, of its window rows; -1 none
-  std::vector<int32_t> ring_rows;  // decode: each token's row of the rings
+/// A group of rows' sliding window (spec §5.2), the same at every layer of a call: a prefill or
+/// verify chunk's PrefillWindow; a decode group's slots are rows of the rings (width: the window),
+/// and each token's own row goes in at ring_rows.
+struct AttentionWindow : PrefillWindow {
+  std::vector<int32_t> ring_rows;
 };
 
 struct Model::Batch {
-  Batch(Backend& backend, ForwardTaps* forward_taps)
-      : be(backend), taps(forward_taps), max_run_rows(backend.max_invariant_rows()) {}
-  Backend& be;                 // where the ops go (ForwardContext::ops)
-  ForwardTaps* taps;           // may be null
-  const int64_t max_run_rows;  // Backend::max_invariant_rows
+  Batch(Backend& backend, ForwardTaps* forward_taps) : be(backend), taps(forward_taps) {}
+  Backend& be;        // where the ops go (ForwardContext::ops)
+  ForwardTaps* taps;  // may be null
   /// Scratch in the backend's memory for an op's output (uninitialised: the op writes all of
   /// it), zeroed scratch for an accumulator, or a copy of host data there.
   template <typename T>
@@ -212,9 +208,9 @@ struct Model::Batch {
     n = offset.back();
     groups.clear();
     for (size_t c = 0; c < cs.size(); ++c) {
-      // A run of decode tokens attends as one group of at most max_run_rows (its per-group ops
-      // are row-wise ones too).
-      if (cs[c].decode && !groups.empty() && groups.back().decode && groups.back().rows < max_run_rows) {
+      // A run of decode tokens attends as one group of at most Backend::max_invariant_rows (its
+      // per-group ops are row-wise ones too).
+      if (cs[c].decode && !groups.empty() && groups.back().decode && groups.back().rows < be.max_invariant_rows()) {
         groups.back().end = c + 1, groups.back().rows += 1;
         continue;
       }
@@ -222,7 +218,7 @@ struct Model::Batch {
     }
     std::vector<int64_t> chunk_rows(cs.size());
     for (size_t c = 0; c < cs.size(); ++c) chunk_rows[c] = size(c);
-    runs = row_runs(chunk_rows, max_run_rows);
+    runs = row_runs(chunk_rows, be.max_invariant_rows());
     const size_t ng = groups.size();
     topk.clear(), topk.resize(ng);
     topk_k.assign(ng, 0);

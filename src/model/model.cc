@@ -269,7 +269,7 @@ Status Model::run(Batch& b, const TensorView& logits) {
   const TensorView xc = collapsed.view(DType::kBF16, {nc, dim});
   b.be.hc_pre({last_x.view(DType::kBF16, {nc, hc, dim}), last_pre.view(DType::kF32, {nc, hc}), xc});
   b.be.rms_norm({xc, weights_.norm, c.norm_eps, xc});
-  return head_logits(b, xc, row_runs(logits_rows, b.max_run_rows), logits);
+  return head_logits(b, xc, row_runs(logits_rows, b.be.max_invariant_rows()), logits);
 }
 
 Status Model::embed_stream(Batch& b) {
