@@ -169,6 +169,15 @@ struct MarkovDraftArgs {
   bool operator==(const MarkovDraftArgs&) const = default;
 };
 
+/// The engine's greedy pick, on the device so that a step reads back a token a row instead of the
+/// row's logits: picks[i] = the first column holding row i's largest value (as the sampler's
+/// greedy pick), or -1 when the row holds a NaN or an infinity.
+struct GreedyPickArgs {
+  TensorView logits;  // [n, V] f32
+  TensorView picks;   // [n] int32 out
+  bool operator==(const GreedyPickArgs&) const = default;
+};
+
 /// Positions of a paged cache to rows of its pool: out[i][j] = -1 for position -1, else row i's
 /// row of position p in `table`.
 struct PagedRowsArgs {
@@ -300,4 +309,5 @@ struct ScatterAddArgs {
   X(scatter_rows, ScatterRowsArgs)         \
   X(scatter_add, ScatterAddArgs)           \
   X(routed_experts, RoutedExpertsArgs)     \
-  X(markov_draft, MarkovDraftArgs)
+  X(markov_draft, MarkovDraftArgs)         \
+  X(greedy_pick, GreedyPickArgs)

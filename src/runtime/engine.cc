@@ -47,6 +47,17 @@ struct Engine::Live {
     sampler.accept(t);
     return t;
   }
+  /// Whether the device's greedy pick of its rows (Backend::greedy_pick) is all it needs of them:
+  /// what `sample` would pick, and no logprobs to report.
+  bool picks_on_device() const { return sampler.picks_greedily() && req.logprobs < 0; }
+  /// next_token where the device picked `pick` (-1: the row is not all finite).
+  std::optional<int32_t> next_token(int32_t pick) {
+    if (pick < 0) return std::nullopt;
+    const int32_t t = forced.empty() ? pick : forced.front();
+    if (!forced.empty()) forced.pop_front();
+    sampler.accept(t);
+    return t;
+  }
 };
 
 namespace {
@@ -198,17 +209,30 @@ bool Engine::step() {
   }
   const int64_t vocab = model_.config().vocab_size, width = model_.main_hidden_width();
   // The step's logits in a buffer kept between steps: a batch of 64 rows of a 129K vocabulary is
-  // 33 MB, which a new vector would zero and fault in, page by page, at every step.
-  const size_t logit_floats = static_cast<size_t>(Model::logit_rows(chunks) * vocab);
+  // 33 MB, which a new vector would zero and fault in, page by page, at every step. Only the rows
+  // the host samples from come back whole; a greedy request's row comes back as its pick, a
+  // prompt's piece before its end as nothing.
+  const int64_t rows = Model::logit_rows(chunks);
+  const size_t logit_floats = static_cast<size_t>(rows * vocab);
   if (logits_.size() < logit_floats) logits_.resize(logit_floats);
   const std::span<float> logits(logits_.data(), logit_floats);
+  readback_.clear();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Live& r = *requests_.at(plan[i].id);
+    const bool samples = plan[i].start + plan[i].count >= static_cast<int64_t>(r.tokens.size());
+    readback_.insert(readback_.end(), chunks[i].verify ? plan[i].count : 1,
+                     !samples              ? RowReadback::kNone
+                     : r.picks_on_device() ? RowReadback::kPick
+                                           : RowReadback::kWhole);
+  }
+  picks_.resize(rows);
   TensorView hidden;
   if (speculating) {
     if (main_hidden_.size() < static_cast<size_t>(tokens * width))
       main_hidden_ = DeviceArray<uint16_t>::uninitialized(model_.backend(), tokens * width);
     hidden = main_hidden_.view(DType::kBF16, {tokens, width});
   }
-  if (Status s = runner_.forward(chunks, logits, ids, hidden); !s.ok()) {
+  if (Status s = runner_.forward(chunks, LogitsReadback{logits, readback_, picks_}, ids, hidden); !s.ok()) {
     // On several ranks a failed collective or step message leaves the ranks apart: nothing more runs.
     if (runner_.leads_followers() && s.kind() == ErrorKind::kUnavailable) {
       broken_ = s;
@@ -230,12 +254,16 @@ bool Engine::step() {
     // A verify chunk's rows in order: each row's token is the model's own next one; the next row
     // counts only while the draft it ran on is that token.
     for (int64_t j = 0;; ++j) {
-      const std::span<const float> rowj = logits.subspan((row + j) * vocab, vocab);
+      const bool picked = readback_[row + j] == RowReadback::kPick;
+      const std::span<const float> rowj = picked ? std::span<const float>() : logits.subspan((row + j) * vocab, vocab);
       const bool drafted = chunks[i].verify && j + 1 < plan[i].count;  // row j's token was drafted
       // A NaN or an infinity (a broken checkpoint, an overflow) ends the request: sampling from it
-      // would emit arbitrary tokens (greedy picked id 0, BOS, every step).
+      // would emit arbitrary tokens (greedy picked id 0, BOS, every step). A greedy verify row's
+      // token is its pick, as verify_draft's.
       const std::optional<int32_t> sampled =
-          drafted ? r.sampler.verify_draft(rowj, chunks[i].tokens[j + 1], r.draft_laws[j]) : r.next_token(rowj);
+          picked    ? r.next_token(picks_[row + j])
+          : drafted ? r.sampler.verify_draft(rowj, chunks[i].tokens[j + 1], r.draft_laws[j])
+                    : r.next_token(rowj);
       if (!sampled) {
         finish(id, FinishReason::kError,
                fmt::format("the logits are not finite at step {} (NaN or infinity; step 1 picks the first output "

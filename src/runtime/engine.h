@@ -125,7 +125,9 @@ class Engine {
   Scheduler scheduler_;
   const int draft_tokens_;  // 0: no speculative decoding
   DeviceArray<uint16_t> main_hidden_;
-  std::vector<float> logits_;  // a step's logits (Engine::step), kept for the next
+  std::vector<float> logits_;          // a step's logits (Engine::step), kept for the next
+  std::vector<RowReadback> readback_;  // what a step reads back of each logit row
+  std::vector<int32_t> picks_;         // the device's greedy picks of a step's rows
   DeviceArray<int32_t> draft_out_;
   DeviceArray<float> draft_base_, draft_confidence_;
   const double min_confidence_, min_accepted_per_call_;  // SpeculativeConfig's

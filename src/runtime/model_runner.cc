@@ -24,11 +24,13 @@ void ModelRunner::release(uint64_t sequence) {
   if (followers_) released_.push_back(sequence);
 }
 
-Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> logits,
+Status ModelRunner::forward(std::span<ForwardChunk> chunks, const LogitsReadback& out,
                             std::span<const uint64_t> sequences, const TensorView& main_hidden) {
   const int64_t vocab = model_.config().vocab_size, n = Model::logit_rows(chunks);
-  if (logits.size() != static_cast<size_t>(n * vocab))
+  if (out.logits.size() != static_cast<size_t>(n * vocab))
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold logit_rows x vocab floats");
+  if (!out.rows.empty() && (out.rows.size() != static_cast<size_t>(n) || out.picks.size() != static_cast<size_t>(n)))
+    return error(ErrorKind::kInvalidArgument, "a readback names each logit row's part and has a pick a row");
   const bool speculates =
       main_hidden.data || std::any_of(chunks.begin(), chunks.end(), [](const ForwardChunk& ch) { return ch.verify; });
   if (followers_ && speculates)
@@ -45,7 +47,7 @@ Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> log
     DSINFER_RETURN_IF_ERROR(followers_->send(encode_step_plan(plan)));
   }
   Backend& backend = model_.backend();
-  if (logits_.size() < logits.size()) logits_ = DeviceArray<float>::uninitialized(backend, logits.size());
+  if (logits_.size() < out.logits.size()) logits_ = DeviceArray<float>::uninitialized(backend, out.logits.size());
   // A decode step of few tokens reads nothing back before its logits (the router's choice and the
   // indexer's selections stay on the device): the recorder may hold it and run it as recorded, up
   // to the size the backend's kept steps pay at.
@@ -61,8 +63,30 @@ Status ModelRunner::forward(std::span<ForwardChunk> chunks, std::span<float> log
   const Status st = model_.forward(chunks, logits_.view(DType::kF32, {n, vocab}), ctx);
   if (recorded) recorder_.end_step(st.ok());
   DSINFER_RETURN_IF_ERROR(st);
-  backend.copy_to_host(logits.data(), logits_.data(), logits.size() * sizeof(float));
+  read_back(out, n, vocab);
   return {};
+}
+
+void ModelRunner::read_back(const LogitsReadback& out, int64_t n, int64_t vocab) {
+  Backend& backend = model_.backend();
+  const auto wants = [&](int64_t row, RowReadback what) {
+    return out.rows.empty() ? what == RowReadback::kWhole : out.rows[row] == what;
+  };
+  // The whole rows in runs of consecutive ones: a copy a run.
+  for (int64_t r = 0; r < n;) {
+    if (!wants(r, RowReadback::kWhole)) {
+      ++r;
+      continue;
+    }
+    int64_t end = r + 1;
+    while (end < n && wants(end, RowReadback::kWhole)) ++end;
+    backend.copy_to_host(out.logits.data() + r * vocab, logits_.data() + r * vocab, (end - r) * vocab * sizeof(float));
+    r = end;
+  }
+  if (std::none_of(out.rows.begin(), out.rows.end(), [](RowReadback w) { return w == RowReadback::kPick; })) return;
+  if (picks_.size() < static_cast<size_t>(n)) picks_ = DeviceArray<int32_t>::uninitialized(backend, n);
+  backend.greedy_pick({logits_.view(DType::kF32, {n, vocab}), picks_.view(DType::kI32, {n})});
+  backend.copy_to_host(out.picks.data(), picks_.data(), n * sizeof(int32_t));
 }
 
 Status follow_steps(ModelRunner& runner, StepChannel& leader, const StepObserver& after_step) {

@@ -23,6 +23,21 @@
 
 namespace dsinfer {
 
+/// What the host reads back of a forward's logit row.
+enum class RowReadback : uint8_t {
+  kWhole,  // the row's logits (sampling, penalties, logprobs)
+  kPick,   // its greedy pick alone (Backend::greedy_pick: the first maximum, -1 when not all finite)
+  kNone,   // nothing (a prompt's piece before its end: nothing is sampled from it)
+};
+
+/// Where a forward's logits go on the host: `logits` [rows, V] gets the kWhole rows, `picks`
+/// [rows] the kPick rows' picks; with `rows` empty every row is whole.
+struct LogitsReadback {
+  std::span<float> logits;
+  std::span<const RowReadback> rows = {};
+  std::span<int32_t> picks = {};
+};
+
 class ModelRunner {
  public:
   /// replay_steps: record decode steps and run them again as recorded while their calls repeat
@@ -42,6 +57,12 @@ class ModelRunner {
   /// `main_hidden`: where the DSpark taps go (ForwardContext::main_hidden); such a step and one
   /// with a verify chunk is not recorded, and refused with followers.
   Status forward(std::span<ForwardChunk> chunks, std::span<float> logits, std::span<const uint64_t> sequences = {},
+                 const TensorView& main_hidden = {}) {
+    return forward(chunks, LogitsReadback{logits}, sequences, main_hidden);
+  }
+  /// The same, reading back of each row what `out` asks for: a step of greedy requests reads a
+  /// token a row instead of the vocabulary's logits.
+  Status forward(std::span<ForwardChunk> chunks, const LogitsReadback& out, std::span<const uint64_t> sequences = {},
                  const TensorView& main_hidden = {});
   /// A sequence's state went (finished, preempted): the followers drop theirs before the next forward.
   void release(uint64_t sequence);
@@ -52,9 +73,13 @@ class ModelRunner {
   const StepRecorder::Stats& step_stats() const { return recorder_.stats(); }
 
  private:
+  /// Copies what `out` asks for of the step's n logit rows to the host.
+  void read_back(const LogitsReadback& out, int64_t n, int64_t vocab);
+
   Model& model_;
-  StepRecorder recorder_;      // in front of the model's backend
-  DeviceArray<float> logits_;  // [chunks, V]: one address, so that a recorded step writes them there again
+  StepRecorder recorder_;       // in front of the model's backend
+  DeviceArray<float> logits_;   // [chunks, V]: one address, so that a recorded step writes them there again
+  DeviceArray<int32_t> picks_;  // [chunks]: the device's greedy picks
   StepChannel* followers_;
   std::vector<uint64_t> released_;  // since the last plan sent
 };

@@ -171,9 +171,7 @@ std::optional<TokenDistribution> SamplerState::law(std::span<const float> logits
 }
 
 std::optional<int32_t> SamplerState::sample(std::span<const float> logits) {
-  const SamplingParams& p = params_;
-  if (p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f &&
-      p.presence_penalty == 0.0f) {
+  if (picks_greedily()) {
     const std::optional<int32_t> best = first_maximum(logits);
     if (best) accept(*best);
     return best;

@@ -80,6 +80,11 @@ class SamplerState {
   /// from, so the token is distributed as `sample`'s. Recorded as output; none where `sample` gives none.
   std::optional<int32_t> verify_draft(std::span<const float> logits, int32_t draft, const TokenDistribution& q);
   const SamplingParams& params() const { return params_; }
+  /// Greedy without penalties: `sample` picks the first maximum of the raw logits.
+  bool picks_greedily() const {
+    return params_.temperature == 0.0f && params_.repetition_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
+           params_.presence_penalty == 0.0f;
+  }
 
  private:
   double uniform();  // [0, 1), splitmix64 stream

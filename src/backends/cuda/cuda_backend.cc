@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels/dspark/markov.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
 #include "backends/cuda/kernels/moe/router.h"
+#include "backends/cuda/kernels/sampling/greedy_pick.h"
 #include "backends/cuda/linear_dispatch.h"
 #include "core/check.h"
 
@@ -386,6 +387,20 @@ void CudaBackend::markov_draft(const MarkovDraftArgs& a) {
                             .stream = stream_};
   p.workspace = scratch(scratch_.markov, cuda::markov_draft_workspace_bytes(p));
   launched(cuda::launch_markov_draft(p), "markov_draft");
+}
+
+void CudaBackend::greedy_pick(const GreedyPickArgs& a) {
+  check_device({&a.logits, &a.picks}, "greedy_pick");
+  DSINFER_CHECK(a.logits.dtype == DType::kF32 && a.logits.stride[1] == 1 && a.picks.dtype == DType::kI32 &&
+                    a.picks.size(0) == a.logits.size(0) && a.picks.is_contiguous(),
+                "greedy_pick: [n, V] f32 rows, [n] int32 picks");
+  launched(cuda::launch_greedy_pick({.logits = a.logits.as<const float>(),
+                                     .row_stride = a.logits.stride[0],
+                                     .picks = a.picks.as<int32_t>(),
+                                     .n = size_of(a.logits, 0),
+                                     .V = size_of(a.logits, 1),
+                                     .stream = stream_}),
+           "greedy_pick");
 }
 
 // The compressor and Engram.
