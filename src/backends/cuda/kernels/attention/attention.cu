@@ -120,9 +120,13 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_sparse_attn_scores(Sp
 }
 
 // A warp per (token, head): over the reference's 64-row blocks in order, the running max, each
-// block's rescale factor alpha, P = exp(s - max) over the scores (rounded to bf16, as P.V uses it;
-// 0 for an empty slot and past k), and the blocks' probability sums (fp32 values added in row order in
-// double) folded into l with alpha; l then takes the sink.
+// block's rescale factor alpha, P = exp(s - max) as bf16 (as P.V uses it; 0 for an empty slot and
+// past k) over the first half of the row's scores (bytes the warp has read by then), and the
+// blocks' probability sums folded into l with alpha; l then takes the sink. A block's sum is in
+// double over a fixed tree (each lane's pair, then the lanes by xor shuffles, which leave every
+// lane the same bits: a + b == b + a): the CPU adds in row order, and the two differ only where a
+// double add rounds, which the float l seldom shows (the per-op test's bound). A sum in row order
+// would convert all 64 values to double in every lane: the conversions' rate bound the kernel.
 __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
     sm90_f32_sparse_attn_softmax(SparseAttnParams p, float* alpha, float* l_out) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -131,11 +135,9 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
   const int64_t th = static_cast<int64_t>(blockIdx.y) * p.heads + h;
   const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   float* s = p.scores + th * padded_slots(k);
-  __shared__ float probs[kSoftmaxWarps][kSoftmaxBlock];
-  float* prob = probs[warp];
+  uint16_t* P = reinterpret_cast<uint16_t*>(s);  // block b's P over the floats of block b / 2
   float m = -1e30f, l = 0.0f;
-  // Each block's scores are loaded while the block before is worked on (its serial sum is about
-  // as long as a load from L2).
+  // Each block's scores are loaded while the block before is worked on.
   float sa = lane < k ? s[lane] : -INFINITY, sb = lane + kWarp < k ? s[lane + kWarp] : -INFINITY;
   for (int b = 0; b < nb; ++b) {
     const int ja = b * kSoftmaxBlock + lane, jb = ja + kWarp;
@@ -144,12 +146,9 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
     const float next = fmaxf(m, warp_max(fmaxf(sa, sb)));
     const float a = expf(m - next);
     const float pa = ja < k ? expf(sa - next) : 0.0f, pb = jb < k ? expf(sb - next) : 0.0f;
-    prob[lane] = pa, prob[lane + kWarp] = pb;
-    __syncwarp();
-    double sum = 0;  // every lane the same, in row order
-    for (int r = 0; r < kSoftmaxBlock; ++r) sum += prob[r];
-    __syncwarp();
-    s[ja] = round_bf16(pa), s[jb] = round_bf16(pb);  // 0 past k
+    double sum = static_cast<double>(pa) + static_cast<double>(pb);
+    for (int o = kWarp / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    P[ja] = float_to_bf16(pa), P[jb] = float_to_bf16(pb);  // 0 past k
     if (lane == 0) alpha[th * nb + b] = a;
     l = l * a + static_cast<float>(sum);
     m = next;
@@ -165,10 +164,10 @@ __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
 // and its columns of 8 dims, folded into its accumulator: acc = acc * alpha + D. out = bf16(acc / l).
 // An output's sum does not depend on the tiling (the few tokens' smaller blocks give the same bits).
 constexpr int kVStride = kValueDims + 8;     // bf16 a staged row: ldmatrix's 8 rows on distinct banks
-constexpr int kPStride = kSoftmaxBlock + 8;  // floats a staged row of P: a half-warp's float2 reads on distinct banks
+constexpr int kPStride = kSoftmaxBlock + 8;  // bf16 a staged row of P: a warp's 4-byte reads on distinct banks
 
 __host__ __device__ constexpr int value_stage_bytes(int head_tiles) {
-  return kSoftmaxBlock * kVStride * 2 + head_tiles * 16 * kPStride * 4;
+  return kSoftmaxBlock * kVStride * 2 + head_tiles * 16 * kPStride * 2;
 }
 
 template <int kHeadTiles, int kStages>
@@ -182,24 +181,25 @@ __global__ void __launch_bounds__(kWarps* kWarp)
   const int c0 = static_cast<int>(blockIdx.x) * kValueDims, h0 = static_cast<int>(blockIdx.y) * kHeads;
   const int k = p.k, kp = padded_slots(k), nb = kp / kSoftmaxBlock;
   const int32_t* idx = p.idx + t * p.idx_stride;
-  const float* P = p.scores + (tl * p.heads + h0) * kp;
+  // Head h's P: the bf16 values over the start of its row of kp floats (the softmax's).
+  const uint16_t* P = reinterpret_cast<const uint16_t*>(p.scores + (tl * p.heads + h0) * kp);
   const auto stage_at = [&](int b) { return smem + (b % kStages) * value_stage_bytes(kHeadTiles); };
   // Starts copying block b's rows and P into its stage (zeros for empty slots, rows past k, dims
   // past d and heads past the count); a commit group a block, empty past the last.
   const auto stage = [&](int b) {
     if (b < nb) {
       uint16_t* vs = reinterpret_cast<uint16_t*>(stage_at(b));
-      float* ps = reinterpret_cast<float*>(stage_at(b) + kSoftmaxBlock * kVStride * 2);
+      uint16_t* ps = reinterpret_cast<uint16_t*>(stage_at(b) + kSoftmaxBlock * kVStride * 2);
       const int jb = b * kSoftmaxBlock;
       for (int i = threadIdx.x; i < kSoftmaxBlock * (kValueDims / 8); i += blockDim.x) {
         const int j = i / (kValueDims / 8), c = c0 + 8 * (i % (kValueDims / 8));
         const uint16_t* row = jb + j < k && c < p.d ? kv_row(p, idx[jb + j]) : nullptr;
         cp_async16(vs + j * kVStride + (c - c0), row ? row + c : p.q, row != nullptr);
       }
-      for (int i = threadIdx.x; i < kHeads * (kSoftmaxBlock / 4); i += blockDim.x) {
-        const int hh = i / (kSoftmaxBlock / 4), c = 4 * (i % (kSoftmaxBlock / 4));
+      for (int i = threadIdx.x; i < kHeads * (kSoftmaxBlock / 8); i += blockDim.x) {
+        const int hh = i / (kSoftmaxBlock / 8), c = 8 * (i % (kSoftmaxBlock / 8));
         const bool in = h0 + hh < p.heads;
-        cp_async16(ps + hh * kPStride + c, in ? P + static_cast<int64_t>(hh) * kp + jb + c : P, in);
+        cp_async16(ps + hh * kPStride + c, in ? P + static_cast<int64_t>(hh) * 2 * kp + jb + c : P, in);
       }
     }
     cp_async_commit();
@@ -213,16 +213,15 @@ __global__ void __launch_bounds__(kWarps* kWarp)
     cp_async_wait<kStages - 1>();  // block b's group
     __syncthreads();
     const uint16_t* vs = reinterpret_cast<const uint16_t*>(stage_at(b));
-    const float* ps = reinterpret_cast<const float*>(stage_at(b) + kSoftmaxBlock * kVStride * 2) + 16 * tile * kPStride;
+    const uint16_t* ps =
+        reinterpret_cast<const uint16_t*>(stage_at(b) + kSoftmaxBlock * kVStride * 2) + 16 * tile * kPStride;
     float d[kColumns][4] = {};
 #pragma unroll
     for (int s = 0; s < kSoftmaxBlock / 16; ++s) {
-      const float* pa = ps + g * kPStride + 16 * s + 2 * q;
-      const float2 p00 = *reinterpret_cast<const float2*>(pa), p01 = *reinterpret_cast<const float2*>(pa + 8);
-      const float2 p10 = *reinterpret_cast<const float2*>(pa + 8 * kPStride);
-      const float2 p11 = *reinterpret_cast<const float2*>(pa + 8 * kPStride + 8);
-      const uint32_t a[4] = {pack_bf16x2(p00.x, p00.y), pack_bf16x2(p10.x, p10.y), pack_bf16x2(p01.x, p01.y),
-                             pack_bf16x2(p11.x, p11.y)};
+      const uint16_t* pa = ps + g * kPStride + 16 * s + 2 * q;
+      const uint32_t a[4] = {
+          *reinterpret_cast<const uint32_t*>(pa), *reinterpret_cast<const uint32_t*>(pa + 8 * kPStride),
+          *reinterpret_cast<const uint32_t*>(pa + 8), *reinterpret_cast<const uint32_t*>(pa + 8 * kPStride + 8)};
       // Lanes 8m .. 8m + 7 address matrix m: rows 16s + 8 (m % 2) + lane % 8 of column pair m / 2.
       const uint16_t* row = vs + (16 * s + 8 * ((lane / 8) % 2) + lane % 8) * kVStride + 8 * (lane / 16);
 #pragma unroll
