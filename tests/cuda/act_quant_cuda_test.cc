@@ -6,16 +6,24 @@
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
+#include "core/float_formats.h"
 #include "core/quant.h"
 #include "test_util.h"
 
 namespace dsinfer {
 namespace {
 
+// On 16-byte aligned memory (the kernel's vector path) and one value off it (a value at a time),
+// with groups of tiny and huge values (quotients near fp32's subnormals, scales far from 1).
 TEST(CudaActQuant, MatchesTheCpuBitForBit) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const int64_t n = 32 * 5120 + 32 * 7;  // a V4.1 row count and an odd remainder of groups
   std::vector<uint16_t> x = testing::random_bf16(n, 99, 3.0f);
+  for (int64_t i = 0; i < 32; ++i) {
+    x[64 + i] = f32_to_bf16((i % 3 - 1) * 1e-30f * static_cast<float>(i + 1));
+    x[128 + i] = f32_to_bf16((i % 2 ? -3e30f : 2e25f) / static_cast<float>(i + 1));
+    x[192 + i] = f32_to_bf16(i == 5 ? 1000.0f : 1e-38f * static_cast<float>(i));
+  }
   std::vector<uint8_t> codes(n), scales(n / 32);
   act_quant(x, codes, scales);
   std::vector<uint16_t> fake = x;
@@ -23,27 +31,29 @@ TEST(CudaActQuant, MatchesTheCpuBitForBit) {
 
   uint16_t *dx = nullptr, *dfake = nullptr;
   uint8_t *dcodes = nullptr, *dscales = nullptr;
-  ASSERT_EQ(cudaMalloc(&dx, n * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dfake, n * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dcodes, n), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dx, (n + 1) * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dfake, (n + 1) * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dcodes, n + 1), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dscales, n / 32), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dx, x.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  cuda::ActQuantParams p;
-  p.x = dx, p.fake = dfake, p.codes = dcodes, p.scales = dscales, p.n = n;
-  ASSERT_EQ(cuda::launch_act_quant(p), cudaSuccess);
-  std::vector<uint16_t> got_fake(n);
-  std::vector<uint8_t> got_codes(n), got_scales(n / 32);
-  ASSERT_EQ(cudaMemcpy(got_fake.data(), dfake, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(got_codes.data(), dcodes, n, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(got_scales.data(), dscales, n / 32, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(got_codes, codes);
-  EXPECT_EQ(got_scales, scales);
-  EXPECT_EQ(got_fake, fake);
+  for (int off : {0, 1}) {
+    ASSERT_EQ(cudaMemcpy(dx + off, x.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::ActQuantParams p;
+    p.x = dx + off, p.fake = dfake + off, p.codes = dcodes + off, p.scales = dscales, p.n = n;
+    ASSERT_EQ(cuda::launch_act_quant(p), cudaSuccess);
+    std::vector<uint16_t> got_fake(n);
+    std::vector<uint8_t> got_codes(n), got_scales(n / 32);
+    ASSERT_EQ(cudaMemcpy(got_fake.data(), dfake + off, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got_codes.data(), dcodes + off, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(got_scales.data(), dscales, n / 32, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got_codes, codes) << "offset " << off;
+    EXPECT_EQ(got_scales, scales) << "offset " << off;
+    EXPECT_EQ(got_fake, fake) << "offset " << off;
+    p.n = 33;
+    EXPECT_EQ(cuda::launch_act_quant(p), cudaErrorInvalidValue);
+  }
   for (void* q :
        {static_cast<void*>(dx), static_cast<void*>(dfake), static_cast<void*>(dcodes), static_cast<void*>(dscales)})
     cudaFree(q);
-  p.n = 33;
-  EXPECT_EQ(cuda::launch_act_quant(p), cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -32,38 +32,74 @@ struct Fp8ActQuantArgs {
   cudaStream_t stream = nullptr;
 };
 
-// A warp per group of 32 (a grid-stride loop over the groups in row order).
-__global__ void sm90_fp8_act_quant(Fp8ActQuantArgs p) {
-  const int lane = threadIdx.x % kGroup;
-  const int64_t groups_per_row = p.k / kGroup, groups = p.rows * groups_per_row;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kGroup;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t g = first; g < groups; g += stride) {
-    const int64_t i = g / groups_per_row, j = g % groups_per_row * kGroup + lane;
-    const int64_t at = i * p.x_stride + j, out = i * p.k + j;  // in x's layout, contiguous
-    const float x = bf16_to_float(p.x[at]);
-    const float amax = warp_max(fabsf(x));
+// Eight consecutive values a thread, a group of 32 four threads (their amax by two xor shuffles),
+// a row a blockIdx.y (a grid-stride loop over the rows): no division per value. x / s is x times
+// 1 / s, exact (s is a power of two, and so is its inverse, both normal): the same rounding as the
+// division. kVector: 16-byte loads and stores (x, fake and values 16-byte aligned, x's rows a
+// multiple of 8 apart, codes 8-byte aligned); otherwise a value at a time.
+template <bool kVector>
+__global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p) {
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * 8;  // the first column
+  const bool in = c < p.k;
+  for (int64_t i = blockIdx.y; i < p.rows; i += gridDim.y) {
+    const int64_t at = i * p.x_stride + c, out = i * p.k + c;  // in x's layout, contiguous
+    float x[8] = {};
+    if (in) {
+      if constexpr (kVector) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(p.x + at);
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+        for (int v = 0; v < 4; ++v) x[2 * v] = bf16x2_lo_to_float(w[v]), x[2 * v + 1] = bf16x2_hi_to_float(w[v]);
+      } else {
+        for (int v = 0; v < 8; ++v) x[v] = bf16_to_float(p.x[at + v]);
+      }
+    }
+    float amax = 0.0f;
+    for (int v = 0; v < 8; ++v) amax = fmaxf(amax, fabsf(x[v]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    if (!in) continue;
     // 2^ceil(log2(max(amax, 1e-4) / 448)) from the fp32 bits: exponent, +1 if any mantissa bit.
     const unsigned e = e8m0_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
-    const float s = __uint_as_float(e << 23);
-    const float v = fminf(fmaxf(__fdiv_rn(x, s), -448.0f), 448.0f);
-    const __nv_fp8_storage_t q = float_to_e4m3(v);
-    if (p.codes) p.codes[out] = q;
-    if (p.values) p.values[out] = e4m3_to_f16_bits(q);
-    if (p.scale_bytes && lane == 0) p.scale_bytes[g] = static_cast<uint8_t>(e);
-    if (p.scales && lane == 0) p.scales[g] = s;
-    if (p.fake) {
-      const float deq = e4m3_to_float(q) * s;  // exact in bf16
-      p.fake[at] = float_to_bf16(deq);
+    const float s = __uint_as_float(e << 23), inverse = __uint_as_float((254u - e) << 23);
+    __nv_fp8_storage_t q[8];
+    for (int v = 0; v < 8; ++v) q[v] = float_to_e4m3(fminf(fmaxf(x[v] * inverse, -448.0f), 448.0f));
+    const int64_t group = out / kGroup;
+    if (threadIdx.x % 4 == 0) {
+      if (p.scale_bytes) p.scale_bytes[group] = static_cast<uint8_t>(e);
+      if (p.scales) p.scales[group] = s;
+    }
+    uint32_t codes[2] = {}, values[4], fake[4];
+    for (int v = 0; v < 8; ++v) {
+      codes[v / 4] |= static_cast<uint32_t>(q[v]) << (8 * (v % 4));
+      const uint32_t value = e4m3_to_f16_bits(q[v]), deq = float_to_bf16(e4m3_to_float(q[v]) * s);  // exact in bf16
+      values[v / 2] = v % 2 ? values[v / 2] | value << 16 : value;
+      fake[v / 2] = v % 2 ? fake[v / 2] | deq << 16 : deq;
+    }
+    if constexpr (kVector) {
+      if (p.codes) *reinterpret_cast<uint2*>(p.codes + out) = make_uint2(codes[0], codes[1]);
+      if (p.values) *reinterpret_cast<uint4*>(p.values + out) = make_uint4(values[0], values[1], values[2], values[3]);
+      if (p.fake) *reinterpret_cast<uint4*>(p.fake + at) = make_uint4(fake[0], fake[1], fake[2], fake[3]);
+    } else {
+      for (int v = 0; v < 8; ++v) {
+        if (p.codes) p.codes[out + v] = q[v];
+        if (p.values) p.values[out + v] = static_cast<uint16_t>(values[v / 2] >> (16 * (v % 2)));
+        if (p.fake) p.fake[at + v] = static_cast<uint16_t>(fake[v / 2] >> (16 * (v % 2)));
+      }
     }
   }
 }
 
 cudaError_t launch_fp8_act_quant(const Fp8ActQuantArgs& p) {
-  const int64_t groups = p.rows * (p.k / kGroup);
-  if (groups == 0) return cudaSuccess;
-  const int64_t blocks = std::min<int64_t>((groups + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
-  sm90_fp8_act_quant<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kGroup, 0, p.stream>>>(p);
+  if (p.rows == 0 || p.k == 0) return cudaSuccess;
+  const auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
+  const bool vector =
+      aligned(p.x, 16) && p.x_stride % 8 == 0 && aligned(p.fake, 16) && aligned(p.values, 16) && aligned(p.codes, 8);
+  const dim3 grid(static_cast<unsigned>((p.k / 8 + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(p.rows, 65535)));
+  if (vector)
+    sm90_fp8_act_quant<true><<<grid, kThreads, 0, p.stream>>>(p);
+  else
+    sm90_fp8_act_quant<false><<<grid, kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
