@@ -41,44 +41,49 @@ __device__ inline const uint16_t* kv_row(const SparseAttnParams& p, int32_t id) 
 
 constexpr int kSStride = kScoreChunk + 8;  // bf16 a staged row of a d chunk: the fragments' lanes on distinct banks
 
-__host__ __device__ constexpr int score_stage_bytes(int head_tiles) {
-  return (kScoreSlots + 16 * head_tiles) * kSStride * 2;
+__host__ __device__ constexpr int score_stage_bytes(int slots, int head_tiles) {
+  return (slots + 16 * head_tiles) * kSStride * 2;
+}
+// A block's warps: kWarps for kSmallScoreSlots slots, more for more.
+__host__ __device__ constexpr int score_warps(int slots) {
+  return slots / kSmallScoreSlots * kWarps;
 }
 
-// Block per (kScoreSlots slots, kHeadTiles x 16 heads, token). Over d in chunks (kStages cp.async
+// Block per (kSlots slots, kHeadTiles x 16 heads, token). Over d in chunks (kStages cp.async
 // stages of the slots' rows and the heads' q, kStages - 1 chunks in flight), a warp's D = q . K^T for its 16 heads and
 // its 8-slot columns is one chain of mma.m16n8k16 over d in order (products exact in fp32); a row of K is the B
 // operand's column as it lies in memory. scores[token][head][j] = D * scale, -inf for an empty slot.
-template <int kHeadTiles, int kStages>
-__global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0) {
-  constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = kWarps / kHeadTiles;
-  constexpr int kColumns = kScoreSlots / 8 / kWarpsPerTile;  // a warp's 8-slot columns
+template <int kHeadTiles, int kSlots, int kStages>
+__global__ void __launch_bounds__(score_warps(kSlots) * kWarp)
+    sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0) {
+  constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = score_warps(kSlots) / kHeadTiles;
+  constexpr int kColumns = kSlots / 8 / kWarpsPerTile;  // a warp's 8-slot columns
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
   const int64_t tl = blockIdx.z, t = t0 + tl;
-  const int j0 = static_cast<int>(blockIdx.x) * kScoreSlots, h0 = static_cast<int>(blockIdx.y) * kHeads;
+  const int j0 = static_cast<int>(blockIdx.x) * kSlots, h0 = static_cast<int>(blockIdx.y) * kHeads;
   const int32_t* idx = p.idx + t * p.idx_stride;
   const uint16_t* qt = p.q + t * p.q_stride + static_cast<int64_t>(h0) * p.d;
   const int chunks = (p.d + kScoreChunk - 1) / kScoreChunk;
   const auto stage_at = [&](int c) {
-    return reinterpret_cast<uint16_t*>(smem + (c % kStages) * score_stage_bytes(kHeadTiles));
+    return reinterpret_cast<uint16_t*>(smem + (c % kStages) * score_stage_bytes(kSlots, kHeadTiles));
   };
   // Starts copying d chunk c of the slots' rows and the heads' q (zeros for empty slots, slots past
   // k, heads past the count, d past its end); a commit group a chunk, empty past the last.
   const auto stage = [&](int c) {
     if (c < chunks) {
       uint16_t* ks = stage_at(c);
-      uint16_t* qs = ks + kScoreSlots * kSStride;
-      for (int i = threadIdx.x; i < (kScoreSlots + kHeads) * (kScoreChunk / 8); i += blockDim.x) {
+      uint16_t* qs = ks + kSlots * kSStride;
+      for (int i = threadIdx.x; i < (kSlots + kHeads) * (kScoreChunk / 8); i += blockDim.x) {
         const int r = i / (kScoreChunk / 8), col = c * kScoreChunk + 8 * (i % (kScoreChunk / 8));
         const uint16_t* src = nullptr;
         if (col < p.d) {
-          if (r < kScoreSlots)
+          if (r < kSlots)
             src = j0 + r < p.k ? kv_row(p, idx[j0 + r]) : nullptr;
-          else if (h0 + r - kScoreSlots < p.heads)
-            src = qt + static_cast<int64_t>(r - kScoreSlots) * p.d;
+          else if (h0 + r - kSlots < p.heads)
+            src = qt + static_cast<int64_t>(r - kSlots) * p.d;
         }
-        cp_async16((r < kScoreSlots ? ks + r * kSStride : qs + (r - kScoreSlots) * kSStride) + (col - c * kScoreChunk),
+        cp_async16((r < kSlots ? ks + r * kSStride : qs + (r - kSlots) * kSStride) + (col - c * kScoreChunk),
                    src ? src + col : p.q, src != nullptr);
       }
     }
@@ -92,7 +97,7 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_sparse_attn_scores(Sp
     cp_async_wait<kStages - 1>();  // chunk c's group
     __syncthreads();
     const uint16_t* ks = stage_at(c);
-    const uint16_t* qa = ks + kScoreSlots * kSStride + (16 * tile + g) * kSStride;
+    const uint16_t* qa = ks + kSlots * kSStride + (16 * tile + g) * kSStride;
     const int steps = (min(kScoreChunk, p.d - c * kScoreChunk) + 15) / 16;
     for (int s = 0; s < steps; ++s) {
       const int kk = 16 * s + 2 * q;
@@ -259,15 +264,16 @@ __global__ void __launch_bounds__(kWarps* kWarp)
   }
 }
 
-template <int kHeadTiles, int kStages>
+template <int kHeadTiles, int kSlots, int kStages>
 cudaError_t launch_scores(const SparseAttnParams& p, int t0, unsigned tokens) {
-  constexpr int bytes = kStages * score_stage_bytes(kHeadTiles);
-  static const cudaError_t opt_in = cudaFuncSetAttribute(sm90_bf16_sparse_attn_scores<kHeadTiles, kStages>,
+  constexpr int bytes = kStages * score_stage_bytes(kSlots, kHeadTiles);
+  static const cudaError_t opt_in = cudaFuncSetAttribute(sm90_bf16_sparse_attn_scores<kHeadTiles, kSlots, kStages>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (opt_in != cudaSuccess) return opt_in;
-  const dim3 grid(static_cast<unsigned>((p.k + kScoreSlots - 1) / kScoreSlots),
+  const dim3 grid(static_cast<unsigned>((p.k + kSlots - 1) / kSlots),
                   static_cast<unsigned>((p.heads + 16 * kHeadTiles - 1) / (16 * kHeadTiles)), tokens);
-  sm90_bf16_sparse_attn_scores<kHeadTiles, kStages><<<grid, kWarps * kWarp, bytes, p.stream>>>(p, t0);
+  sm90_bf16_sparse_attn_scores<kHeadTiles, kSlots, kStages>
+      <<<grid, score_warps(kSlots) * kWarp, bytes, p.stream>>>(p, t0);
   return cudaGetLastError();
 }
 
@@ -305,8 +311,8 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   for (int t0 = 0; t0 < p.n; t0 += kTokensPerPass) {
     const unsigned tokens = static_cast<unsigned>(std::min(kTokensPerPass, p.n - t0));
     if (p.k > 0) {
-      const cudaError_t e = few ? launch_scores<kSmallHeadTiles, kSmallScoreStages>(p, t0, tokens)
-                                : launch_scores<kHeadTiles, kScoreStages>(p, t0, tokens);
+      const cudaError_t e = few ? launch_scores<kSmallHeadTiles, kSmallScoreSlots, kSmallScoreStages>(p, t0, tokens)
+                                : launch_scores<kHeadTiles, kScoreSlots, kScoreStages>(p, t0, tokens);
       if (e != cudaSuccess) return e;
     }
     sm90_f32_sparse_attn_softmax<<<dim3(static_cast<unsigned>((p.heads + kSoftmaxWarps - 1) / kSoftmaxWarps), tokens),

@@ -23,7 +23,9 @@ inline constexpr int kHeadTiles = 4, kSmallHeadTiles = 1;
 // Scores: a block per (kScoreSlots slots, head tiles, token); d in chunks of kScoreChunk through a
 // ring of cp.async stages of the slots' rows and the heads' q (a few tokens' blocks, fewer than the
 // GPU's SMs at batch 1, keep more in flight).
-inline constexpr int kScoreSlots = 64, kScoreChunk = 128;
+// A block of many tokens takes kScoreSlots slots with 2 warps a head tile (its q crosses L2 once per
+// kScoreSlots of the token's slots), a few tokens' blocks kSmallScoreSlots.
+inline constexpr int kScoreSlots = 128, kSmallScoreSlots = 64, kScoreChunk = 128;
 inline constexpr int kScoreStages = 2, kSmallScoreStages = 3;
 // Softmax: a warp per (token, head), kSoftmaxWarps a block.
 inline constexpr int kSoftmaxWarps = 4;
@@ -35,9 +37,11 @@ inline constexpr int kValueStages = 2, kSmallValueStages = 4, kDeepValueStages =
 inline constexpr int kTokensPerPass = 256;  // bounds the workspace
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 static_assert(kWarps % kHeadTiles == 0 && kWarps % kSmallHeadTiles == 0);
-static_assert(kScoreSlots / 8 % (2 * (kWarps / kSmallHeadTiles)) == 0 && kScoreChunk % 16 == 0);
+static_assert(kSmallScoreSlots / 8 % (2 * (kWarps / kSmallHeadTiles)) == 0 && kScoreChunk % 16 == 0);
+static_assert(kScoreSlots % kSmallScoreSlots == 0 &&
+              kScoreSlots / kSmallScoreSlots * kWarps * kWarp <= kMaxThreadsPerBlock);
 static_assert(kValueDims / 8 % (2 * (kWarps / kSmallHeadTiles)) == 0);
-static_assert(kSoftmaxBlock % 16 == 0 && kScoreSlots % 16 == 0);
+static_assert(kSoftmaxBlock % 16 == 0 && kSmallScoreSlots % 16 == 0);
 static_assert(kScoreStages >= 2 && kSmallScoreStages >= 2 && kValueStages >= 2 && kSmallValueStages >= 2 &&
               kDeepValueStages >= 2 && kDeepTokens < kFewTokens);
 // The maxima: a warp per 32 rows, two to a softmax block.
