@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(score_warps(kSlots) * kWarp)
 // double over a fixed tree (each lane's pair, then the lanes by xor shuffles, which leave every
 // lane the same bits: a + b == b + a): the CPU adds in row order, and the two differ only where a
 // double add rounds, which the float l seldom shows (the per-op test's bound). A sum in row order
-// would convert all 64 values to double in every lane: the conversions' rate bound the kernel.
+// would convert all 64 values to double in every lane, at the conversions' low rate.
 __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
     sm90_f32_sparse_attn_softmax(SparseAttnParams p, float* alpha, float* l_out) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
