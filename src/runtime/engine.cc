@@ -42,10 +42,7 @@ struct Engine::Live {
   std::optional<int32_t> next_token(std::span<const float> logits) {
     if (forced.empty()) return sampler.sample(logits);
     if (!all_finite(logits)) return std::nullopt;
-    const int32_t t = forced.front();
-    forced.pop_front();
-    sampler.accept(t);
-    return t;
+    return take(forced_token());
   }
   /// Whether the device's greedy pick of its rows (Backend::greedy_pick) is all it needs of them:
   /// what `sample` would pick, and no logprobs to report.
@@ -53,8 +50,16 @@ struct Engine::Live {
   /// next_token where the device picked `pick` (-1: the row is not all finite).
   std::optional<int32_t> next_token(int32_t pick) {
     if (pick < 0) return std::nullopt;
-    const int32_t t = forced.empty() ? pick : forced.front();
-    if (!forced.empty()) forced.pop_front();
+    return take(forced.empty() ? pick : forced_token());
+  }
+  /// The next forced token, taken off the queue.
+  int32_t forced_token() {
+    const int32_t t = forced.front();
+    forced.pop_front();
+    return t;
+  }
+  /// Records `t` as output (for the penalties) and returns it.
+  int32_t take(int32_t t) {
     sampler.accept(t);
     return t;
   }

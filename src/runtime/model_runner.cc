@@ -69,17 +69,15 @@ Status ModelRunner::forward(std::span<ForwardChunk> chunks, const LogitsReadback
 
 void ModelRunner::read_back(const LogitsReadback& out, int64_t n, int64_t vocab) {
   Backend& backend = model_.backend();
-  const auto wants = [&](int64_t row, RowReadback what) {
-    return out.rows.empty() ? what == RowReadback::kWhole : out.rows[row] == what;
-  };
+  const auto whole = [&](int64_t row) { return out.rows.empty() || out.rows[row] == RowReadback::kWhole; };
   // The whole rows in runs of consecutive ones: a copy a run.
   for (int64_t r = 0; r < n;) {
-    if (!wants(r, RowReadback::kWhole)) {
+    if (!whole(r)) {
       ++r;
       continue;
     }
     int64_t end = r + 1;
-    while (end < n && wants(end, RowReadback::kWhole)) ++end;
+    while (end < n && whole(end)) ++end;
     backend.copy_to_host(out.logits.data() + r * vocab, logits_.data() + r * vocab, (end - r) * vocab * sizeof(float));
     r = end;
   }

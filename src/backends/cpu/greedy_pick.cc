@@ -1,9 +1,8 @@
-// The engine's greedy pick on the CPU: the first column of a row's largest value, -1 for a row
-// that is not all finite (the sampler's greedy pick, runtime/sampler.cc).
-#include <cmath>
-
+// The engine's greedy pick on the CPU: the sampler's (core/first_maximum.h), -1 for a row that
+// is not all finite.
 #include "backends/cpu/cpu_backend.h"
 #include "core/check.h"
+#include "core/first_maximum.h"
 
 namespace dsinfer {
 
@@ -14,16 +13,9 @@ void CpuBackend::greedy_pick(const GreedyPickArgs& a) {
                 "greedy_pick: [n, V] f32 rows, [n] int32 picks");
   int32_t* picks = a.picks.as<int32_t>();
   pool_->parallel_for(n, 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float* row = a.logits.as<const float>() + i * a.logits.stride[0];
-      int64_t best = 0;
-      bool finite = true;
-      for (int64_t v = 0; v < V; ++v) {
-        finite = finite && std::isfinite(row[v]);
-        if (row[v] > row[best]) best = v;
-      }
-      picks[i] = finite ? static_cast<int32_t>(best) : -1;
-    }
+    for (int64_t i = b; i < e; ++i)
+      picks[i] =
+          first_maximum({a.logits.as<const float>() + i * a.logits.stride[0], static_cast<size_t>(V)}).value_or(-1);
   });
 }
 
