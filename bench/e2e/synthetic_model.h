@@ -69,7 +69,11 @@ struct SyntheticModel {
 /// flash_config (its big weight codes unwritten, see kUnwrittenAbove).
 inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir, int layers, int max_seq_len = 4096,
                                                           int flash_experts = 0) {
-  const Json tok = make_tiny_tokenizer_json(kTinyTokenizerMerges);
+  // The Flash-shaped model's head picks any of its 129,280 ids (its random weights): with the
+  // tokenizer padded to them, each picked id streams text when it is served.
+  const Json tok = flash_experts > 0 ? pad_tokenizer_vocab(make_tiny_tokenizer_json(kTinyTokenizerMerges),
+                                                           FlashShapedOptions{}.vocab_size)
+                                     : make_tiny_tokenizer_json(kTinyTokenizerMerges);
   auto vocab = TokenizerVocab::from_json(tok, "tokenizer");
   if (!vocab.ok()) return vocab.status();
   SyntheticModel m;

@@ -3,8 +3,10 @@
 // are counted again (a corpus of a million words has tens of thousands of word types).
 #include "testing/tiny_tokenizer.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -204,6 +206,22 @@ Json bpe_tokenizer_json(const WordCounts& words, int n_merges) {
 
 Json make_tiny_tokenizer_json(int n_merges) {
   return bpe_tokenizer_json(count_words(kCorpus), n_merges);
+}
+
+Json pad_tokenizer_vocab(Json tokenizer, int64_t vocab_size) {
+  Json& vocab = tokenizer["model"]["vocab"];
+  int64_t next_id = 0;
+  for (const auto& [text, id] : vocab.items()) next_id = std::max(next_id, id.get<int64_t>() + 1);
+  for (const Json& a : tokenizer["added_tokens"]) next_id = std::max(next_id, a["id"].get<int64_t>() + 1);
+  for (; next_id < vocab_size; ++next_id) {
+    std::string text;  // " t<id>" in the byte-level alphabet
+    append_utf8(text, byte_to_codepoint(' '));
+    text += 't';
+    text += std::to_string(next_id);
+    while (vocab.contains(text)) text += "x";
+    vocab[text] = next_id;
+  }
+  return tokenizer;
 }
 
 }  // namespace dsinfer

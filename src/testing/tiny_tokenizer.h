@@ -30,5 +30,9 @@ using WordCounts = std::map<std::string, int64_t>;
 Json bpe_tokenizer_json(const WordCounts& words, int n_merges);
 /// bpe_tokenizer_json on the built-in text's words.
 Json make_tiny_tokenizer_json(int n_merges);
+/// `tokenizer` with plain vocabulary tokens " t<id>" added after its last id until it has
+/// `vocab_size` ids: no merge makes them, so text encodes as before, but every id a model of that
+/// vocabulary can pick decodes to text (a benchmark model's random head picks any id).
+Json pad_tokenizer_vocab(Json tokenizer, int64_t vocab_size);
 
 }  // namespace dsinfer

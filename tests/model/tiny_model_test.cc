@@ -19,6 +19,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "io/engram_token_map.h"
+#include "io/tokenizer.h"
 #include "model/model.h"
 #include "model/weight_manifest.h"
 #include "test_util.h"
@@ -110,6 +111,29 @@ TEST(TinyModel, QuantisedWeightsHaveRealisticScales) {
 }  // namespace
 // Benchmark checkpoints: the big fp8/fp4 weights left unwritten (zeros, scales 2^-9), everything
 // else byte for byte what a full write holds.
+// The benchmark model's tokenizer: every id of the model's vocabulary decodes to text, and text
+// encodes as with the tokenizer it pads.
+TEST(TinyTokenizer, PaddedToAVocabularyEveryIdDecodesToText) {
+  const Json tiny = make_tiny_tokenizer_json(kTinyTokenizerMerges);
+  auto plain = Tokenizer::from_json(tiny, "tiny");
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  const int64_t size = plain->vocab().size() + 1000;
+  auto padded = Tokenizer::from_json(pad_tokenizer_vocab(tiny, size), "padded");
+  ASSERT_TRUE(padded.ok()) << padded.status().to_string();
+  EXPECT_EQ(padded->vocab().size(), size);
+  const std::string text = "The tokens t1 and t300 stay text: <｜User｜>hello t99999.";
+  EXPECT_EQ(padded->encode(text), plain->encode(text));
+  for (int32_t id = 0; id < size; ++id) {
+    const std::string t = padded->decode(std::span<const int32_t>(&id, 1));
+    if (id >= plain->vocab().size()) {
+      EXPECT_EQ(t, " t" + std::to_string(id));
+    } else {
+      EXPECT_FALSE(t.empty()) << id;
+    }
+  }
+  EXPECT_EQ(pad_tokenizer_vocab(tiny, 10), tiny);  // already larger: unchanged
+}
+
 TEST(TinyModel, UnwrittenBigWeights) {
   testing::TempDir full, sparse;
   auto vocab = TokenizerVocab::from_json(make_tiny_tokenizer_json(kTinyTokenizerMerges), "tiny");
