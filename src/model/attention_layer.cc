@@ -204,10 +204,14 @@ Status Model::attend(int l, Batch& b, const TensorView& x, const TensorView& qrv
     // (through the block tables, on the device: the selection never leaves it); then the rows the
     // decode tokens go in at.
     auto [at_index, new_index] = b.attention_index.try_emplace({g, k});
-    if (new_index) {
-      std::vector<int32_t> idx(m * (width + k), -1);
-      for (int64_t i = 0; i < m; ++i)
-        std::copy(&window.slots[i * width], &window.slots[(i + 1) * width], &idx[i * (width + k)]);
+    if (new_index) {  // in a buffer kept between calls (a prompt's chunk: megabytes, else faulted in anew)
+      std::vector<int32_t>& idx = attention_index_;
+      idx.resize(m * (width + k));
+      for (int64_t i = 0; i < m; ++i) {
+        int32_t* row = &idx[i * (width + k)];
+        std::copy(&window.slots[i * width], &window.slots[(i + 1) * width], row);
+        std::fill(row + width, row + width + k, -1);
+      }
       idx.insert(idx.end(), window.ring_rows.begin(), window.ring_rows.end());
       at_index->second = b.upload(idx);
     }

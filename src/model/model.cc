@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/float_formats.h"
+#include "core/threading.h"
 #include "io/engram_token_map.h"
 #include "model/forward_batch.h"
 #include "model/weight_manifest.h"
@@ -72,6 +73,10 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
 }
 
 namespace {
+
+// Tokens a host thread looks up at least at a time (Model::engram): a decode step's few stay on
+// the calling thread.
+constexpr int64_t kEngramTokensPerTask = 64;
 
 Status replaceable(const CacheStore& store, int64_t block_tokens) {
   if (store.pool().num_in_use() != 0 || store.pool().num_free() != store.pool().capacity() || store.slots_in_use() != 0)
@@ -375,22 +380,29 @@ void Model::engram(int l, Batch& b) {
   // Look up the hashed rows on the host, where the table stays (fp8 with an e8m0 scale per 32
   // values, exact in bf16): a step reads cols rows of it, the device needs only those. A prefill
   // chunk reads tens of millions of values, so each is one load from engram_values_, into a
-  // buffer kept between calls (a fresh one would be zeroed and faulted in, page by page).
+  // buffer kept between calls (a fresh one would be zeroed and faulted in, page by page), on the
+  // backend's host threads.
   std::vector<uint16_t>& rows = engram_rows_;
   rows.resize(n * cols * de);
   const uint8_t* table = w.table.as<const uint8_t>();
   const uint8_t* scales = w.table_scale.as<const uint8_t>();
-  for (int64_t t = 0; t < n; ++t)
-    for (int col = 0; col < cols; ++col) {
-      const int64_t row = b.hashes[(t * hasher_->n_layers() + e) * cols + col];
-      const uint8_t* codes = table + row * w.table.stride[0];
-      const uint8_t* row_scales = scales + row * w.table_scale.stride[0];
-      uint16_t* out = &rows[(t * cols + col) * de];
-      for (int d0 = 0; d0 < de; d0 += 32) {
-        const uint16_t* values = &engram_values_[row_scales[d0 / 32] * 256];
-        for (int d = d0; d < d0 + 32; ++d) out[d] = values[codes[d]];
+  const auto look_up = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int col = 0; col < cols; ++col) {
+        const int64_t row = b.hashes[(t * hasher_->n_layers() + e) * cols + col];
+        const uint8_t* codes = table + row * w.table.stride[0];
+        const uint8_t* row_scales = scales + row * w.table_scale.stride[0];
+        uint16_t* out = &rows[(t * cols + col) * de];
+        for (int d0 = 0; d0 < de; d0 += 32) {
+          const uint16_t* values = &engram_values_[row_scales[d0 / 32] * 256];
+          for (int d = d0; d < d0 + 32; ++d) out[d] = values[codes[d]];
+        }
       }
-    }
+  };
+  if (ThreadPool* threads = b.be.host_threads())
+    threads->parallel_for(n, kEngramTokensPerTask, look_up);
+  else
+    look_up(0, n);
   const DeviceArray<uint16_t> looked_up(b.be, std::span<const uint16_t>(rows.data(), n * cols * de));
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * (hc + 1) * dim);
   b.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});

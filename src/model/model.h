@@ -211,9 +211,10 @@ class Model {
   Communicator& comm_;
   DeviceArray<float> logits_;  // the host-logits forward's, kept between calls
   std::unique_ptr<EngramHasher> hasher_;
-  std::vector<uint16_t> engram_values_;  // Engram models: bf16(e4m3 code x e8m0 scale) at [scale][code]
-  std::vector<uint16_t> engram_rows_;    // a call's looked-up Engram rows (Model::engram), kept for the next
-  std::vector<const RopeTable*> rope_;   // per layer
+  std::vector<uint16_t> engram_values_;   // Engram models: bf16(e4m3 code x e8m0 scale) at [scale][code]
+  std::vector<uint16_t> engram_rows_;     // a call's looked-up Engram rows (Model::engram), kept for the next
+  std::vector<int32_t> attention_index_;  // a call's attention index on the host (Model::attention), kept
+  std::vector<const RopeTable*> rope_;    // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;
   std::unique_ptr<CacheStore> store_;
   int64_t indexer_query_block_ = 0;  // 0: from kIndexerScoreBytes

@@ -13,6 +13,8 @@
 
 namespace dsinfer {
 
+class ThreadPool;
+
 #define DSINFER_DECLARE_OP(name, Args) virtual void name(const Args& a) = 0;
 class Backend {
  public:
@@ -41,6 +43,9 @@ class Backend {
   /// it the kernels depend on the call's row count (the model then calls them on runs of rows:
   /// model/row_runs.h). The CPU's exact sums have no bound.
   virtual int64_t max_invariant_rows() const { return INT64_MAX; }
+  /// Host threads the model may use for its own work between ops (the Engram lookups of a
+  /// prompt's chunk), or nullptr: the calling thread alone.
+  virtual ThreadPool* host_threads() { return nullptr; }
 };
 #undef DSINFER_DECLARE_OP
 

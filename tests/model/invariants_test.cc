@@ -103,6 +103,22 @@ TEST_F(Invariants, ChunkedPrefillEqualsOneShot) {
   for (int32_t t : {5, 77, 120}) EXPECT_EQ(run({decode(chunked, t)}), run({decode(one, t)}));
 }
 
+// The backend's thread count (the ops' and the host's Engram lookups: a prompt of 130 tokens or
+// more is split over the threads) changes no bit.
+TEST_F(Invariants, ThreadCountChangesNoBit) {
+  std::vector<int32_t> p;
+  while (p.size() < 300) p.insert(p.end(), prompts_[p.size() % 2].begin(), prompts_[p.size() % 2].end());
+  p.resize(300);
+  CpuBackend one_thread(1);
+  auto alone = Model::load(testing::data_dir() / "v41-tiny-b/checkpoint", one_thread, comm_);
+  ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+  SequenceState a = model_->new_sequence(), b = (*alone)->new_sequence();
+  std::vector<ForwardChunk> chunk = {prefill(b, p, 0, 300, 300)};
+  std::vector<float> got(vocab());
+  ASSERT_TRUE((*alone)->forward(chunk, got).ok());
+  EXPECT_EQ(run({prefill(a, p, 0, 300, 300)}), got);
+}
+
 TEST_F(Invariants, DecodeEqualsPrefillOfTheLongerSequenceAtOddPositions) {
   const auto& p = prompts_[1];
   // p = 40 and 42 are even: there the ratio-2 indexer reads the ratio-1 source's keys in decode

@@ -28,6 +28,7 @@ class CpuBackend final : public Backend {
       : pool_(std::make_unique<ThreadPool>(n_threads)), isa_(cpu::best_isa(options.isa_cap)) {}
   Device device() const override { return Device::kCpu; }
   ThreadPool& pool() { return *pool_; }
+  ThreadPool* host_threads() override { return pool_.get(); }
   cpu::Isa isa() const { return isa_; }  // the block dot products'
 
   DSINFER_OVERRIDE_MEMORY  // host memory, 64-byte aligned (memory.cc)
