@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace dsinfer {
@@ -17,6 +18,7 @@ struct StreamSample {
   double e2e = 0;
   std::vector<double> itl;  // seconds between consecutive events with text
   int64_t prompt_tokens = 0, output_tokens = 0;
+  std::string error;  // why not ok: the HTTP status and the server's message, or the connection's error
 };
 
 struct LatencySamples {

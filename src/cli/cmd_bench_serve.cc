@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -40,9 +42,19 @@ std::string random_prompt(int words, std::mt19937_64& rng) {
   return s;
 }
 
-StreamSample run_one(const BenchServeOptions& o, const std::string& prompt) {
-  httplib::Client c(o.host, o.port);
-  c.set_read_timeout(600);
+// The server's message in an error response's body (OpenAI's {"error": {"message": ...}}), else
+// the body, else the status line's reason.
+std::string error_message(const std::string& body, const std::string& reason) {
+  const auto parsed = parse_json(body, "error response");
+  if (parsed.ok() && parsed->contains("error") && (*parsed)["error"].is_object() &&
+      (*parsed)["error"].value("message", "") != "")
+    return (*parsed)["error"]["message"].get<std::string>();
+  return body.empty() ? reason : body.substr(0, 200);
+}
+
+// One request on the client thread's connection `c` (kept alive between its requests, as a
+// benchmark client's pool does: `concurrency` connections in all, not one a request).
+StreamSample run_one(const BenchServeOptions& o, httplib::Client& c, const std::string& prompt) {
   Json body = {{"model", o.model}, {"prompt", prompt}, {"max_tokens", o.output_len},
                {"temperature", 0}, {"stream", true},   {"stream_options", {{"include_usage", true}}}};
   httplib::Request req;
@@ -52,10 +64,19 @@ StreamSample run_one(const BenchServeOptions& o, const std::string& prompt) {
   if (!o.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + o.api_key);
   req.body = body.dump();
   StreamSample s;
-  std::string buffer;
+  std::string buffer, error_body;
   const auto start = Clock::now();
   auto last = start;
+  int status = 0;
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    return true;
+  };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (status != 200) {  // an error's body, for its message
+      error_body.append(data, std::min<size_t>(n, 4096 - std::min<size_t>(4096, error_body.size())));
+      return true;
+    }
     buffer.append(data, n);
     for (size_t end; (end = buffer.find("\n\n")) != std::string::npos; buffer.erase(0, end + 2)) {
       const std::string line = buffer.substr(0, end);
@@ -81,6 +102,10 @@ StreamSample run_one(const BenchServeOptions& o, const std::string& prompt) {
   auto r = c.send(req);
   s.e2e = std::chrono::duration<double>(Clock::now() - start).count();
   s.ok = r && r->status == 200;
+  if (!r)
+    s.error = "connection: " + httplib::to_string(r.error());
+  else if (!s.ok)
+    s.error = fmt::format("HTTP {}: {}", r->status, error_message(error_body, r->reason));
   return s;
 }
 
@@ -98,6 +123,9 @@ void print_stat(const char* name, std::vector<double> v) {
 }
 
 int run_bench_serve(const BenchServeOptions& o) {
+  // A connection the server closes (a refused or timed-out request) is an error to count, not a
+  // signal that ends the benchmark.
+  std::signal(SIGPIPE, SIG_IGN);
   std::mt19937_64 rng(o.seed);
   std::vector<std::string> prompts;
   for (int i = 0; i < o.num_prompts; ++i) prompts.push_back(random_prompt(o.input_len, rng));
@@ -107,12 +135,20 @@ int run_bench_serve(const BenchServeOptions& o) {
   std::vector<std::thread> clients;
   for (int t = 0; t < o.concurrency; ++t)
     clients.emplace_back([&] {
-      for (int i; (i = next.fetch_add(1)) < static_cast<int>(prompts.size());) samples[i] = run_one(o, prompts[i]);
+      httplib::Client c(o.host, o.port);
+      c.set_keep_alive(true);
+      c.set_read_timeout(600);
+      for (int i; (i = next.fetch_add(1)) < static_cast<int>(prompts.size());) samples[i] = run_one(o, c, prompts[i]);
     });
   for (auto& t : clients) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   const LatencySamples l = latency_samples(samples);
   const int ok = l.ok;
+  std::map<std::string, int> failures;  // by reason
+  for (const StreamSample& s : samples)
+    if (!s.ok) ++failures[s.error];
+  for (const auto& [why, count] : failures)
+    std::printf("failed: %d request%s: %s\n", count, count == 1 ? "" : "s", why.c_str());
   const int64_t in_tokens = l.prompt_tokens, out_tokens = l.output_tokens;
   if (ok == 0) return report_error(error(ErrorKind::kIo, fmt::format("no request to {}:{} succeeded", o.host, o.port)));
   std::printf("requests: %d ok of %zu, concurrency %d, %.2f s\n", ok, samples.size(), o.concurrency, wall);

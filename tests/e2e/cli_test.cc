@@ -43,9 +43,15 @@ CliRun run(const std::string& args, const std::string& stdin_file = "/dev/null")
 // counted a TTFT of zero before, and a TPOT over its whole time), and is counted apart.
 TEST(BenchServeStats, ARequestThatStreamedNoTextHasNoTtft) {
   const StreamSample samples[] = {
-      {.ok = true, .ttft = 0.5, .e2e = 2.5, .itl = {0.25, 0.75}, .prompt_tokens = 10, .output_tokens = 5},
-      {.ok = true, .ttft = std::nullopt, .e2e = 3.0, .itl = {}, .prompt_tokens = 12, .output_tokens = 8},
-      {.ok = false, .ttft = 0.1, .e2e = 0.2, .itl = {}, .prompt_tokens = 0, .output_tokens = 0}};
+      {.ok = true, .ttft = 0.5, .e2e = 2.5, .itl = {0.25, 0.75}, .prompt_tokens = 10, .output_tokens = 5, .error = ""},
+      {.ok = true, .ttft = std::nullopt, .e2e = 3.0, .itl = {}, .prompt_tokens = 12, .output_tokens = 8, .error = ""},
+      {.ok = false,
+       .ttft = 0.1,
+       .e2e = 0.2,
+       .itl = {},
+       .prompt_tokens = 0,
+       .output_tokens = 0,
+       .error = "HTTP 503: busy"}};
   const LatencySamples l = latency_samples(samples);
   EXPECT_EQ(l.ok, 2);
   EXPECT_EQ(l.without_text, 1);

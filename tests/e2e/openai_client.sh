@@ -28,3 +28,16 @@ node "$work/openai_client.mjs" "http://127.0.0.1:$port/v1" test-key
 "$dsinfer" bench-serve --port "$port" --api-key test-key --input-len 8 --output-len 4 --num-prompts 4 \
   --concurrency 2 | tee "$work/bench.txt"
 grep -q "requests: 4 ok of 4" "$work/bench.txt"
+# bench-serve keeps a connection a client: at the server's per-client cap (64 by default) every
+# request is served (a connection a request races the server's count of the closed ones)
+"$dsinfer" bench-serve --port "$port" --api-key test-key --input-len 8 --output-len 2 --num-prompts 192 \
+  --concurrency 64 >"$work/bench64.txt"
+grep -q "requests: 192 ok of 192" "$work/bench64.txt" || { cat "$work/bench64.txt"; exit 1; }
+# and says why requests failed, with a failing exit status
+if "$dsinfer" bench-serve --port "$port" --api-key wrong-key --input-len 8 --output-len 2 --num-prompts 2 \
+  --concurrency 2 >"$work/refused.txt" 2>&1; then
+  cat "$work/refused.txt"
+  echo "bench-serve: refused requests counted as a success"
+  exit 1
+fi
+grep -q "failed: 2 requests: HTTP 401: invalid or missing API key" "$work/refused.txt" || { cat "$work/refused.txt"; exit 1; }
