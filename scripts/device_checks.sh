@@ -4,7 +4,7 @@
 # build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [profile] [breakdown] [kprofile] [pfwindow]
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [profile] [breakdown] [kprofile] [pfwindow]
 #   (default: the first three)
 # GOLDEN_KERNELS (default "auto"; or fma, gemv, mma) picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
@@ -85,6 +85,23 @@ PY
   for c in 1 8 32; do
     $dsinfer bench-serve --port 8123 --input-len 64 --output-len 32 --num-prompts 64 --concurrency $c 2>&1 |
       tee "$out/bench_serve_c$c.txt"
+  done
+  kill $server; wait $server 2>/dev/null
+fi
+
+# underload: the Flash-shaped checkpoint (the flash step's, or made here; its big weights load as
+# zeros, its random head and padded tokenizer stream text) served on the GPU, and bench-serve with
+# ~1K-token prompts and 256 output tokens at concurrency 1, 16 and 64, LOAD_ROUNDS requests a
+# client (default 2: the second round meets the first's decodes).
+if [[ $steps == *underload* ]]; then
+  flash=/tmp/dsinfer_flash_bench
+  [ -f $flash/config.json ] || build-cuda/bench/cuda_decode_bench --flash 64 --steps 8 --batch 1 --context 4096 >/dev/null
+  $dsinfer serve --device cuda --model $flash --speculative off --max-running 64 --port 8124 >"$out/flash_serve.log" 2>&1 &
+  server=$!
+  for _ in $(seq 600); do curl -sf localhost:8124/health >/dev/null && break; sleep 0.5; done
+  for c in 1 16 64; do
+    $dsinfer bench-serve --port 8124 --input-len 340 --output-len 256 --num-prompts $((c * ${LOAD_ROUNDS:-2})) \
+      --concurrency $c 2>&1 | tee "$out/flash_bench_serve_c$c.txt"
   done
   kill $server; wait $server 2>/dev/null
 fi
