@@ -73,8 +73,8 @@ StreamSample run_one(const BenchServeOptions& o, httplib::Client& c, const std::
     return true;
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    if (status != 200) {  // an error's body, for its message
-      error_body.append(data, std::min<size_t>(n, 4096 - std::min<size_t>(4096, error_body.size())));
+    if (status != 200) {  // an error's body (its first 4 KiB), for its message
+      if (error_body.size() < 4096) error_body.append(data, std::min(n, 4096 - error_body.size()));
       return true;
     }
     buffer.append(data, n);
