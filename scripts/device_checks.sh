@@ -92,7 +92,8 @@ fi
 # underload: the Flash-shaped checkpoint (the flash step's, or made here; its big weights load as
 # zeros, its random head and padded tokenizer stream text) served on the GPU, and bench-serve with
 # ~1K-token prompts and 256 output tokens at concurrency 1, 16 and 64, LOAD_ROUNDS requests a
-# client (default 2: the second round meets the first's decodes).
+# client (default 2: the second round meets the first's decodes), sent at once or, with LOAD_RATE,
+# at that many requests a second.
 if [[ $steps == *underload* ]]; then
   flash=/tmp/dsinfer_flash_bench
   [ -f $flash/config.json ] || build-cuda/bench/cuda_decode_bench --flash 64 --steps 8 --batch 1 --context 4096 >/dev/null
@@ -101,7 +102,7 @@ if [[ $steps == *underload* ]]; then
   for _ in $(seq 600); do curl -sf localhost:8124/health >/dev/null && break; sleep 0.5; done
   for c in 1 16 64; do
     $dsinfer bench-serve --port 8124 --input-len 340 --output-len 256 --num-prompts $((c * ${LOAD_ROUNDS:-2})) \
-      --concurrency $c 2>&1 | tee "$out/flash_bench_serve_c$c.txt"
+      --concurrency $c ${LOAD_RATE:+--request-rate $LOAD_RATE} 2>&1 | tee "$out/flash_bench_serve_c$c.txt"
   done
   kill $server; wait $server 2>/dev/null
 fi

@@ -1,16 +1,33 @@
-// What `dsinfer bench-serve` keeps of each streamed request, and the latency samples over many: a
+// When `dsinfer bench-serve` sends each request, what it keeps of each streamed request, and the
+// latency samples over many: a
 // request's first token is the first event that carries text, so a request whose output renders
 // no text at all (a random-weight model's special or partial tokens) has no TTFT and no TPOT; it
 // is counted apart instead of taking a TTFT of zero.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace dsinfer {
+
+/// Seconds from the start at which each of `n` requests is sent: a Poisson process of `rate`
+/// requests a second (exponential gaps, seeded), or all at once for an infinite rate (the clients
+/// then keep `concurrency` requests in flight).
+inline std::vector<double> arrival_times(int n, double rate, uint64_t seed) {
+  std::vector<double> at(static_cast<size_t>(n), 0.0);
+  if (std::isinf(rate)) return at;
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<double> gap(rate);
+  double t = 0;
+  for (double& a : at) a = t += gap(rng);
+  return at;
+}
 
 struct StreamSample {
   bool ok = false;

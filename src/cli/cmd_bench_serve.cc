@@ -1,5 +1,6 @@
 // `dsinfer bench-serve`: load on a running server (like `vllm bench serve`): random prompts of
-// about --input-len words, --output-len tokens each, --concurrency clients at once; prints request
+// about --input-len words, --output-len tokens each, --concurrency clients at once, sent all at
+// once or at --request-rate requests a second (Poisson arrivals); prints request
 // and token throughput and TTFT / TPOT / ITL mean, median and p99 (streamed text completions, so
 // the times are what a client sees).
 #include <httplib.h>
@@ -7,10 +8,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -28,6 +30,7 @@ using Clock = std::chrono::steady_clock;
 struct BenchServeOptions {
   std::string host = "127.0.0.1", api_key, model = "dsinfer";
   int port = 8000, input_len = 128, output_len = 64, num_prompts = 32, concurrency = 8;
+  double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 1;
 };
 
@@ -123,12 +126,17 @@ void print_stat(const char* name, std::vector<double> v) {
 }
 
 int run_bench_serve(const BenchServeOptions& o) {
+  if (!(o.request_rate > 0))
+    return report_error(
+        error(ErrorKind::kInvalidArgument,
+              fmt::format("--request-rate: {} is not a positive number of requests a second", o.request_rate)));
   // A connection the server closes (a refused or timed-out request) is an error to count, not a
   // signal that ends the benchmark.
   std::signal(SIGPIPE, SIG_IGN);
   std::mt19937_64 rng(o.seed);
   std::vector<std::string> prompts;
   for (int i = 0; i < o.num_prompts; ++i) prompts.push_back(random_prompt(o.input_len, rng));
+  const std::vector<double> arrivals = arrival_times(o.num_prompts, o.request_rate, o.seed);
   std::vector<StreamSample> samples(prompts.size());
   std::atomic<int> next{0};
   const auto start = Clock::now();
@@ -138,7 +146,11 @@ int run_bench_serve(const BenchServeOptions& o) {
       httplib::Client c(o.host, o.port);
       c.set_keep_alive(true);
       c.set_read_timeout(600);
-      for (int i; (i = next.fetch_add(1)) < static_cast<int>(prompts.size());) samples[i] = run_one(o, c, prompts[i]);
+      for (int i; (i = next.fetch_add(1)) < static_cast<int>(prompts.size());) {
+        std::this_thread::sleep_until(
+            start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[i])));
+        samples[i] = run_one(o, c, prompts[i]);
+      }
     });
   for (auto& t : clients) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
@@ -151,7 +163,8 @@ int run_bench_serve(const BenchServeOptions& o) {
     std::printf("failed: %d request%s: %s\n", count, count == 1 ? "" : "s", why.c_str());
   const int64_t in_tokens = l.prompt_tokens, out_tokens = l.output_tokens;
   if (ok == 0) return report_error(error(ErrorKind::kIo, fmt::format("no request to {}:{} succeeded", o.host, o.port)));
-  std::printf("requests: %d ok of %zu, concurrency %d, %.2f s\n", ok, samples.size(), o.concurrency, wall);
+  std::printf("requests: %d ok of %zu, concurrency %d, %s, %.2f s\n", ok, samples.size(), o.concurrency,
+              std::isinf(o.request_rate) ? "sent at once" : fmt::format("{:g} a second", o.request_rate).c_str(), wall);
   std::printf("input: %.1f tokens a request; output: %.1f tokens a request\n", static_cast<double>(in_tokens) / ok,
               static_cast<double>(out_tokens) / ok);
   std::printf("throughput: %.2f requests/s, %.1f output tokens/s, %.1f total tokens/s\n", ok / wall, out_tokens / wall,
@@ -177,7 +190,11 @@ void register_bench_serve(CLI::App& app, CommandResult& result) {
   cmd->add_option("--input-len", o->input_len, "Words per prompt")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--output-len", o->output_len, "max_tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--num-prompts", o->num_prompts)->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--concurrency", o->concurrency)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--concurrency", o->concurrency, "Requests in flight at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--request-rate", o->request_rate,
+                  "Requests a second, sent at Poisson arrival times (default: all at once)");
   cmd->add_option("--seed", o->seed)->capture_default_str();
   cmd->callback([o, &result] { result.exit_code = run_bench_serve(*o); });
 }

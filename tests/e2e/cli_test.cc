@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -61,6 +62,20 @@ TEST(BenchServeStats, ARequestThatStreamedNoTextHasNoTtft) {
   EXPECT_EQ(l.tpot, std::vector<double>{0.5});  // (2.5 - 0.5) / 4
   EXPECT_EQ(l.itl, (std::vector<double>{0.25, 0.75}));
   EXPECT_EQ(l.e2e, (std::vector<double>{2.5, 3.0}));
+}
+
+// bench-serve's arrivals: all at once for an infinite rate; else a seeded Poisson process whose
+// gaps average 1 / rate.
+TEST(BenchServeStats, ArrivalTimesArePoissonAtTheRate) {
+  EXPECT_EQ(arrival_times(3, std::numeric_limits<double>::infinity(), 1), (std::vector<double>{0, 0, 0}));
+  const std::vector<double> at = arrival_times(20000, 8.0, 7);
+  EXPECT_TRUE(std::is_sorted(at.begin(), at.end()));
+  EXPECT_GT(at.front(), 0.0);
+  EXPECT_NEAR(at.back() / 20000.0, 1.0 / 8.0, 0.03 / 8.0);  // 20,000 gaps: the mean within 4 sigma
+  double squares = 0;                                       // an exponential gap's variance is its mean squared
+  for (size_t i = 1; i < at.size(); ++i) squares += (at[i] - at[i - 1]) * (at[i] - at[i - 1]);
+  EXPECT_NEAR(squares / 19999.0, 2.0 / 64.0, 0.08 * 2.0 / 64.0);  // E[gap^2] = 2 / rate^2, within 5 sigma
+  EXPECT_EQ(arrival_times(50, 8.0, 7), std::vector<double>(at.begin(), at.begin() + 50));  // seeded
 }
 
 TEST(Cli, InspectFlashConfigPrintsTheSpecSizes) {

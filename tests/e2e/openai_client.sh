@@ -41,3 +41,9 @@ if "$dsinfer" bench-serve --port "$port" --api-key wrong-key --input-len 8 --out
   exit 1
 fi
 grep -q "failed: 2 requests: HTTP 401: invalid or missing API key" "$work/refused.txt" || { cat "$work/refused.txt"; exit 1; }
+# at a request rate (Poisson arrivals), and a rate that is no rate refused by name
+"$dsinfer" bench-serve --port "$port" --api-key test-key --input-len 8 --output-len 2 --num-prompts 6 \
+  --concurrency 2 --request-rate 40 >"$work/rate.txt"
+grep -q "requests: 6 ok of 6, concurrency 2, 40 a second" "$work/rate.txt" || { cat "$work/rate.txt"; exit 1; }
+if "$dsinfer" bench-serve --port "$port" --request-rate 0 2>"$work/rate0.txt"; then exit 1; fi
+grep -q -- "--request-rate: 0 is not a positive number" "$work/rate0.txt" || { cat "$work/rate0.txt"; exit 1; }
