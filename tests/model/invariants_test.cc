@@ -103,7 +103,7 @@ TEST_F(Invariants, ChunkedPrefillEqualsOneShot) {
   for (int32_t t : {5, 77, 120}) EXPECT_EQ(run({decode(chunked, t)}), run({decode(one, t)}));
 }
 
-// The backend's thread count (the ops' and the host's Engram lookups: a prompt of 130 tokens or
+// The backend's thread count (the ops' and the host's Engram lookups: a prompt of 128 tokens or
 // more is split over the threads) changes no bit.
 TEST_F(Invariants, ThreadCountChangesNoBit) {
   std::vector<int32_t> p;
