@@ -16,10 +16,8 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "core/threading.h"
 #include "e2e/synthetic_model.h"
 #include "model/model.h"
 #include "runtime/model_runner.h"
@@ -50,7 +48,7 @@ class NullBackend final : public Backend, private StepGraphs {
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_on_device(void*, const void*, size_t) override { ++calls; }
   StepGraphs* step_graphs() override { return this; }
-  // As CudaBackend's: up to 8 of the host's threads.
+  // As a device backend's (device_host_thread_count).
   ThreadPool* host_threads() override { return &threads_; }
 
   // routed_experts too: on the device's choice, as CudaBackend runs a decode step's.
@@ -77,7 +75,7 @@ class NullBackend final : public Backend, private StepGraphs {
     return INT64_MAX;
   }
   std::vector<uint8_t> staging_ = std::vector<uint8_t>(size_t{2} << 20);
-  ThreadPool threads_{static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())))};
+  ThreadPool threads_{device_host_thread_count()};
 };
 
 std::vector<int> int_list(const std::string& s) {

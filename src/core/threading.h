@@ -12,6 +12,9 @@
 
 namespace dsinfer {
 
+/// The host's hardware threads (at least 1).
+int hardware_threads();
+
 class ThreadPool {
  public:
   /// n_threads <= 0: one per hardware thread.

@@ -8,12 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <algorithm>
+
+#include "core/threading.h"
 #include "ops/args.h"
 #include "ops/step_graphs.h"
 
 namespace dsinfer {
-
-class ThreadPool;
 
 #define DSINFER_DECLARE_OP(name, Args) virtual void name(const Args& a) = 0;
 class Backend {
@@ -48,6 +49,12 @@ class Backend {
   virtual ThreadPool* host_threads() { return nullptr; }
 };
 #undef DSINFER_DECLARE_OP
+
+/// The threads of a device backend's host_threads(): up to 8 of the host's, idle while the device
+/// runs the ops.
+inline int device_host_thread_count() {
+  return std::min(8, hardware_threads());
+}
 
 /// In a backend's class: the declarations of every op of the list, and of the memory calls.
 #define DSINFER_OVERRIDE_OP(name, Args) void name(const Args& a) override;

@@ -10,18 +10,15 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
-#include <thread>
 
 #include "backends/cuda/memory.h"
 #include "backends/cuda/options.h"
 #include "backends/cuda/routed_experts.h"
 #include "backends/cuda/step_graphs.h"
-#include "core/threading.h"
 #include "ops/backend.h"
 
 struct cublasContext;  // cublasHandle_t's pointee (cublas_v2.h stays out of this header)
@@ -78,7 +75,6 @@ class CudaBackend final : public Backend {
   /// (routed_experts_grouped_on_host).
   int64_t max_tokens_without_reads() const override { return options_.routed_tokens; }
   int64_t max_invariant_rows() const override;  // below cuBLAS's rows (linear_dispatch.h)
-  /// A few of the host's threads, idle while the device runs the ops.
   ThreadPool* host_threads() override { return &host_threads_; }
 
  private:
@@ -125,7 +121,7 @@ class CudaBackend final : public Backend {
     cuda::Scratch markov;                  // the Markov chain's best column of each tile
   } scratch_;
   cublasContext* cublas_ = nullptr;  // made on the first large batch
-  ThreadPool host_threads_{static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())))};
+  ThreadPool host_threads_{device_host_thread_count()};
 };
 
 }  // namespace dsinfer
