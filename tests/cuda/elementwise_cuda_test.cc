@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -192,11 +193,32 @@ TEST_F(CudaRowOps, CompressPoolAndEngramGate) {
   expect_close_bf16(dx.get(), x, "engram_gate");
 }
 
+struct HcMixesOut {
+  std::vector<float> pre, post, comb;
+};
+
+// The mixes of n tokens (rows of x from token `first` on) on the GPU.
+HcMixesOut gpu_hc_mixes(const std::vector<uint16_t>& x, int first, int n, int hc, int dim, const std::vector<float>& fn,
+                        const std::vector<float>& scale, const std::vector<float>& base) {
+  const size_t row = static_cast<size_t>(hc) * dim;
+  DeviceCopy<uint16_t> dx(std::vector<uint16_t>(x.begin() + first * row, x.begin() + (first + n) * row));
+  DeviceCopy<float> dfn(fn), dscale(scale), dbase(base), dpre(std::vector<float>(n * hc)),
+      dpost(std::vector<float>(n * hc)), dcomb(std::vector<float>(n * hc * hc));
+  cuda::HcMixesParams p;
+  p.x = dx.p, p.x_stride = static_cast<int64_t>(row), p.fn = dfn.p, p.scale = dscale.p, p.base = dbase.p;
+  p.norm_eps = 1e-6f, p.hc_eps = 1e-6f, p.sinkhorn_iters = 20, p.pre = dpre.p, p.post = dpost.p, p.comb = dcomb.p;
+  p.n = n, p.hc = hc, p.dim = dim;
+  DeviceCopy<double> dpartial(std::vector<double>(cuda::hc_mixes_workspace_bytes(p) / sizeof(double)));
+  p.partial = dpartial.p;
+  EXPECT_EQ(cuda::launch_hc_mixes(p), cudaSuccess);
+  return {dpre.get(), dpost.get(), dcomb.get()};
+}
+
 TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
-  // Batches of each kernel and chunking of the projections (a block a token and projection in 16,
-  // 4 or 1 chunks a row; from 128 tokens tiles of 8 tokens and 32 projections, in 2 or 1 chunks);
-  // V4.1's 4 copies (a lane an element of the combination) and 6 and 8 (two a lane; 49 and 81
-  // projections with the norm: two and three tiles of projections).
+  // Batches of each kernel (a block a token, projection and chunk of the row; from 128 tokens
+  // tiles of 128 tokens and 32 projections on the fp64 tensor cores, the last tile partial);
+  // V4.1's 4 copies (a lane an element of the combination) and 6 and 8 (two a lane; 48 and 80
+  // projections: two and three tiles of projections, the last partial).
   for (const auto& [n, hc] : {std::pair{3, 4}, {6, 4}, {17, 4}, {300, 4}, {5, 6}, {130, 6}, {2, 8}, {129, 8}}) {
     const int dim = 5120, mix = (2 + hc) * hc;
     const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 30);
@@ -207,23 +229,22 @@ TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
                   view(scale.data(), DType::kF32, {3}), view(base.data(), DType::kF32, {mix}), 1e-6, 1e-6, 20,
                   view(pre.data(), DType::kF32, {n, hc}), view(post.data(), DType::kF32, {n, hc}),
                   view(comb.data(), DType::kF32, {n, hc, hc})});
-    DeviceCopy<uint16_t> dx(x);
-    DeviceCopy<float> dfn(fn), dscale(scale), dbase(base), dpre(std::vector<float>(pre.size())),
-        dpost(std::vector<float>(post.size())), dcomb(std::vector<float>(comb.size()));
-    cuda::HcMixesParams p;
-    p.x = dx.p, p.x_stride = static_cast<int64_t>(hc) * dim, p.fn = dfn.p, p.scale = dscale.p, p.base = dbase.p;
-    p.norm_eps = 1e-6f, p.hc_eps = 1e-6f, p.sinkhorn_iters = 20, p.pre = dpre.p, p.post = dpost.p, p.comb = dcomb.p;
-    p.n = n, p.hc = hc, p.dim = dim;
-    DeviceCopy<double> dpartial(std::vector<double>(cuda::hc_mixes_workspace_bytes(p) / sizeof(double)));
-    p.partial = dpartial.p;
-    ASSERT_EQ(cuda::launch_hc_mixes(p), cudaSuccess);
+    const HcMixesOut got = gpu_hc_mixes(x, 0, n, hc, dim, fn, scale, base);
     const auto close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
       for (size_t j = 0; j < got.size(); ++j)
         EXPECT_NEAR(got[j], want[j], 1e-5f * std::fabs(want[j]) + 1e-7f) << what << j;
     };
-    close(dpre.get(), pre, "pre");
-    close(dpost.get(), post, "post");
-    close(dcomb.get(), comb, "comb");
+    close(got.pre, pre, "pre");
+    close(got.post, post, "post");
+    close(got.comb, comb, "comb");
+    if (n < 300) continue;
+    // A token's mixes do not depend on the step's other tokens: its last 150 tokens alone (in
+    // other tiles, rows and lanes) give the same bits.
+    const int first = n - 150;
+    const HcMixesOut alone = gpu_hc_mixes(x, first, 150, hc, dim, fn, scale, base);
+    EXPECT_TRUE(std::equal(alone.pre.begin(), alone.pre.end(), got.pre.begin() + first * hc));
+    EXPECT_TRUE(std::equal(alone.post.begin(), alone.post.end(), got.post.begin() + first * hc));
+    EXPECT_TRUE(std::equal(alone.comb.begin(), alone.comb.end(), got.comb.begin() + first * hc * hc));
   }
 }
 

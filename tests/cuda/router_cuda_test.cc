@@ -19,7 +19,8 @@ namespace {
 using testing::from_device;
 using testing::to_device;
 
-// 5 tokens (a block a token and expert for the logits) and 130 (tiles of 8 tokens and 32 experts).
+// 5 tokens (a block a token and expert for the logits) and 130 (tiles of 64 tokens and 32 experts
+// on the fp64 tensor cores, the last partial).
 class CudaRouterTokens : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaRouterTokens, SameExpertsAndWeightsAsTheCpu) {

@@ -10,7 +10,7 @@ inline constexpr int kMaxBlocks = 1 << 20;  // a grid-stride kernel's grid, at m
 inline constexpr int kNormMaxChunks = 4;    // RMSNorm's 16-byte chunks a thread holds: rows up to 8192 values
 inline constexpr int kMaxHc = 8;            // hyper-connection copies (hc_post's registers, Sinkhorn's tiles)
 inline constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;  // the mixes' projections: pre, post, the combination
-inline constexpr int kMaxHcChunks = 16;                // the mixes' chunks of a row at most (batch 1)
+inline constexpr int kMaxHcChunks = 16;                // the mixes' chunks of a row (at every batch)
 inline constexpr int kStageBatch = 8;                  // loads a thread issues before their stores
 static_assert(kThreads <= 1024 && kThreads % kWarp == 0);
 // The block sums: a tree over kThreads (a power of two), or the warps' in order (kThreads / 32 of them).

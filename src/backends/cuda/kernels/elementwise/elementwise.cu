@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dmma_dots.cuh"
 #include "backends/cuda/common/reduce.cuh"
-#include "backends/cuda/common/tile_dots.cuh"
 #include "backends/cuda/kernels/elementwise/config.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
 
@@ -225,56 +225,61 @@ __global__ void sm90_bf16_engram_gate(EngramGateParams p) {
     x[d] = float_to_bf16(bf16_to_float(x[d]) + gate * bf16_to_float(value[d]));
 }
 
-// Steps of at least this many tokens (prefill) take the tiled kernel (common/tile_dots.cuh): a
-// block per kTileTokens tokens and chunk of the row, every projection and the norm. Fewer take a
-// block per (token, projection or the norm, chunk of the row), which fills the GPU at decode's
-// batches (the tiled kernel's few blocks do not), always in kMaxHcChunks chunks of the row so that
-// a decode step's totals are summed in the same order at every batch size (batch invariance).
-// The tiled kernel sums in another order, and its chunking follows the token count: a total can
+// Steps of at least this many tokens (prefill) take the tiled kernel on the fp64 tensor cores
+// (common/dmma_dots.cuh): a block per kHcTileTokens tokens, chunk of the row and kDotOutputs
+// projections. Fewer take a block per (token, projection or the norm, chunk of the row), which
+// fills the GPU at decode's batches (the tiled kernel's few blocks do not). Both split a row into
+// kMaxHcChunks chunks whatever the step's size, but sum a chunk in different orders: a total can
 // differ in its last double bits between a step under and over kHcTiledTokens tokens.
 constexpr int kHcTiledTokens = 128;
-constexpr int kHcFillBlocks = 264;  // two blocks for each of the H200's 132 SMs
+constexpr int kHcMTiles = 2;  // m8 tiles of tokens a warp
+constexpr int kHcTileTokens = dot_tile_tokens<kHcMTiles>();
 
 bool hc_tiled(const HcMixesParams& p) {
   const int64_t width = static_cast<int64_t>(p.hc) * p.dim;
-  return p.n >= kHcTiledTokens && tile_dots_aligned(p.x, p.x_stride, 2) && tile_dots_aligned(p.fn, width, 4);
+  return p.n >= kHcTiledTokens && width % 8 == 0 && dmma_dots_aligned(p.x, p.x_stride, 2) &&
+         dmma_dots_aligned(p.fn, width, 4);
 }
 
-int hc_chunks(const HcMixesParams& p) {
-  if (hc_tiled(p)) {
-    const int tiles = (p.n + kTileTokens - 1) / kTileTokens;
-    return std::clamp((kHcFillBlocks + tiles - 1) / tiles, 1, kMaxHcChunks);
-  }
-  return kMaxHcChunks;
-}
-
-__global__ void __launch_bounds__(kTileThreads, 2) sm90_bf16_hc_mixes_dots_tiled(HcMixesParams p, int chunks) {
-  __shared__ TileDotsStage stage;
+__global__ void __launch_bounds__(kDotThreads, 2) sm90_bf16_hc_mixes_dots_tiled(HcMixesParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
   const int mix = (2 + p.hc) * p.hc, outputs = mix + 1, ch = static_cast<int>(blockIdx.y);
-  const int first = static_cast<int>(blockIdx.z) * kTileOutputs;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileTokens;
-  const int tokens = p.n - t0 < kTileTokens ? static_cast<int>(p.n - t0) : kTileTokens;
-  // Chunks of whole pieces (the stage's loads take 4 values at a multiple of 4).
+  const int first = static_cast<int>(blockIdx.z) * kDotOutputs;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kHcTileTokens;
+  const int tokens = p.n - t0 < kHcTileTokens ? static_cast<int>(p.n - t0) : kHcTileTokens;
+  // Chunks of whole 8-value pieces (the copies' 16 bytes).
   const int64_t width = static_cast<int64_t>(p.hc) * p.dim;
-  const int64_t span = ((width + chunks - 1) / chunks + kTilePiece - 1) / kTilePiece * kTilePiece;
+  const int64_t span = ((width + kMaxHcChunks - 1) / kMaxHcChunks + 7) / 8 * 8;
   const int64_t begin = ch * span < width ? ch * span : width, end = begin + span < width ? begin + span : width;
-  double acc[kTileOutputsPerWarp][kTileTokens] = {};
-  tile_dots(
-      p.x + t0 * p.x_stride, p.x_stride, tokens, begin, end, first, outputs, mix,
-      [&](int o, int64_t j) { return *reinterpret_cast<const float4*>(p.fn + o * width + j); }, stage, acc);
+  const bool squares = blockIdx.z == 0;  // the norm's sum of squares, once a token
+  double acc[kHcMTiles][4][2] = {}, sq[kHcMTiles] = {};
+  dmma_dots<kHcMTiles>(p.x + t0 * p.x_stride, p.x_stride, tokens, p.fn + first * width, width,
+                       mix - first < kDotOutputs ? mix - first : kDotOutputs, begin, end, squares, smem, acc, sq);
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int i = 0; i < kTileOutputsPerWarp; ++i) {
-    const int o = first + i * kTileWarps + warp;
+  for (int m = 0; m < kHcMTiles; ++m) {
+    const int token = warp * 8 * kHcMTiles + m * 8 + g;
+    double* out = p.partial + (t0 + token) * outputs * kMaxHcChunks + ch;
+    const bool live = token < tokens;
 #pragma unroll
-    for (int t = 0; t < kTileTokens; ++t) {
-      const double sum = warp_sum(acc[i][t]);
-      if (lane == 0 && o < outputs && t < tokens) p.partial[((t0 + t) * outputs + o) * chunks + ch] = sum;
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int o = first + n * 8 + 2 * t + e;
+        if (live && o < mix) out[o * kMaxHcChunks] = acc[m][n][e];
+      }
+    if (squares) {  // the four lanes' columns of the token, in a fixed tree
+      double s = sq[m];
+      s += __shfl_xor_sync(kFullMask, s, 1);
+      s += __shfl_xor_sync(kFullMask, s, 2);
+      if (live && t == 0) out[mix * kMaxHcChunks] = s;
     }
   }
 }
 
-__global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p, int chunks) {
+__global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p) {
+  constexpr int chunks = kMaxHcChunks;
   __shared__ double scratch[kThreads];
   const int64_t t = blockIdx.x;
   const int o = static_cast<int>(blockIdx.y), mix = (2 + p.hc) * p.hc, ch = static_cast<int>(blockIdx.z);
@@ -323,7 +328,8 @@ __device__ inline void normalise(float (&c)[kSlots], int hc, bool rows, float ep
 // index order), so the result is the sequential loop's. First the projections' and the norm's
 // partial sums, added up in double in chunk order.
 template <int kSlots>
-__global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParams p, int chunks) {
+__global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParams p) {
+  constexpr int chunks = kMaxHcChunks;
   __shared__ float m[kMaxMix];
   __shared__ double sums[kMaxMix + 1], staged[(kMaxMix + 1) * kMaxHcChunks];
   const int64_t t = blockIdx.x;
@@ -416,25 +422,30 @@ cudaError_t launch_hc_mixes(const HcMixesParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.hc > kMaxHc || p.dim <= 0 || p.sinkhorn_iters < 1 || !p.partial)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  const int chunks = hc_chunks(p), outputs = (2 + p.hc) * p.hc + 1;
-  if (hc_tiled(p))
-    sm90_bf16_hc_mixes_dots_tiled<<<dim3(static_cast<unsigned>((p.n + kTileTokens - 1) / kTileTokens),
-                                         static_cast<unsigned>(chunks),
-                                         static_cast<unsigned>((outputs + kTileOutputs - 1) / kTileOutputs)),
-                                    kTileThreads, 0, p.stream>>>(p, chunks);
-  else
+  const int mix = (2 + p.hc) * p.hc, outputs = mix + 1;
+  if (hc_tiled(p)) {
+    constexpr int smem = dmma_dots_smem_bytes<kHcMTiles, float>();
+    static const cudaError_t opt_in =
+        cudaFuncSetAttribute(sm90_bf16_hc_mixes_dots_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (opt_in != cudaSuccess) return opt_in;
+    sm90_bf16_hc_mixes_dots_tiled<<<dim3(static_cast<unsigned>((p.n + kHcTileTokens - 1) / kHcTileTokens),
+                                         static_cast<unsigned>(kMaxHcChunks),
+                                         static_cast<unsigned>((mix + kDotOutputs - 1) / kDotOutputs)),
+                                    kDotThreads, smem, p.stream>>>(p);
+  } else {
     sm90_bf16_hc_mixes_dots<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>(outputs),
-                                   static_cast<unsigned>(chunks)),
-                              kThreads, 0, p.stream>>>(p, chunks);
+                                   static_cast<unsigned>(kMaxHcChunks)),
+                              kThreads, 0, p.stream>>>(p);
+  }
   if (p.hc * p.hc <= kWarp)
-    sm90_f32_hc_mixes_sinkhorn<1><<<static_cast<unsigned>(p.n), kWarp, 0, p.stream>>>(p, chunks);
+    sm90_f32_hc_mixes_sinkhorn<1><<<static_cast<unsigned>(p.n), kWarp, 0, p.stream>>>(p);
   else
-    sm90_f32_hc_mixes_sinkhorn<2><<<static_cast<unsigned>(p.n), kWarp, 0, p.stream>>>(p, chunks);
+    sm90_f32_hc_mixes_sinkhorn<2><<<static_cast<unsigned>(p.n), kWarp, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
 
 size_t hc_mixes_workspace_bytes(const HcMixesParams& p) {
-  return static_cast<size_t>(p.n) * ((2 + p.hc) * p.hc + 1) * hc_chunks(p) * sizeof(double);
+  return static_cast<size_t>(p.n) * ((2 + p.hc) * p.hc + 1) * kMaxHcChunks * sizeof(double);
 }
 
 cudaError_t launch_embed(const EmbedParams& p) {

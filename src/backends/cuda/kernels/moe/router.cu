@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dmma_dots.cuh"
 #include "backends/cuda/common/reduce.cuh"
-#include "backends/cuda/common/tile_dots.cuh"
 #include "backends/cuda/kernels/moe/config.h"
 #include "backends/cuda/kernels/moe/router.h"
 
@@ -41,35 +41,50 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_router_logits(RouterParams
   }
 }
 
-// The same logits for a tile of kTileTokens tokens and kTileOutputs experts a block
-// (common/tile_dots.cuh): x read once for all those experts, each weight once for all the tokens.
+// The same logits for a tile of tokens and kDotOutputs experts a block on the fp64 tensor cores
+// (common/dmma_dots.cuh): x read once for all those experts, each weight once for all the tokens.
 // Prefill chunks take it; the products are exact and summed in double either way (in another
 // order: a logit can differ from the other kernel's in its last fp32 bit in rare cases).
-template <bool kWeightF32>
-__global__ void __launch_bounds__(kTileThreads, 2) sm90_bf16_router_logits_tiled(RouterParams p) {
-  __shared__ TileDotsStage stage;
-  const int first = static_cast<int>(blockIdx.y) * kTileOutputs;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTileTokens;
-  const int tokens = p.n - t0 < kTileTokens ? static_cast<int>(p.n - t0) : kTileTokens;
-  double acc[kTileOutputsPerWarp][kTileTokens] = {};
-  const auto weights4 = [&](int e, int64_t j) {
-    if constexpr (kWeightF32)
-      return *reinterpret_cast<const float4*>(static_cast<const float*>(p.weight) + e * p.w_stride + j);
-    else
-      return bf16x4(static_cast<const uint16_t*>(p.weight) + e * p.w_stride + j);
-  };
-  tile_dots(p.x + t0 * p.x_stride, p.x_stride, tokens, 0, p.dim, first, p.experts, -1, weights4, stage, acc);
+constexpr int kRouterMTiles = 1;  // m8 tiles of tokens a warp: 64-token tiles, more blocks
+constexpr int kRouterTileTokens = dot_tile_tokens<kRouterMTiles>();
+
+template <class W>
+__global__ void __launch_bounds__(kDotThreads) sm90_bf16_router_logits_tiled(RouterParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int first = static_cast<int>(blockIdx.y) * kDotOutputs;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kRouterTileTokens;
+  const int tokens = p.n - t0 < kRouterTileTokens ? static_cast<int>(p.n - t0) : kRouterTileTokens;
+  double acc[kRouterMTiles][4][2] = {}, unused[kRouterMTiles] = {};
+  dmma_dots<kRouterMTiles>(p.x + t0 * p.x_stride, p.x_stride, tokens,
+                           static_cast<const W*>(p.weight) + first * p.w_stride, p.w_stride,
+                           p.experts - first < kDotOutputs ? p.experts - first : kDotOutputs, 0, p.dim,
+                           /*squares=*/false, smem, acc, unused);
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int i = 0; i < kTileOutputsPerWarp; ++i) {
-    const int e = first + i * kTileWarps + warp;
+  for (int m = 0; m < kRouterMTiles; ++m) {
+    const int token = warp * 8 * kRouterMTiles + m * 8 + g;
 #pragma unroll
-    for (int t = 0; t < kTileTokens; ++t) {
-      const double sum = warp_sum(acc[i][t]);
-      if (lane == 0 && e < p.experts && t < tokens)
-        p.logits[(t0 + t) * p.experts + e] = static_cast<float>(sum) / p.gate_temp;
-    }
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int expert = first + n * 8 + 2 * t + e;
+        if (token < tokens && expert < p.experts)
+          p.logits[(t0 + token) * p.experts + expert] = static_cast<float>(acc[m][n][e]) / p.gate_temp;
+      }
   }
+}
+
+template <class W>
+cudaError_t launch_router_logits_tiled(const RouterParams& p) {
+  constexpr int smem = dmma_dots_smem_bytes<kRouterMTiles, W>();
+  static const cudaError_t opt_in =
+      cudaFuncSetAttribute(sm90_bf16_router_logits_tiled<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (opt_in != cudaSuccess) return opt_in;
+  const dim3 tiles(static_cast<unsigned>((p.n + kRouterTileTokens - 1) / kRouterTileTokens),
+                   static_cast<unsigned>((p.experts + kDotOutputs - 1) / kDotOutputs));
+  sm90_bf16_router_logits_tiled<W><<<tiles, kDotThreads, smem, p.stream>>>(p);
+  return cudaGetLastError();
 }
 
 // Better candidate for the top-k: the larger key, ties to the lower expert (the CPU's order).
@@ -226,18 +241,18 @@ cudaError_t launch_router(const RouterParams& p) {
   if (p.n < 0 || p.dim <= 0 || p.k < 1 || p.k > kMaxK || p.k > p.experts || p.experts > kMaxExperts || !p.logits)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  const bool tiled = p.n >= kTiledRouterTokens && p.dim % 4 == 0 && tile_dots_aligned(p.x, p.x_stride, 2) &&
-                     tile_dots_aligned(p.weight, p.w_stride, p.weight_f32 ? 4 : 2);
-  const dim3 tiles(static_cast<unsigned>((p.n + kTileTokens - 1) / kTileTokens),
-                   static_cast<unsigned>((p.experts + kTileOutputs - 1) / kTileOutputs));
-  if (tiled && p.weight_f32)
-    sm90_bf16_router_logits_tiled<true><<<tiles, kTileThreads, 0, p.stream>>>(p);
-  else if (tiled)
-    sm90_bf16_router_logits_tiled<false><<<tiles, kTileThreads, 0, p.stream>>>(p);
-  else
+  const bool tiled = p.n >= kTiledRouterTokens && p.dim % 8 == 0 && dmma_dots_aligned(p.x, p.x_stride, 2) &&
+                     dmma_dots_aligned(p.weight, p.w_stride, p.weight_f32 ? 4 : 2);
+  if (tiled) {
+    if (const cudaError_t e =
+            p.weight_f32 ? launch_router_logits_tiled<float>(p) : launch_router_logits_tiled<uint16_t>(p);
+        e != cudaSuccess)
+      return e;
+  } else {
     sm90_bf16_router_logits<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>(p.experts)), kThreads, 0,
                               p.stream>>>(p);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
   sm90_f32_router_select<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
   return cudaGetLastError();
 }
