@@ -26,7 +26,8 @@ using testing::to_device;
 // The CUDA sparse attention of n queries against the CPU's: 98 % bit-equal; each output within 2
 // bf16 ulps or, where a probability rounded to bf16 the other way (its fp32 score a rounding off
 // the exact one) moves an output near zero by many ulps, within 2^-12 of the largest |value|.
-// And batch-invariant: a token alone gives the same bits.
+// And batch-invariant: a token alone gives the same bits (from 128 tokens a call takes the fused
+// kernel, a token alone the three passes: the same bits either way).
 void check_sparse_attn(int n, int heads, int d, int n_win, int n_cmp, int k) {
   CpuBackend cpu(0);
   const std::vector<uint16_t> q = testing::random_bf16(static_cast<size_t>(n) * heads * d, 1, 0.5f),
@@ -80,12 +81,15 @@ void check_sparse_attn(int n, int heads, int d, int n_win, int n_cmp, int k) {
     cuda::SparseAttnParams one = p;
     one.q += static_cast<int64_t>(t) * p.q_stride, one.idx += static_cast<int64_t>(t) * k, one.n = 1;
     uint16_t* dout1 = to_device(std::vector<uint16_t>(static_cast<size_t>(heads) * d, 0xFFFF));
-    one.out = dout1;
+    float* scores1 = nullptr;  // its own workspace: a call of many tokens takes the fused kernel, which needs none
+    ASSERT_EQ(cudaMalloc(&scores1, cuda::sparse_attn_workspace_bytes(one)), cudaSuccess);
+    one.out = dout1, one.scores = scores1;
     ASSERT_EQ(cuda::launch_sparse_attn(one), cudaSuccess);
     const std::vector<uint16_t> alone = from_device(dout1, static_cast<size_t>(heads) * d);
     EXPECT_TRUE(std::equal(alone.begin(), alone.end(), got.begin() + static_cast<int64_t>(t) * heads * d))
         << "token " << t << " alone differs from itself among " << n;
     cudaFree(dout1);
+    cudaFree(scores1);
   }
   for (void* v : {static_cast<void*>(dq), static_cast<void*>(dwin), static_cast<void*>(dcmp), static_cast<void*>(dout),
                   static_cast<void*>(didx), static_cast<void*>(dsink), static_cast<void*>(scores)})
@@ -99,8 +103,9 @@ TEST(CudaAttention, SparseAttnWithSinkOverWindowAndCompressedRows) {
 
 TEST(CudaAttention, SparseAttnOverSeveralTokenPassesAndPartialBlocks) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  check_sparse_attn(300, 2, 64, 40, 90, 70);      // more tokens than one pass; a 64-row block cut short
-  check_sparse_attn(40, 64, 512, 128, 600, 640);  // a decode batch's full head groups
+  check_sparse_attn(300, 2, 64, 40, 90, 70);       // more tokens than one pass; a 64-row block cut short
+  check_sparse_attn(40, 64, 512, 128, 600, 640);   // a decode batch's full head groups
+  check_sparse_attn(130, 64, 512, 128, 600, 640);  // a prefill chunk's (the fused kernel)
 }
 
 // The CUDA indexer scores of n queries against T keys (some queries see fewer), each query reading

@@ -41,6 +41,18 @@ __device__ inline void mma_e4m3(const uint32_t a[4], uint32_t b0, uint32_t b1, f
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/// Four 8 x 8 b16 matrices of shared memory: lanes 8m .. 8m + 7 give the addresses of matrix m's
+/// rows (16 bytes each, 16-byte aligned); lane (g, q) gets row g's elements 2q, 2q + 1 of each. From
+/// a row-major M x K tile, A's fragment takes matrices at (rows 0-7, K 0-7), (8-15, 0-7), (0-7,
+/// 8-15), (8-15, 8-15); from a row-major N x K tile, the B fragments of two n8 blocks (b0, b1 each)
+/// take (rows 0-7, K 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 /// Four 8 x 8 b16 matrices of shared memory, transposed: lanes 8m .. 8m + 7 give the addresses of
 /// matrix m's rows (16 bytes each, 16-byte aligned). From a row-major K x N tile, the B fragments
 /// (b0, b1) of one n8 column block take matrices at K rows 0-7 and 8-15.

@@ -1,8 +1,9 @@
 // sm90_bf16_sparse_attn_scores, sm90_f32_sparse_attn_softmax, sm90_bf16_sparse_attn_values: the sparse attention
-// in three passes (scores, the softmax, the value sums). It keeps the CPU's structure (the online softmax over the
-// reference's 64-row blocks in row order, P rounded to bf16, each block's value sums folded into the fp32 accumulator
-// in block order) but sums its dot products and a block's values on bf16 tensor cores (fp32 sums), in an order fixed
-// per output.
+// in three passes (scores, the softmax, the value sums); sm90_bf16_sparse_attn_fused: the same in one kernel, with
+// the same bits, for calls of many tokens. They keep the CPU's structure (the online softmax over the reference's
+// 64-row blocks in row order, P rounded to bf16, each block's value sums folded into the fp32 accumulator in block
+// order) but sum their dot products and a block's values on bf16 tensor cores (fp32 sums), in an order fixed per
+// output.
 #include <algorithm>
 #include <cmath>
 
@@ -264,6 +265,165 @@ __global__ void __launch_bounds__(kWarps* kWarp)
   }
 }
 
+// The three passes in one kernel, with the same bits (calls of many tokens): a block per (token,
+// 64 heads) holds the token's q in shared memory and streams its softmax blocks' rows through two
+// stages, reading each row once for both products and keeping the scores and P on chip. For each
+// block: the scores (warp (tile, half): its 16 heads and 32 of the block's slots, the scores
+// pass's mma chain over d), the block's maxima of both halves, P as the softmax pass forms it (and
+// its block sums by the same xor tree: warp w sums heads 8w .. 8w + 7), then the value sums (warp
+// (tile, half): its 16 heads and half the dims, the value pass's chains over the block's 16-row
+// steps) folded into the accumulators with alpha.
+constexpr int kFusedHeads = 16 * kFusedHeadTiles;
+constexpr int kPfStride =
+    kSoftmaxBlock + 8;  // floats a row of P in fp32: a half warp's 8-byte stores on distinct banks
+
+__global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_fused(SparseAttnParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
+  const int64_t t = blockIdx.x;
+  const int h0 = static_cast<int>(blockIdx.y) * kFusedHeads;
+  const int d = p.d, k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock, rs = d + 8, pieces = d / 8;
+  uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* rows = qs + kFusedHeads * rs;  // stage s: rows + s * kSoftmaxBlock * rs
+  uint16_t* ps = rows + 2 * kSoftmaxBlock * rs;
+  float* pf = reinterpret_cast<float*>(ps + kFusedHeads * kPStride);
+  float* half_max = pf + kFusedHeads * kPfStride;  // [2][kFusedHeads]
+  float* alpha = half_max + 2 * kFusedHeads;
+  float* l = alpha + kFusedHeads;
+  const int32_t* idx = p.idx + t * p.idx_stride;
+  const uint16_t* qt = p.q + t * p.q_stride + static_cast<int64_t>(h0) * d;
+  for (int i = threadIdx.x; i < kFusedHeads * pieces; i += blockDim.x) {
+    const int r = i / pieces, c = 8 * (i % pieces);
+    const bool in = h0 + r < p.heads;
+    cp_async16(qs + r * rs + c, in ? qt + static_cast<int64_t>(r) * d + c : p.q, in);
+  }
+  // Starts copying block b's rows into its stage (zeros for empty slots and rows past k).
+  const auto stage = [&](int b) {
+    uint16_t* to = rows + (b % 2) * kSoftmaxBlock * rs;
+    for (int i = threadIdx.x; i < kSoftmaxBlock * pieces; i += blockDim.x) {
+      const int j = i / pieces, c = 8 * (i % pieces), slot = b * kSoftmaxBlock + j;
+      const uint16_t* row = slot < k ? kv_row(p, idx[slot]) : nullptr;
+      cp_async16(to + j * rs + c, row ? row + c : p.q, row != nullptr);
+    }
+  };
+  if (threadIdx.x < kFusedHeads) l[threadIdx.x] = 0.0f;
+  if (nb > 0) stage(0);
+  cp_async_commit();
+  const int tile = warp % kFusedHeadTiles, half = warp / kFusedHeadTiles;
+  const int ra = 16 * tile + g, rb = ra + 8;        // the lane's rows of heads (D rows g and g + 8)
+  const int dim0 = half * (d / 2), pairs = d / 32;  // the warp's dims: pairs of n8 tiles
+  float acc[kFusedMaxD / 16][4] = {};
+  float m_a = -1e30f, m_b = -1e30f;
+  for (int b = 0; b < nb; ++b) {
+    cp_async_wait<0>();
+    __syncthreads();  // block b's rows are in; every warp is done with block b - 1's stage and P
+    if (b + 1 < nb) stage(b + 1);
+    cp_async_commit();
+    const uint16_t* vs = rows + (b % 2) * kSoftmaxBlock * rs;
+    // The scores of the warp's 16 heads and 32 slots: one mma chain over d each.
+    // The fragments by ldmatrix (the values the scores pass loads): lane l addresses row l % 16 of
+    // the head tile at K 8 (l / 16) for A; row 8 (l / 16) + l % 8 of a slot pair at K 8 ((l / 8) % 2) for B.
+    float sc[4][4] = {};
+    const uint16_t* qa = qs + (16 * tile + lane % 16) * rs + 8 * (lane / 16);
+    const uint16_t* kb = vs + (32 * half + 8 * (lane / 16) + lane % 8) * rs + 8 * ((lane / 8) % 2);
+#pragma unroll 4
+    for (int kk = 0; kk < d; kk += 16) {
+      uint32_t a[4], b01[4], b23[4];
+      ldmatrix_x4(a, qa + kk);
+      ldmatrix_x4(b01, kb + kk);
+      ldmatrix_x4(b23, kb + 16 * rs + kk);
+      mma_bf16(a, b01[0], b01[1], sc[0]);
+      mma_bf16(a, b01[2], b01[3], sc[1]);
+      mma_bf16(a, b23[0], b23[1], sc[2]);
+      mma_bf16(a, b23[2], b23[3], sc[3]);
+    }
+    float max_a = -INFINITY, max_b = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int slot = b * kSoftmaxBlock + 32 * half + 8 * n + 2 * q + (e & 1);
+        sc[n][e] = slot >= k || idx[slot] < 0 ? -INFINITY : sc[n][e] * p.scale;
+        if (e < 2)
+          max_a = fmaxf(max_a, sc[n][e]);
+        else
+          max_b = fmaxf(max_b, sc[n][e]);
+      }
+    for (int o = 1; o < 4; o *= 2) {
+      max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, o));
+      max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, o));
+    }
+    if (q == 0) half_max[half * kFusedHeads + ra] = max_a, half_max[half * kFusedHeads + rb] = max_b;
+    __syncthreads();  // both halves' maxima
+    const float next_a = fmaxf(m_a, fmaxf(half_max[ra], half_max[kFusedHeads + ra]));
+    const float next_b = fmaxf(m_b, fmaxf(half_max[rb], half_max[kFusedHeads + rb]));
+    const float al_a = expf(m_a - next_a), al_b = expf(m_b - next_b);
+    m_a = next_a, m_b = next_b;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const int c = 32 * half + 8 * n + 2 * q, slot = b * kSoftmaxBlock + c;
+      const float pa0 = slot < k ? expf(sc[n][0] - next_a) : 0.0f, pa1 = slot + 1 < k ? expf(sc[n][1] - next_a) : 0.0f;
+      const float pb0 = slot < k ? expf(sc[n][2] - next_b) : 0.0f, pb1 = slot + 1 < k ? expf(sc[n][3] - next_b) : 0.0f;
+      *reinterpret_cast<float2*>(pf + ra * kPfStride + c) = make_float2(pa0, pa1);
+      *reinterpret_cast<float2*>(pf + rb * kPfStride + c) = make_float2(pb0, pb1);
+      *reinterpret_cast<uint32_t*>(ps + ra * kPStride + c) = float_to_bf16(pa0) | float_to_bf16(pa1) << 16;
+      *reinterpret_cast<uint32_t*>(ps + rb * kPStride + c) = float_to_bf16(pb0) | float_to_bf16(pb1) << 16;
+    }
+    if (half == 0 && q == 0) alpha[ra] = al_a, alpha[rb] = al_b;
+    __syncthreads();  // P and alpha
+    // The block's probability sums of heads 8 warp .. 8 warp + 7 (the softmax pass's tree).
+    for (int hh = 0; hh < 8; ++hh) {
+      const int h = 8 * warp + hh;
+      double sum =
+          static_cast<double>(pf[h * kPfStride + lane]) + static_cast<double>(pf[h * kPfStride + lane + kWarp]);
+      for (int o = kWarp / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (lane == 0) l[h] = l[h] * alpha[h] + static_cast<float>(sum);
+    }
+    // The value sums of the warp's 16 heads and dims over the block: 4 chained mma (16 rows each).
+    uint32_t pa[kSoftmaxBlock / 16][4];
+#pragma unroll
+    for (int s = 0; s < kSoftmaxBlock / 16; ++s) {
+      const uint16_t* pp = ps + ra * kPStride + 16 * s + 2 * q;
+      pa[s][0] = *reinterpret_cast<const uint32_t*>(pp);
+      pa[s][1] = *reinterpret_cast<const uint32_t*>(pp + 8 * kPStride);
+      pa[s][2] = *reinterpret_cast<const uint32_t*>(pp + 8);
+      pa[s][3] = *reinterpret_cast<const uint32_t*>(pp + 8 * kPStride + 8);
+    }
+    // Lanes 8m .. 8m + 7 address matrix m: rows 8 (m % 2) + lane % 8 of a step, dims 8 (m / 2) of a pair.
+    const uint16_t* vrow = vs + (8 * ((lane / 8) % 2) + lane % 8) * rs + dim0 + 8 * (lane / 16);
+#pragma unroll
+    for (int c = 0; c < kFusedMaxD / 32; ++c) {
+      if (c >= pairs) break;
+      float d0[4] = {}, d1[4] = {};
+#pragma unroll
+      for (int s = 0; s < kSoftmaxBlock / 16; ++s) {
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, vrow + 16 * s * rs + 16 * c);
+        mma_bf16(pa[s], r[0], r[1], d0);
+        mma_bf16(pa[s], r[2], r[3], d1);
+      }
+      acc[2 * c][0] = acc[2 * c][0] * al_a + d0[0], acc[2 * c][1] = acc[2 * c][1] * al_a + d0[1];
+      acc[2 * c][2] = acc[2 * c][2] * al_b + d0[2], acc[2 * c][3] = acc[2 * c][3] * al_b + d0[3];
+      acc[2 * c + 1][0] = acc[2 * c + 1][0] * al_a + d1[0], acc[2 * c + 1][1] = acc[2 * c + 1][1] * al_a + d1[1];
+      acc[2 * c + 1][2] = acc[2 * c + 1][2] * al_b + d1[2], acc[2 * c + 1][3] = acc[2 * c + 1][3] * al_b + d1[3];
+    }
+  }
+  __syncthreads();  // the last block's sums
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int h = h0 + (hf ? rb : ra);
+    if (h >= p.heads) continue;
+    const float lh = l[h - h0] + expf(p.sink[h] - (hf ? m_b : m_a));
+    uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h) * d + dim0 + 2 * q;
+#pragma unroll
+    for (int c = 0; c < kFusedMaxD / 16; ++c) {
+      if (c >= 2 * pairs) break;
+      const uint32_t lo = float_to_bf16(acc[c][2 * hf] / lh), hi = float_to_bf16(acc[c][2 * hf + 1] / lh);
+      *reinterpret_cast<uint32_t*>(out + 8 * c) = lo | hi << 16;
+    }
+  }
+}
+
 template <int kHeadTiles, int kSlots, int kStages>
 cudaError_t launch_scores(const SparseAttnParams& p, int t0, unsigned tokens) {
   constexpr int bytes = kStages * score_stage_bytes(kSlots, kHeadTiles);
@@ -289,9 +449,24 @@ cudaError_t launch_values(const SparseAttnParams& p, int t0, unsigned tokens, co
   return cudaGetLastError();
 }
 
+// Whether a call takes the fused kernel (its own bits are the passes': the choice is speed alone).
+bool fused(const SparseAttnParams& p) {
+  return p.n >= kFusedMinTokens && p.d % 32 == 0 && p.d <= kFusedMaxD;
+}
+
+cudaError_t launch_fused(const SparseAttnParams& p) {
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      sm90_bf16_sparse_attn_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, fused_smem_bytes(kFusedMaxD));
+  if (opt_in != cudaSuccess) return opt_in;
+  const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>((p.heads + kFusedHeads - 1) / kFusedHeads));
+  sm90_bf16_sparse_attn_fused<<<grid, kFusedWarps * kWarp, fused_smem_bytes(p.d), p.stream>>>(p);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 size_t sparse_attn_workspace_bytes(const SparseAttnParams& p) {
+  if (fused(p)) return 0;
   const int kp = padded_slots(p.k);  // the scores (then P), alpha and l of a pass
   return static_cast<size_t>(std::min(p.n, kTokensPerPass)) * p.heads * (kp + kp / kSoftmaxBlock + 1) * sizeof(float);
 }
@@ -299,9 +474,10 @@ size_t sparse_attn_workspace_bytes(const SparseAttnParams& p) {
 cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   if (p.n < 0 || p.heads <= 0 || p.d <= 0 || p.d % 8 != 0 || p.k < 0 || p.q_stride % 8 != 0 || p.out_stride % 2 != 0 ||
-      !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) || (p.n > 0 && !p.scores))
+      !aligned(p.q) || !aligned(p.window) || !aligned(p.compressed) || (p.n > 0 && !fused(p) && !p.scores))
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
+  if (fused(p)) return launch_fused(p);
   const int nb = (p.k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   const int pass = std::min(p.n, kTokensPerPass);
   float* alpha = p.scores + static_cast<int64_t>(pass) * p.heads * padded_slots(p.k);

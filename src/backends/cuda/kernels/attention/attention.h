@@ -8,9 +8,10 @@
 
 namespace dsinfer::cuda {
 
-/// Two kernels per pass of up to 256 tokens: the scores of every (head, KV slot) into the
-/// workspace, then the softmax and the value sums per (token, head). d a multiple of 8, at most
-/// 1024; q, the KV rows and the workspace 16-byte aligned.
+/// Calls of 128 tokens or more (d a multiple of 32, at most 512): one kernel, a block per token and
+/// 64 heads, no workspace. Others: three kernels per pass of up to 256 tokens (the scores of every
+/// (head, KV slot) into the workspace, the softmax, the value sums), with the same bits. d a
+/// multiple of 8, at most 1024; q, the KV rows and the workspace 16-byte aligned.
 cudaError_t launch_sparse_attn(const SparseAttnParams& p);
 size_t sparse_attn_workspace_bytes(const SparseAttnParams& p);
 /// The indexer's scores on bf16 tensor cores (indexer_scores.cu): the CPU's bits for fp4-valued q
