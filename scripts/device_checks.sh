@@ -26,7 +26,8 @@ steps="${*:-tests serve decode}"
 # pfwindow: the same for a window of a timed 4K prefill chunk (kernels PF_SKIP .. PF_SKIP +
 # PF_COUNT of it, default 10000 and 1000: about two layers in the middle; ncu sees only the timed
 # prompt, which the benchmark brackets with cudaProfilerStart/Stop; a whole chunk under ncu takes
-# minutes of device time).
+# minutes of device time; NCU_ARGS adds ncu options, e.g. "--cache-control none" to keep the caches
+# warm between kernels as a real run does).
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
@@ -170,7 +171,7 @@ PY
 fi
 
 if [[ $steps == *pfwindow* ]]; then
-  /usr/local/cuda/bin/ncu --clock-control none --profile-from-start off --launch-skip "${PF_SKIP:-10000}" \
+  /usr/local/cuda/bin/ncu --clock-control none ${NCU_ARGS:-} --profile-from-start off --launch-skip "${PF_SKIP:-10000}" \
     --launch-count "${PF_COUNT:-1000}" --metrics gpu__time_duration.sum --csv --print-units base --print-kernel-base function \
     build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch '' --context 4096 --prefill 4096 \
     >"$out/ncu_prefill.csv" 2>"$out/ncu_prefill.err"

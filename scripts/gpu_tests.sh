@@ -6,7 +6,9 @@
 #   what to carry)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=build-cuda scripts/build.sh -DDSINFER_CUDA=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"
+# sm_90a machine code only (no PTX for other GPUs): smaller binaries for the device transfer.
+BUILD_DIR=build-cuda scripts/build.sh -DDSINFER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"
 mkdir -p build-cuda/devlib
 # Every shared library the binaries need beyond glibc and the CUDA driver and libraries travels (the CLI links more
 # Debian libraries than the tests: PCRE2, utf8proc).
