@@ -186,7 +186,7 @@ for r in rows:
     per[name][0] += 1
     per[name][1] += float(r["Metric Value"].replace(",", "")) * 1e-3  # ns -> us
 total = sum(v[1] for v in per.values())
-print(f"a window of a 4K prefill chunk: {len(rows)} kernels, {total / 1e3:.2f} ms of kernel time (ncu: serialised, caches flushed)")
+print(f"a window of a 4K prefill chunk: {len(rows)} kernels, {total / 1e3:.2f} ms of kernel time (ncu: serialised; caches flushed unless NCU_ARGS keeps them)")
 for n, (c, us) in sorted(per.items(), key=lambda kv: -kv[1][1])[:40]:
     print(f"{n:45s} {c:6d} calls {us / 1e3:8.3f} ms {us / c:9.1f} us/call {100 * us / total:5.1f} %")
 PY
