@@ -4,7 +4,7 @@
 # build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [profile] [breakdown] [kprofile] [pfwindow]
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [profile] [breakdown] [kprofile] [pfwindow]
 #   (default: the first three)
 # GOLDEN_KERNELS (default "auto"; or fma, gemv, mma) picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
@@ -32,14 +32,19 @@ dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
 if [[ $steps == *tests* ]]; then
-  build-cuda/tests/ops_test 2>&1 | tail -n 12 | tee "$out/ops_test.log"
-  build-cuda/tests/cuda_test 2>&1 | tail -n 40 | tee "$out/cuda_test.log"
+  # Whole logs under $OUT; printed: the summary and each failure with its message.
+  for t in ops_test cuda_test; do
+    build-cuda/tests/$t >"$out/$t.log" 2>&1
+    grep -E -A8 "Failure$|: Failure" "$out/$t.log" | head -n 60
+    grep -E "^\[  (PASSED|FAILED) +\]" "$out/$t.log"
+  done
   # The golden fixtures with each block-scaled GEMM kernel (auto: the fastest exact ones; wgmma, which
   # took v41-tiny-b past the tolerance, docs/perf-notes.md, is in the kernel lab: step kernels).
   for k in ${GOLDEN_KERNELS:-auto}; do
     echo "golden on the GPU, linear kernel $k:"
-    DSINFER_CUDA_LINEAR=$k build-cuda/tests/golden_cuda_test 2>&1 | tee "$out/golden_cuda_$k.log" |
-      grep -E "replayed|by layer|FAILED  \]|PASSED" | head -n 20
+    DSINFER_CUDA_LINEAR=$k build-cuda/tests/golden_cuda_test >"$out/golden_cuda_$k.log" 2>&1
+    grep -E -A8 "Failure$|: Failure" "$out/golden_cuda_$k.log" | head -n 60
+    grep -E "replayed|by layer|FAILED  \]|PASSED" "$out/golden_cuda_$k.log" | head -n 20
   done
 fi
 
@@ -122,6 +127,19 @@ fi
 if [[ $steps == *flash* ]]; then
   build-cuda/bench/cuda_decode_bench ${FLASH_ARGS:---flash 64 --steps 6 --batch 1,8,32,64 --context 4096,32768 --prefill 4096} 2>&1 |
     tee "$out/cuda_flash_bench.txt"
+fi
+
+# ab: the same benchmark from this build and from build-cuda/bench/cuda_decode_bench_base (a build of
+# another commit, carried too), alternated AB_ROUNDS times (default 2) on the same card:
+# AB_ARGS (default: a 4K prefill, then decode at batch 1 and 64 at 4K).
+if [[ $steps == *ab* ]]; then
+  for r in $(seq "${AB_ROUNDS:-2}"); do
+    for b in cuda_decode_bench cuda_decode_bench_base; do
+      echo "== $b, round $r"
+      build-cuda/bench/$b ${AB_ARGS:---flash 64 --steps 6 --batch 1,64 --context 4096 --prefill 4096} 2>&1 |
+        tee "$out/ab_${b}_$r.txt" | grep -E "^\| 4096 \||^prefill|invalid|error"
+    done
+  done
 fi
 
 if [[ $steps == *profile* ]]; then

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "io/atomic_file.h"
+#include "io/json.h"
 #include "io/model_config.h"
 #include "model/model.h"
 #include "model/weight_manifest.h"
@@ -87,6 +88,14 @@ inline Result<SyntheticModel> ensure_synthetic_checkpoint(const std::string& dir
     DSINFER_RETURN_IF_ERROR(write_file_atomic(std::filesystem::path(dir) / "config.json", m.config.to_json().dump(1)));
     std::printf("wrote the synthetic checkpoint in %.1f s\n",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  } else {
+    // Written for fewer positions by an earlier run: the weights serve any length, so only the
+    // config's max_seq_len grows.
+    DSINFER_ASSIGN_OR_RETURN(Json written, read_json_file(std::filesystem::path(dir) / "config.json"));
+    if (written.value("max_seq_len", 0) < max_seq_len) {
+      written["max_seq_len"] = max_seq_len;
+      DSINFER_RETURN_IF_ERROR(write_file_atomic(std::filesystem::path(dir) / "config.json", written.dump(1)));
+    }
   }
   const ModelConfig& c = m.config;
   for (const TensorSpec& t : build_weight_manifest(c)) {
