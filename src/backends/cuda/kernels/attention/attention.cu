@@ -274,8 +274,8 @@ __global__ void __launch_bounds__(kWarps* kWarp)
 // (tile, half): its 16 heads and half the dims, the value pass's chains over the block's 16-row
 // steps) folded into the accumulators with alpha.
 constexpr int kFusedHeads = 16 * kFusedHeadTiles;
-constexpr int kPfStride =
-    kSoftmaxBlock + 8;  // floats a row of P in fp32: a half warp's 8-byte stores on distinct banks
+// Floats a row of P in fp32: a half warp's 8-byte stores on distinct banks.
+constexpr int kPfStride = kSoftmaxBlock + 8;
 
 __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_fused(SparseAttnParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -320,9 +320,9 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
     if (b + 1 < nb) stage(b + 1);
     cp_async_commit();
     const uint16_t* vs = rows + (b % 2) * kSoftmaxBlock * rs;
-    // The scores of the warp's 16 heads and 32 slots: one mma chain over d each.
-    // The fragments by ldmatrix (the values the scores pass loads): lane l addresses row l % 16 of
-    // the head tile at K 8 (l / 16) for A; row 8 (l / 16) + l % 8 of a slot pair at K 8 ((l / 8) % 2) for B.
+    // The scores of the warp's 16 heads and 32 slots: one mma chain over d each, the fragments by
+    // ldmatrix (the values the scores pass loads). Lane l addresses row l % 16 of the head tile at
+    // K 8 (l / 16) for A, row 8 (l / 16) + l % 8 of a pair of slot tiles at K 8 ((l / 8) % 2) for B.
     float sc[4][4] = {};
     const uint16_t* qa = qs + (16 * tile + lane % 16) * rs + 8 * (lane / 16);
     const uint16_t* kb = vs + (32 * half + 8 * (lane / 16) + lane % 8) * rs + 8 * ((lane / 8) % 2);
@@ -366,8 +366,10 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
       const float pb0 = slot < k ? expf(sc[n][2] - next_b) : 0.0f, pb1 = slot + 1 < k ? expf(sc[n][3] - next_b) : 0.0f;
       *reinterpret_cast<float2*>(pf + ra * kPfStride + c) = make_float2(pa0, pa1);
       *reinterpret_cast<float2*>(pf + rb * kPfStride + c) = make_float2(pb0, pb1);
-      *reinterpret_cast<uint32_t*>(ps + ra * kPStride + c) = float_to_bf16(pa0) | float_to_bf16(pa1) << 16;
-      *reinterpret_cast<uint32_t*>(ps + rb * kPStride + c) = float_to_bf16(pb0) | float_to_bf16(pb1) << 16;
+      *reinterpret_cast<uint32_t*>(ps + ra * kPStride + c) =
+          float_to_bf16(pa0) | static_cast<uint32_t>(float_to_bf16(pa1)) << 16;
+      *reinterpret_cast<uint32_t*>(ps + rb * kPStride + c) =
+          float_to_bf16(pb0) | static_cast<uint32_t>(float_to_bf16(pb1)) << 16;
     }
     if (half == 0 && q == 0) alpha[ra] = al_a, alpha[rb] = al_b;
     __syncthreads();  // P and alpha
