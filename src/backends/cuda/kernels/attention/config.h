@@ -9,6 +9,7 @@ namespace dsinfer::cuda::attention_config {
 inline constexpr int kWarp = 32;
 inline constexpr int kMaxThreadsPerBlock = 1024;
 inline constexpr int kSharedBytesDefault = 48 * 1024;  // a block's shared memory without the opt-in
+inline constexpr int kSharedBytesOptIn = 227 * 1024;   // with it (sm_90)
 // Calls of fewer tokens than this split their work finer (the same sums): more blocks for a few tokens.
 inline constexpr int kFewTokens = 32;
 
@@ -41,7 +42,6 @@ inline constexpr int kTokensPerPass = 256;  // bounds the workspace
 // stages of a block's rows in shared memory. Its blocks stream a token's softmax blocks one after
 // another, so a decode step's few tokens (up to 64) keep the three passes, which spread them wider.
 inline constexpr int kFusedWarps = 8, kFusedHeadTiles = 4, kFusedMaxD = 512, kFusedMinTokens = 128;
-inline constexpr int kSharedBytesOptIn = 227 * 1024;
 inline constexpr int fused_smem_bytes(int d) {
   return 16 * kFusedHeadTiles * (d + 8) * 2                // q
          + 2 * kSoftmaxBlock * (d + 8) * 2                 // two stages of a block's rows
@@ -74,7 +74,7 @@ inline constexpr int kMaxHeads = 2 * 16;  // two m16 tiles of heads
 inline constexpr int kMaxD = 256;
 inline constexpr int64_t kMaxTokens = 65535;  // grid.y
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
-static_assert((kMaxHeads + kWarps * kKeyTiles * 8) * (kMaxD + 8) * 2 <= 227 * 1024);
+static_assert((kMaxHeads + kWarps * kKeyTiles * 8) * (kMaxD + 8) * 2 <= kSharedBytesOptIn);
 }  // namespace indexer_scores
 
 /// select.cu: the indexer's selections, a block per query row.
