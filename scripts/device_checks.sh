@@ -22,7 +22,8 @@ steps="${*:-tests serve decode}"
 # FLASH_ARGS replaces its arguments. profile: ncu's warp-state and memory sections for the kernels
 # named by PROFILE_KERNELS (a regex; default the attention, the block-scaled and dense GEMVs) over
 # one batch-1 decode step of the Flash-shaped model. breakdown: every kernel's time in one such
-# step (ncu, one metric; BREAKDOWN_BATCH sequences, default 1), summed by kernel name. kprofile: ncu on one shape of the kernel benchmark.
+# step (ncu, one metric; BREAKDOWN_BATCH sequences, default 1; NCU_ARGS as for pfwindow), summed by
+# kernel name. kprofile: ncu on one shape of the kernel benchmark.
 # pfwindow: the same for a window of a timed 4K prefill chunk (kernels PF_SKIP .. PF_SKIP +
 # PF_COUNT of it, default 10000 and 1000: about two layers in the middle; ncu sees only the timed
 # prompt, which the benchmark brackets with cudaProfilerStart/Stop; a whole chunk under ncu takes
@@ -162,7 +163,7 @@ if [[ $steps == *kprofile* ]]; then
 fi
 
 if [[ $steps == *breakdown* ]]; then
-  /usr/local/cuda/bin/ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+  /usr/local/cuda/bin/ncu --clock-control none ${NCU_ARGS:-} --metrics gpu__time_duration.sum --csv --print-units base \
     --print-kernel-base function \
     build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch "${BREAKDOWN_BATCH:-1}" --context "${BREAKDOWN_CONTEXT:-4096}" \
     >"$out/ncu_breakdown.csv" 2>"$out/ncu_breakdown.err"
@@ -182,7 +183,7 @@ for n, r in zip(names[start:], rows[start:]):
     per[n][0] += 1
     per[n][1] += float(r["Metric Value"].replace(",", "")) * 1e-3  # ns -> us
 total = sum(v[1] for v in per.values())
-print(f"one decode step: {len(names) - start} kernels, {total / 1e3:.2f} ms of kernel time (ncu: serialised, caches flushed)")
+print(f"one decode step: {len(names) - start} kernels, {total / 1e3:.2f} ms of kernel time (ncu: serialised; caches flushed unless NCU_ARGS keeps them)")
 for n, (c, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
     print(f"{n:40s} {c:6d} calls {us / 1e3:8.3f} ms {us / c:9.1f} us/call {100 * us / total:5.1f} %")
 PY
