@@ -99,56 +99,64 @@ TEST_F(CudaRowOps, RopeBothDirections) {
   }
 }
 
+// Rows whose dims are multiples of 8 take the 8-wide kernels, the others a thread per value: both
+// are checked.
 TEST_F(CudaRowOps, SwigluWithClampAndRoutingWeights) {
-  const int n = 6, f = 2304;
-  const std::vector<uint16_t> g = testing::random_bf16(static_cast<size_t>(n) * f, 7, 8.0f),
-                              u = testing::random_bf16(static_cast<size_t>(n) * f, 8, 8.0f);
-  const std::vector<float> rw = random_f32(n, 9, 0, 1);
-  std::vector<uint16_t> want(g.size());
-  cpu.swiglu({view(g.data(), DType::kBF16, {n, f}), view(u.data(), DType::kBF16, {n, f}),
-              view(rw.data(), DType::kF32, {n}), 10.0f, view(want.data(), DType::kBF16, {n, f})});
-  DeviceCopy<uint16_t> dg(g), du(u), dout(std::vector<uint16_t>(g.size(), 0xFFFF));
-  DeviceCopy<float> drw(rw);
-  cuda::SwigluParams p;
-  p.gate = dg.p, p.up = du.p, p.gate_stride = f, p.up_stride = f, p.row_weight = drw.p, p.limit = 10.0f;
-  p.out = dout.p, p.out_stride = f, p.n = n, p.f = f;
-  ASSERT_EQ(cuda::launch_swiglu(p), cudaSuccess);
-  const std::vector<uint16_t> got = dout.get();
-  int equal = 0;
-  for (size_t j = 0; j < got.size(); ++j) {
-    equal += got[j] == want[j];
-    ASSERT_LE(std::abs(static_cast<int>(got[j]) - static_cast<int>(want[j])), 1) << j;  // same sign: 1 ulp
+  const int n = 6;
+  for (const int f : {2304, 2300}) {
+    SCOPED_TRACE(f);
+    const std::vector<uint16_t> g = testing::random_bf16(static_cast<size_t>(n) * f, 7, 8.0f),
+                                u = testing::random_bf16(static_cast<size_t>(n) * f, 8, 8.0f);
+    const std::vector<float> rw = random_f32(n, 9, 0, 1);
+    std::vector<uint16_t> want(g.size());
+    cpu.swiglu({view(g.data(), DType::kBF16, {n, f}), view(u.data(), DType::kBF16, {n, f}),
+                view(rw.data(), DType::kF32, {n}), 10.0f, view(want.data(), DType::kBF16, {n, f})});
+    DeviceCopy<uint16_t> dg(g), du(u), dout(std::vector<uint16_t>(g.size(), 0xFFFF));
+    DeviceCopy<float> drw(rw);
+    cuda::SwigluParams p;
+    p.gate = dg.p, p.up = du.p, p.gate_stride = f, p.up_stride = f, p.row_weight = drw.p, p.limit = 10.0f;
+    p.out = dout.p, p.out_stride = f, p.n = n, p.f = f;
+    ASSERT_EQ(cuda::launch_swiglu(p), cudaSuccess);
+    const std::vector<uint16_t> got = dout.get();
+    int equal = 0;
+    for (size_t j = 0; j < got.size(); ++j) {
+      equal += got[j] == want[j];
+      ASSERT_LE(std::abs(static_cast<int>(got[j]) - static_cast<int>(want[j])), 1) << j;  // same sign: 1 ulp
+    }
+    EXPECT_GE(equal, static_cast<int>(got.size() * 0.99));
   }
-  EXPECT_GE(equal, static_cast<int>(got.size() * 0.99));
 }
 
 TEST_F(CudaRowOps, HyperConnectionPreAndPost) {
-  const int n = 3, hc = 4, dim = 5120;
-  const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 10),
-                              sub = testing::random_bf16(static_cast<size_t>(n) * dim, 11);
-  const std::vector<float> pre = random_f32(n * hc, 12, 0, 1), post = random_f32(n * hc, 13, 0, 2),
-                           comb = random_f32(n * hc * hc, 14, 0, 1);
-  std::vector<uint16_t> want_pre(static_cast<size_t>(n) * dim), want_post(x.size());
-  cpu.hc_pre({view(x.data(), DType::kBF16, {n, hc, dim}), view(pre.data(), DType::kF32, {n, hc}),
-              view(want_pre.data(), DType::kBF16, {n, dim})});
-  cpu.hc_post({view(sub.data(), DType::kBF16, {n, dim}), view(x.data(), DType::kBF16, {n, hc, dim}),
-               view(post.data(), DType::kF32, {n, hc}), view(comb.data(), DType::kF32, {n, hc, hc}),
-               view(want_post.data(), DType::kBF16, {n, hc, dim})});
-  DeviceCopy<uint16_t> dx(x), dsub(sub), dout(std::vector<uint16_t>(want_pre.size(), 0xFFFF));
-  DeviceCopy<float> dpre(pre), dpost(post), dcomb(comb);
-  cuda::HcPreParams a;
-  a.x = dx.p, a.x_stride = static_cast<int64_t>(hc) * dim, a.pre = dpre.p, a.out = dout.p, a.out_stride = dim;
-  a.n = n, a.hc = hc, a.dim = dim;
-  ASSERT_EQ(cuda::launch_hc_pre(a), cudaSuccess);
-  EXPECT_EQ(dout.get(), want_pre);
-  cuda::HcPostParams b;
-  b.sub = dsub.p, b.sub_stride = dim, b.residual = dx.p, b.residual_stride = static_cast<int64_t>(hc) * dim;
-  b.post = dpost.p, b.comb = dcomb.p, b.out = dx.p, b.out_stride = static_cast<int64_t>(hc) * dim;  // in place
-  b.n = n, b.hc = hc, b.dim = dim;
-  ASSERT_EQ(cuda::launch_hc_post(b), cudaSuccess);
-  EXPECT_EQ(dx.get(), want_post);
-  b.hc = 9;
-  EXPECT_EQ(cuda::launch_hc_post(b), cudaErrorInvalidValue);
+  const int n = 3, hc = 4;
+  for (const int dim : {5120, 1004}) {
+    SCOPED_TRACE(dim);
+    const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 10),
+                                sub = testing::random_bf16(static_cast<size_t>(n) * dim, 11);
+    const std::vector<float> pre = random_f32(n * hc, 12, 0, 1), post = random_f32(n * hc, 13, 0, 2),
+                             comb = random_f32(n * hc * hc, 14, 0, 1);
+    std::vector<uint16_t> want_pre(static_cast<size_t>(n) * dim), want_post(x.size());
+    cpu.hc_pre({view(x.data(), DType::kBF16, {n, hc, dim}), view(pre.data(), DType::kF32, {n, hc}),
+                view(want_pre.data(), DType::kBF16, {n, dim})});
+    cpu.hc_post({view(sub.data(), DType::kBF16, {n, dim}), view(x.data(), DType::kBF16, {n, hc, dim}),
+                 view(post.data(), DType::kF32, {n, hc}), view(comb.data(), DType::kF32, {n, hc, hc}),
+                 view(want_post.data(), DType::kBF16, {n, hc, dim})});
+    DeviceCopy<uint16_t> dx(x), dsub(sub), dout(std::vector<uint16_t>(want_pre.size(), 0xFFFF));
+    DeviceCopy<float> dpre(pre), dpost(post), dcomb(comb);
+    cuda::HcPreParams a;
+    a.x = dx.p, a.x_stride = static_cast<int64_t>(hc) * dim, a.pre = dpre.p, a.out = dout.p, a.out_stride = dim;
+    a.n = n, a.hc = hc, a.dim = dim;
+    ASSERT_EQ(cuda::launch_hc_pre(a), cudaSuccess);
+    EXPECT_EQ(dout.get(), want_pre);
+    cuda::HcPostParams b;
+    b.sub = dsub.p, b.sub_stride = dim, b.residual = dx.p, b.residual_stride = static_cast<int64_t>(hc) * dim;
+    b.post = dpost.p, b.comb = dcomb.p, b.out = dx.p, b.out_stride = static_cast<int64_t>(hc) * dim;  // in place
+    b.n = n, b.hc = hc, b.dim = dim;
+    ASSERT_EQ(cuda::launch_hc_post(b), cudaSuccess);
+    EXPECT_EQ(dx.get(), want_post);
+    b.hc = 9;
+    EXPECT_EQ(cuda::launch_hc_post(b), cudaErrorInvalidValue);
+  }
 }
 
 // bf16 outputs within 1 ulp (expf against glibc's exp), most bit for bit.

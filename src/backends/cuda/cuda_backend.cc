@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "backends/cuda/common/launch_policy.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
@@ -56,6 +57,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, cudaStream_t stream)
                 "CudaBackend: routed_tokens {} (0 to {}), gemv_rows {} (0, 1 or 8)", options_.routed_tokens,
                 kDeviceRoutedTokens, rows);
   cuda::keep_freed_memory();
+  cuda::common::dependent_launches() = options_.dependent_launches;
 }
 
 CudaBackend::~CudaBackend() {

@@ -17,6 +17,7 @@ CudaBackendOptions CudaBackendOptions::from_switches(const std::function<const c
     const int rows = std::atoi(r);
     o.gemv_rows = rows == 8 || rows == 1 ? rows : 0;
   }
+  if (const char* d = lookup("DSINFER_CUDA_PDL")) o.dependent_launches = std::string_view(d) != "0";
   if (const char* k = lookup("DSINFER_CUDA_LINEAR")) {
     const std::string_view name = k;
     o.linear_kernel = name == "fma"     ? cuda::LinearKernel::kFma

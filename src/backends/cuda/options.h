@@ -32,6 +32,10 @@ struct CudaBackendOptions {
   /// accuracy and speed comparisons; kAuto: by shape. DSINFER_CUDA_LINEAR=auto|tiled|exact|gemv|fma|mma
   /// (any other value is auto; the wgmma kernel is in the kernel lab, bench/cuda/lab).
   cuda::LinearKernel linear_kernel = cuda::LinearKernel::kAuto;
+  /// Kernels launched as programmatic dependents of the kernel before them, so that each one's
+  /// launch and start-up overlap the end of the last (common/dependent_launch.cuh); a process-wide
+  /// policy, set when a backend is made. DSINFER_CUDA_PDL=0 turns it off, for comparisons.
+  bool dependent_launches = true;
 
   /// The options the DSINFER_CUDA_* switches set, each as the CLI has always read it; `lookup`
   /// gives a switch's value, null where it is unset (the process environment, in the CLI).

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/reduce.cuh"
@@ -39,6 +40,7 @@ struct Fp8ActQuantArgs {
 // multiple of 8 apart, codes 8-byte aligned); otherwise a value at a time.
 template <bool kVector>
 __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p) {
+  after_prior_grids();
   const int64_t c = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * 8;  // the first column
   const bool in = c < p.k;
   for (int64_t i = blockIdx.y; i < p.rows; i += gridDim.y) {
@@ -96,14 +98,12 @@ cudaError_t launch_fp8_act_quant(const Fp8ActQuantArgs& p) {
       aligned(p.x, 16) && p.x_stride % 8 == 0 && aligned(p.fake, 16) && aligned(p.values, 16) && aligned(p.codes, 8);
   const dim3 grid(static_cast<unsigned>((p.k / 8 + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<int64_t>(p.rows, 65535)));
-  if (vector)
-    sm90_fp8_act_quant<true><<<grid, kThreads, 0, p.stream>>>(p);
-  else
-    sm90_fp8_act_quant<false><<<grid, kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  if (vector) return launch_kernel(sm90_fp8_act_quant<true>, grid, kThreads, 0, p.stream, p);
+  return launch_kernel(sm90_fp8_act_quant<false>, grid, kThreads, 0, p.stream, p);
 }
 
 __global__ void sm90_fp4_fake_quant(Fp4FakeQuantParams p) {
+  after_prior_grids();
   const int64_t total = static_cast<int64_t>(p.n) * p.d;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   // The loop runs the same number of times on every lane of a warp (the shuffles need them all).
@@ -135,8 +135,7 @@ cudaError_t launch_fp4_fake_quant(const Fp4FakeQuantParams& p) {
   const int64_t total = static_cast<int64_t>(p.n) * p.d;
   if (total == 0) return cudaSuccess;
   const int64_t blocks = std::min<int64_t>((total + kFp4Threads - 1) / kFp4Threads, 65535);
-  sm90_fp4_fake_quant<<<static_cast<unsigned>(blocks), kFp4Threads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_fp4_fake_quant, static_cast<unsigned>(blocks), kFp4Threads, 0, p.stream, p);
 }
 
 cudaError_t launch_act_quant(const ActQuantParams& p) {

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/common/async_copy.cuh"
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/mma.cuh"
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/attention/attention.h"
@@ -57,6 +58,7 @@ __host__ __device__ constexpr int score_warps(int slots) {
 template <int kHeadTiles, int kSlots, int kStages>
 __global__ void __launch_bounds__(score_warps(kSlots) * kWarp)
     sm90_bf16_sparse_attn_scores(SparseAttnParams p, int t0) {
+  after_prior_grids();
   constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = score_warps(kSlots) / kHeadTiles;
   constexpr int kColumns = kSlots / 8 / kWarpsPerTile;  // a warp's 8-slot columns
   extern __shared__ __align__(16) uint8_t smem[];
@@ -135,6 +137,7 @@ __global__ void __launch_bounds__(score_warps(kSlots) * kWarp)
 // would convert all 64 values to double in every lane, at the conversions' low rate.
 __global__ void __launch_bounds__(kSoftmaxWarps* kWarp)
     sm90_f32_sparse_attn_softmax(SparseAttnParams p, float* alpha, float* l_out) {
+  after_prior_grids();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int h = static_cast<int>(blockIdx.x) * kSoftmaxWarps + warp;
   if (h >= p.heads) return;
@@ -179,6 +182,7 @@ __host__ __device__ constexpr int value_stage_bytes(int head_tiles) {
 template <int kHeadTiles, int kStages>
 __global__ void __launch_bounds__(kWarps* kWarp)
     sm90_bf16_sparse_attn_values(SparseAttnParams p, int t0, const float* alpha, const float* l_in) {
+  after_prior_grids();
   constexpr int kHeads = 16 * kHeadTiles, kWarpsPerTile = kWarps / kHeadTiles;
   constexpr int kColumns = kValueDims / 8 / kWarpsPerTile;  // a warp's 8-dim columns
   extern __shared__ __align__(16) uint8_t smem[];
@@ -278,6 +282,7 @@ constexpr int kFusedHeads = 16 * kFusedHeadTiles;
 constexpr int kPfStride = kSoftmaxBlock + 8;
 
 __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_fused(SparseAttnParams p) {
+  after_prior_grids();
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
   const int64_t t = blockIdx.x;
@@ -434,9 +439,8 @@ cudaError_t launch_scores(const SparseAttnParams& p, int t0, unsigned tokens) {
   if (opt_in != cudaSuccess) return opt_in;
   const dim3 grid(static_cast<unsigned>((p.k + kSlots - 1) / kSlots),
                   static_cast<unsigned>((p.heads + 16 * kHeadTiles - 1) / (16 * kHeadTiles)), tokens);
-  sm90_bf16_sparse_attn_scores<kHeadTiles, kSlots, kStages>
-      <<<grid, score_warps(kSlots) * kWarp, bytes, p.stream>>>(p, t0);
-  return cudaGetLastError();
+  return launch_kernel(sm90_bf16_sparse_attn_scores<kHeadTiles, kSlots, kStages>, grid, score_warps(kSlots) * kWarp,
+                       bytes, p.stream, p, t0);
 }
 
 template <int kHeadTiles, int kStages>
@@ -447,8 +451,8 @@ cudaError_t launch_values(const SparseAttnParams& p, int t0, unsigned tokens, co
   if (opt_in != cudaSuccess) return opt_in;
   const dim3 grid(static_cast<unsigned>((p.d + kValueDims - 1) / kValueDims),
                   static_cast<unsigned>((p.heads + 16 * kHeadTiles - 1) / (16 * kHeadTiles)), tokens);
-  sm90_bf16_sparse_attn_values<kHeadTiles, kStages><<<grid, kWarps * kWarp, bytes, p.stream>>>(p, t0, alpha, l);
-  return cudaGetLastError();
+  return launch_kernel(sm90_bf16_sparse_attn_values<kHeadTiles, kStages>, grid, kWarps * kWarp, bytes, p.stream, p, t0,
+                       alpha, l);
 }
 
 // Whether a call takes the fused kernel (its own bits are the passes': the choice is speed alone).
@@ -461,8 +465,7 @@ cudaError_t launch_fused(const SparseAttnParams& p) {
       sm90_bf16_sparse_attn_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, fused_smem_bytes(kFusedMaxD));
   if (opt_in != cudaSuccess) return opt_in;
   const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>((p.heads + kFusedHeads - 1) / kFusedHeads));
-  sm90_bf16_sparse_attn_fused<<<grid, kFusedWarps * kWarp, fused_smem_bytes(p.d), p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_bf16_sparse_attn_fused, grid, kFusedWarps * kWarp, fused_smem_bytes(p.d), p.stream, p);
 }
 
 }  // namespace
@@ -493,9 +496,12 @@ cudaError_t launch_sparse_attn(const SparseAttnParams& p) {
                                 : launch_scores<kHeadTiles, kScoreSlots, kScoreStages>(p, t0, tokens);
       if (e != cudaSuccess) return e;
     }
-    sm90_f32_sparse_attn_softmax<<<dim3(static_cast<unsigned>((p.heads + kSoftmaxWarps - 1) / kSoftmaxWarps), tokens),
-                                   kSoftmaxWarps * kWarp, 0, p.stream>>>(p, alpha, l);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (const cudaError_t e =
+            launch_kernel(sm90_f32_sparse_attn_softmax,
+                          dim3(static_cast<unsigned>((p.heads + kSoftmaxWarps - 1) / kSoftmaxWarps), tokens),
+                          kSoftmaxWarps * kWarp, 0, p.stream, p, alpha, l);
+        e != cudaSuccess)
+      return e;
     const cudaError_t e = !few ? launch_values<kHeadTiles, kValueStages>(p, t0, tokens, alpha, l)
                           : p.n <= kDeepTokens
                               ? launch_values<kSmallHeadTiles, kDeepValueStages>(p, t0, tokens, alpha, l)

@@ -19,6 +19,7 @@
 
 #include "backends/cuda/common/async_copy.cuh"
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/mma.cuh"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/attention/config.h"
@@ -50,6 +51,7 @@ __device__ __forceinline__ uint32_t pair_at(const uint16_t* p) {
 // Block per (tile of keys, token); kKeyTiles n8 tiles of keys a warp.
 template <int kKeyTiles>
 __global__ void __launch_bounds__(kWarps* kWarp) sm90_bf16_indexer_scores(IndexerScoresParams p) {
+  after_prior_grids();
   extern __shared__ __align__(16) uint16_t staged[];
   constexpr int kTileKeys = tile_keys(kKeyTiles);
   const int stride = staged_stride(p.d), chunks = p.d / 8;  // 16-byte pieces a row
@@ -152,9 +154,11 @@ cudaError_t launch_tiles(const IndexerScoresParams& p) {
     part.visible += t0;
     part.out += t0 * p.out_stride;
     if (part.key_table.blocks) part.key_table.blocks += t0 * p.key_table.blocks_stride;
-    sm90_bf16_indexer_scores<kKeyTiles>
-        <<<dim3(tiles, static_cast<unsigned>(part.n)), kWarps * kWarp, shared_bytes(kKeyTiles, p.d), p.stream>>>(part);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (const cudaError_t e =
+            launch_kernel(sm90_bf16_indexer_scores<kKeyTiles>, dim3(tiles, static_cast<unsigned>(part.n)),
+                          kWarps * kWarp, shared_bytes(kKeyTiles, p.d), p.stream, part);
+        e != cudaSuccess)
+      return e;
   }
   return cudaSuccess;
 }

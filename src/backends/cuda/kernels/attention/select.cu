@@ -9,11 +9,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/attention/config.h"
 
 namespace dsinfer::cuda {
 namespace {
+
+using common::after_prior_grids;
+using common::launch_kernel;
 
 using namespace attention_config::selection;  // kThreads: one block per query row
 using Scan = cub::BlockScan<int, kThreads>;
@@ -97,6 +101,7 @@ __device__ int take_in_order(const Keys& keys, int len, Threshold th, Shared& sh
 }
 
 __global__ void __launch_bounds__(kThreads) sm90_f32_topk(TopkParams p) {
+  after_prior_grids();
   __shared__ Shared sh;
   const int64_t i = blockIdx.x;
   const ScoreKeys keys{p.scores + i * p.score_stride, p.mask ? p.mask + i * p.mask_stride : nullptr};
@@ -111,6 +116,7 @@ __global__ void __launch_bounds__(kThreads) sm90_f32_topk(TopkParams p) {
 }
 
 __global__ void __launch_bounds__(kThreads) sm90_f32_candidate_blocks(CandidateBlocksParams p) {
+  after_prior_grids();
   __shared__ Shared sh;
   const int64_t i = blockIdx.x;
   const int blocks = (p.T + p.block_size - 1) / p.block_size, visible = p.visible[i];
@@ -130,6 +136,7 @@ __global__ void __launch_bounds__(kThreads) sm90_f32_candidate_blocks(CandidateB
 
 // Block per query row: the row cleared, then each listed block's columns set.
 __global__ void __launch_bounds__(kThreads) sm90_u8_candidate_mask(CandidateMaskParams p) {
+  after_prior_grids();
   const int64_t i = blockIdx.x;
   uint8_t* mask = p.mask + i * p.mask_stride;
   const int32_t* ids = p.blocks + i * p.blocks_stride;
@@ -143,6 +150,7 @@ __global__ void __launch_bounds__(kThreads) sm90_u8_candidate_mask(CandidateMask
 }
 
 __global__ void sm90_i32_paged_rows(PagedRowsParams p) {
+  after_prior_grids();
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= static_cast<int64_t>(p.n) * p.k) return;
   const int64_t i = e / p.k, j = e % p.k;
@@ -155,22 +163,19 @@ __global__ void sm90_i32_paged_rows(PagedRowsParams p) {
 cudaError_t launch_topk(const TopkParams& p) {
   if (p.n < 0 || p.T < 0 || p.k < 0 || p.k > p.T) return cudaErrorInvalidValue;
   if (p.n == 0 || p.k == 0) return cudaSuccess;
-  sm90_f32_topk<<<p.n, kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_f32_topk, p.n, kThreads, 0, p.stream, p);
 }
 
 cudaError_t launch_candidate_blocks(const CandidateBlocksParams& p) {
   if (p.n < 0 || p.T < 0 || p.block_size <= 0 || p.topk_blocks < 0) return cudaErrorInvalidValue;
   if (p.n == 0 || p.T == 0) return cudaSuccess;
-  sm90_f32_candidate_blocks<<<p.n, kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_f32_candidate_blocks, p.n, kThreads, 0, p.stream, p);
 }
 
 cudaError_t launch_candidate_mask(const CandidateMaskParams& p) {
   if (p.n < 0 || p.T < 0 || p.kb < 0 || p.block_size <= 0) return cudaErrorInvalidValue;
   if (p.n == 0 || p.T == 0) return cudaSuccess;
-  sm90_u8_candidate_mask<<<p.n, kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_u8_candidate_mask, p.n, kThreads, 0, p.stream, p);
 }
 
 cudaError_t launch_paged_rows(const PagedRowsParams& p) {
@@ -178,8 +183,8 @@ cudaError_t launch_paged_rows(const PagedRowsParams& p) {
   const int64_t count = static_cast<int64_t>(p.n) * p.k;
   if (count == 0) return cudaSuccess;
   constexpr int kBlock = kPagedRowsThreads;
-  sm90_i32_paged_rows<<<static_cast<unsigned>((count + kBlock - 1) / kBlock), kBlock, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_i32_paged_rows, static_cast<unsigned>((count + kBlock - 1) / kBlock), kBlock, 0, p.stream,
+                       p);
 }
 
 }  // namespace dsinfer::cuda

@@ -2,6 +2,7 @@
 // logits, and the tile's best column; sm90_i32_markov_pick: a draft block's best over its tiles,
 // the next token of its chain. A column's value never depends on the other draft blocks.
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/kernels/dspark/markov.h"
 
 namespace dsinfer::cuda {
@@ -39,6 +40,7 @@ __device__ inline Best block_best(Best mine, Best* shared) {
 // column in one pass over the head's rows (staged kChunk values at a time, read once per pass of
 // kPass draft blocks, coalesced), each dot product in double in the rank's order.
 __global__ void __launch_bounds__(kThreads) sm90_f64_markov_bias(MarkovDraftParams p, int j) {
+  after_prior_grids();
   extern __shared__ float e[];                     // [kPass, r]: the embeddings of the pass's blocks' token j
   __shared__ uint16_t tile[kThreads][kChunk + 2];  // the tile's head rows, kChunk values (padded: no bank conflicts)
   __shared__ Best best[kThreads];
@@ -85,6 +87,7 @@ __global__ void __launch_bounds__(kThreads) sm90_f64_markov_bias(MarkovDraftPara
 }
 
 __global__ void __launch_bounds__(kThreads) sm90_i32_markov_pick(MarkovDraftParams p, int j, int tiles) {
+  after_prior_grids();
   __shared__ Best best[kThreads];
   const int b = blockIdx.x;
   const Best* part = static_cast<const Best*>(p.workspace) + b * tiles;
@@ -109,10 +112,15 @@ cudaError_t launch_markov_draft(const MarkovDraftParams& p) {
   if (p.r < 1 || p.r > 256 || p.V < 1 || !p.workspace) return cudaErrorInvalidValue;  // e: 16 KB at most
   if (p.blocks == 0 || p.J == 0) return cudaSuccess;
   for (int j = 0; j < p.J; ++j) {
-    sm90_f64_markov_bias<<<tiles, kThreads, kPass * p.r * sizeof(float), p.stream>>>(p, j);
-    sm90_i32_markov_pick<<<p.blocks, kThreads, 0, p.stream>>>(p, j, tiles);
+    if (const cudaError_t e =
+            launch_kernel(sm90_f64_markov_bias, tiles, kThreads, kPass * p.r * sizeof(float), p.stream, p, j);
+        e != cudaSuccess)
+      return e;
+    if (const cudaError_t e = launch_kernel(sm90_i32_markov_pick, p.blocks, kThreads, 0, p.stream, p, j, tiles);
+        e != cudaSuccess)
+      return e;
   }
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 }  // namespace dsinfer::cuda

@@ -1,8 +1,12 @@
 // Row-wise kernels: embedding, RMSNorm, RoPE, SwiGLU, hyper-connection pre/post (one thread per
-// output element or pair, one block per row for the norm's reduction).
+// output element or pair, or per 8 values where rows allow 16-byte accesses; one block per row for
+// the norm's reduction).
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/dmma_dots.cuh"
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/elementwise/config.h"
@@ -19,6 +23,7 @@ unsigned blocks_for(int64_t items) {
 }
 
 __global__ void sm90_bf16_embed(EmbedParams p) {
+  after_prior_grids();
   const int64_t total = static_cast<int64_t>(p.n) * p.dim;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -33,6 +38,7 @@ __global__ void sm90_bf16_embed(EmbedParams p) {
 template <bool kGather, bool kVector>
 __global__ void sm90_u16_copy_rows(const uint16_t* src, int64_t src_stride, const int32_t* rows, uint16_t* out,
                                    int64_t out_stride, int m, int d) {
+  after_prior_grids();
   for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
     const uint16_t* from = src + (kGather ? rows[r] : r) * src_stride;
     uint16_t* to = out + (kGather ? r : rows[r]) * out_stride;
@@ -46,6 +52,7 @@ __global__ void sm90_u16_copy_rows(const uint16_t* src, int64_t src_stride, cons
 }
 
 __global__ void sm90_f32_scatter_add(ScatterAddParams p) {
+  after_prior_grids();
   const int64_t total = static_cast<int64_t>(p.m) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -62,6 +69,7 @@ __global__ void sm90_f32_scatter_add(ScatterAddParams p) {
 // the same either way.
 template <bool kVector>
 __global__ void sm90_bf16_rms_norm(RmsNormParams p) {
+  after_prior_grids();
   __shared__ double partial[kThreads / 32];
   const int64_t row = blockIdx.x;
   const uint16_t* x = p.x + row * p.x_stride;
@@ -124,6 +132,7 @@ __global__ void sm90_bf16_rms_norm(RmsNormParams p) {
 }
 
 __global__ void sm90_bf16_rope(RopeParams p) {
+  after_prior_grids();
   const int64_t total = static_cast<int64_t>(p.n) * p.heads * p.half;
   const int first = p.d - 2 * p.half;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -139,53 +148,134 @@ __global__ void sm90_bf16_rope(RopeParams p) {
   }
 }
 
+// The 8-wide row kernels: a thread per 8 consecutive values of a row (one 16-byte load of each
+// input, one store), where every row's dim is a multiple of 8 and its start 16-byte aligned; else a
+// thread per value. Every value's arithmetic is the same either way.
+struct Eight {
+  float v[8];
+};
+
+__device__ inline Eight unpack8(uint4 w) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  Eight e;
+#pragma unroll
+  for (int h = 0; h < 8; ++h) e.v[h] = bf16_to_float(static_cast<uint16_t>(words[h / 2] >> (16 * (h % 2))));
+  return e;
+}
+
+__device__ inline uint4 pack8(const Eight& e) {
+  uint32_t w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+    w[q] = static_cast<uint32_t>(float_to_bf16(e.v[2 * q])) | static_cast<uint32_t>(float_to_bf16(e.v[2 * q + 1]))
+                                                                  << 16;
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ inline uint4 load8(const uint16_t* at) {
+  return *reinterpret_cast<const uint4*>(at);
+}
+__device__ inline void store8(uint16_t* at, uint4 w) {
+  *reinterpret_cast<uint4*>(at) = w;
+}
+
+__device__ inline float swiglu_value(float g, float u, const SwigluParams& p, int64_t t) {
+  if (p.limit > 0) u = fminf(fmaxf(u, -p.limit), p.limit), g = fminf(g, p.limit);
+  float act = g * (1.0f / (1.0f + expf(-g))) * u;
+  if (p.row_weight) act = act * p.row_weight[t];
+  return act;
+}
+
+template <int kWidth>
 __global__ void sm90_bf16_swiglu(SwigluParams p) {
-  const int64_t total = static_cast<int64_t>(p.n) * p.f;
+  after_prior_grids();
+  const int64_t per_row = p.f / kWidth, total = static_cast<int64_t>(p.n) * per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = i / p.f, j = i % p.f;
-    float g = bf16_to_float(p.gate[t * p.gate_stride + j]), u = bf16_to_float(p.up[t * p.up_stride + j]);
-    if (p.limit > 0) u = fminf(fmaxf(u, -p.limit), p.limit), g = fminf(g, p.limit);
-    float act = g * (1.0f / (1.0f + expf(-g))) * u;
-    if (p.row_weight) act = act * p.row_weight[t];
-    p.out[t * p.out_stride + j] = float_to_bf16(act);
+    const int64_t t = i / per_row, j = i % per_row * kWidth;
+    const uint16_t *gate = p.gate + t * p.gate_stride + j, *up = p.up + t * p.up_stride + j;
+    uint16_t* out = p.out + t * p.out_stride + j;
+    if constexpr (kWidth == 8) {
+      const Eight g = unpack8(load8(gate)), u = unpack8(load8(up));
+      Eight act;
+#pragma unroll
+      for (int h = 0; h < 8; ++h) act.v[h] = swiglu_value(g.v[h], u.v[h], p, t);
+      store8(out, pack8(act));
+    } else {
+      *out = float_to_bf16(swiglu_value(bf16_to_float(*gate), bf16_to_float(*up), p, t));
+    }
   }
 }
 
+template <int kWidth>
 __global__ void sm90_bf16_hc_pre(HcPreParams p) {
-  const int64_t total = static_cast<int64_t>(p.n) * p.dim;
+  after_prior_grids();
+  const int64_t per_row = p.dim / kWidth, total = static_cast<int64_t>(p.n) * per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = i / p.dim, d = i % p.dim;
-    const uint16_t* x = p.x + t * p.x_stride;
-    float y = 0.0f;
-    for (int c = 0; c < p.hc; ++c) y = y + p.pre[t * p.hc + c] * bf16_to_float(x[c * p.dim + d]);
-    p.out[t * p.out_stride + d] = float_to_bf16(y);
+    const int64_t t = i / per_row, d = i % per_row * kWidth;
+    const uint16_t* x = p.x + t * p.x_stride + d;
+    const float* pre = p.pre + t * p.hc;
+    uint16_t* out = p.out + t * p.out_stride + d;
+    if constexpr (kWidth == 8) {
+      Eight y{};
+      for (int c = 0; c < p.hc; ++c) {
+        const Eight xc = unpack8(load8(x + c * p.dim));
+#pragma unroll
+        for (int h = 0; h < 8; ++h) y.v[h] = y.v[h] + pre[c] * xc.v[h];
+      }
+      store8(out, pack8(y));
+    } else {
+      float y = 0.0f;
+      for (int c = 0; c < p.hc; ++c) y = y + pre[c] * bf16_to_float(x[c * p.dim]);
+      *out = float_to_bf16(y);
+    }
   }
 }
 
-// One thread per (token, position d): all hc outputs of that position, so the residual column it
-// reads is the one it writes (out may alias residual).
+// One thread per (token, kWidth positions): all hc outputs of those positions, so the residual
+// columns it reads are the ones it writes (out may alias residual).
+template <int kWidth>
 __global__ void sm90_bf16_hc_post(HcPostParams p) {
-  const int64_t total = static_cast<int64_t>(p.n) * p.dim;
+  after_prior_grids();
+  const int64_t per_row = p.dim / kWidth, total = static_cast<int64_t>(p.n) * per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = i / p.dim, d = i % p.dim;
-    const uint16_t* r = p.residual + t * p.residual_stride;
+    const int64_t t = i / per_row, d = i % per_row * kWidth;
+    const uint16_t* r = p.residual + t * p.residual_stride + d;
+    const uint16_t* sub_at = p.sub + t * p.sub_stride + d;
     const float* comb = p.comb + t * p.hc * p.hc;
-    float rv[kMaxHc];
-    for (int c = 0; c < p.hc; ++c) rv[c] = bf16_to_float(r[c * p.dim + d]);
-    const float sub = bf16_to_float(p.sub[t * p.sub_stride + d]);
-    uint16_t* out = p.out + t * p.out_stride;
-    for (int j = 0; j < p.hc; ++j) {
-      float s = 0.0f;
-      for (int c = 0; c < p.hc; ++c) s = s + comb[c * p.hc + j] * rv[c];
-      out[j * p.dim + d] = float_to_bf16(p.post[t * p.hc + j] * sub + s);
+    const float* post = p.post + t * p.hc;
+    uint16_t* out = p.out + t * p.out_stride + d;
+    if constexpr (kWidth == 8) {
+      Eight rv[kMaxHc];
+      for (int c = 0; c < p.hc; ++c) rv[c] = unpack8(load8(r + c * p.dim));
+      const Eight sub = unpack8(load8(sub_at));
+      for (int j = 0; j < p.hc; ++j) {
+        Eight o;
+#pragma unroll
+        for (int h = 0; h < 8; ++h) {
+          float s = 0.0f;
+          for (int c = 0; c < p.hc; ++c) s = s + comb[c * p.hc + j] * rv[c].v[h];
+          o.v[h] = post[j] * sub.v[h] + s;
+        }
+        store8(out + j * p.dim, pack8(o));
+      }
+    } else {
+      float rv[kMaxHc];
+      for (int c = 0; c < p.hc; ++c) rv[c] = bf16_to_float(r[c * p.dim]);
+      const float sub = bf16_to_float(*sub_at);
+      for (int j = 0; j < p.hc; ++j) {
+        float s = 0.0f;
+        for (int c = 0; c < p.hc; ++c) s = s + comb[c * p.hc + j] * rv[c];
+        out[j * p.dim] = float_to_bf16(post[j] * sub + s);
+      }
     }
   }
 }
 
 __global__ void sm90_f32_compress_pool(CompressPoolParams p) {
+  after_prior_grids();
   const int64_t total = static_cast<int64_t>(p.groups) * p.d;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -200,6 +290,7 @@ __global__ void sm90_f32_compress_pool(CompressPoolParams p) {
 }
 
 __global__ void sm90_bf16_engram_gate(EngramGateParams p) {
+  after_prior_grids();
   __shared__ double scratch[kThreads];
   const int64_t t = blockIdx.x / p.hc;
   const int c = static_cast<int>(blockIdx.x % p.hc);
@@ -242,6 +333,7 @@ bool hc_tiled(const HcMixesParams& p) {
 }
 
 __global__ void __launch_bounds__(kDotThreads, 2) sm90_bf16_hc_mixes_dots_tiled(HcMixesParams p) {
+  after_prior_grids();
   extern __shared__ __align__(16) uint8_t smem[];
   const int mix = (2 + p.hc) * p.hc, outputs = mix + 1, ch = static_cast<int>(blockIdx.y);
   const int first = static_cast<int>(blockIdx.z) * kDotOutputs;
@@ -279,6 +371,7 @@ __global__ void __launch_bounds__(kDotThreads, 2) sm90_bf16_hc_mixes_dots_tiled(
 }
 
 __global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p) {
+  after_prior_grids();
   constexpr int chunks = kMaxHcChunks;
   __shared__ double scratch[kThreads];
   const int64_t t = blockIdx.x;
@@ -329,6 +422,7 @@ __device__ inline void normalise(float (&c)[kSlots], int hc, bool rows, float ep
 // partial sums, added up in double in chunk order.
 template <int kSlots>
 __global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParams p) {
+  after_prior_grids();
   constexpr int chunks = kMaxHcChunks;
   __shared__ float m[kMaxMix];
   __shared__ double sums[kMaxMix + 1], staged[(kMaxMix + 1) * kMaxHcChunks];
@@ -407,15 +501,15 @@ __global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParam
 cudaError_t launch_compress_pool(const CompressPoolParams& p) {
   if (p.groups < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.groups == 0) return cudaSuccess;
-  sm90_f32_compress_pool<<<blocks_for(static_cast<int64_t>(p.groups) * p.d), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_f32_compress_pool, blocks_for(static_cast<int64_t>(p.groups) * p.d), kThreads, 0, p.stream,
+                       p);
 }
 
 cudaError_t launch_engram_gate(const EngramGateParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_engram_gate<<<static_cast<unsigned>(static_cast<int64_t>(p.n) * p.hc), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_bf16_engram_gate, static_cast<unsigned>(static_cast<int64_t>(p.n) * p.hc), kThreads, 0,
+                       p.stream, p);
 }
 
 cudaError_t launch_hc_mixes(const HcMixesParams& p) {
@@ -428,20 +522,19 @@ cudaError_t launch_hc_mixes(const HcMixesParams& p) {
     static const cudaError_t opt_in =
         cudaFuncSetAttribute(sm90_bf16_hc_mixes_dots_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (opt_in != cudaSuccess) return opt_in;
-    sm90_bf16_hc_mixes_dots_tiled<<<dim3(static_cast<unsigned>((p.n + kHcTileTokens - 1) / kHcTileTokens),
-                                         static_cast<unsigned>(kMaxHcChunks),
-                                         static_cast<unsigned>((mix + kDotOutputs - 1) / kDotOutputs)),
-                                    kDotThreads, smem, p.stream>>>(p);
+    const dim3 grid(static_cast<unsigned>((p.n + kHcTileTokens - 1) / kHcTileTokens),
+                    static_cast<unsigned>(kMaxHcChunks), static_cast<unsigned>((mix + kDotOutputs - 1) / kDotOutputs));
+    if (const cudaError_t e = launch_kernel(sm90_bf16_hc_mixes_dots_tiled, grid, kDotThreads, smem, p.stream, p);
+        e != cudaSuccess)
+      return e;
   } else {
-    sm90_bf16_hc_mixes_dots<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>(outputs),
-                                   static_cast<unsigned>(kMaxHcChunks)),
-                              kThreads, 0, p.stream>>>(p);
+    const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>(outputs), static_cast<unsigned>(kMaxHcChunks));
+    if (const cudaError_t e = launch_kernel(sm90_bf16_hc_mixes_dots, grid, kThreads, 0, p.stream, p); e != cudaSuccess)
+      return e;
   }
   if (p.hc * p.hc <= kWarp)
-    sm90_f32_hc_mixes_sinkhorn<1><<<static_cast<unsigned>(p.n), kWarp, 0, p.stream>>>(p);
-  else
-    sm90_f32_hc_mixes_sinkhorn<2><<<static_cast<unsigned>(p.n), kWarp, 0, p.stream>>>(p);
-  return cudaGetLastError();
+    return launch_kernel(sm90_f32_hc_mixes_sinkhorn<1>, static_cast<unsigned>(p.n), kWarp, 0, p.stream, p);
+  return launch_kernel(sm90_f32_hc_mixes_sinkhorn<2>, static_cast<unsigned>(p.n), kWarp, 0, p.stream, p);
 }
 
 size_t hc_mixes_workspace_bytes(const HcMixesParams& p) {
@@ -451,8 +544,7 @@ size_t hc_mixes_workspace_bytes(const HcMixesParams& p) {
 cudaError_t launch_embed(const EmbedParams& p) {
   if (p.n < 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_embed<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_bf16_embed, blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream, p);
 }
 
 template <bool kGather>
@@ -466,10 +558,10 @@ cudaError_t launch_copy_rows(const uint16_t* src, int64_t src_stride, const int3
   const bool vector = d % 8 == 0 && aligned(src, src_stride) && aligned(out, out_stride);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(m, kMaxBlocks));
   if (vector)
-    sm90_u16_copy_rows<kGather, true><<<blocks, kThreads, 0, stream>>>(src, src_stride, rows, out, out_stride, m, d);
-  else
-    sm90_u16_copy_rows<kGather, false><<<blocks, kThreads, 0, stream>>>(src, src_stride, rows, out, out_stride, m, d);
-  return cudaGetLastError();
+    return launch_kernel(sm90_u16_copy_rows<kGather, true>, blocks, kThreads, 0, stream, src, src_stride, rows, out,
+                         out_stride, m, d);
+  return launch_kernel(sm90_u16_copy_rows<kGather, false>, blocks, kThreads, 0, stream, src, src_stride, rows, out,
+                       out_stride, m, d);
 }
 
 cudaError_t launch_gather_rows(const GatherRowsParams& p) {
@@ -483,8 +575,7 @@ cudaError_t launch_scatter_rows(const ScatterRowsParams& p) {
 cudaError_t launch_scatter_add(const ScatterAddParams& p) {
   if (p.m < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.m == 0) return cudaSuccess;
-  sm90_f32_scatter_add<<<blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_f32_scatter_add, blocks_for(static_cast<int64_t>(p.m) * p.d), kThreads, 0, p.stream, p);
 }
 
 cudaError_t launch_rms_norm(const RmsNormParams& p) {
@@ -495,39 +586,51 @@ cudaError_t launch_rms_norm(const RmsNormParams& p) {
   };
   const bool vector = p.d % 8 == 0 && p.d <= kNormMaxChunks * kThreads * 8 && aligned(p.x, p.x_stride) &&
                       aligned(p.out, p.out_stride) && aligned(p.weight, 0);
-  if (vector)
-    sm90_bf16_rms_norm<true><<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
-  else
-    sm90_bf16_rms_norm<false><<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  if (vector) return launch_kernel(sm90_bf16_rms_norm<true>, static_cast<unsigned>(p.n), kThreads, 0, p.stream, p);
+  return launch_kernel(sm90_bf16_rms_norm<false>, static_cast<unsigned>(p.n), kThreads, 0, p.stream, p);
 }
 
 cudaError_t launch_rope(const RopeParams& p) {
   if (p.n < 0 || p.half < 0 || 2 * p.half > p.d) return cudaErrorInvalidValue;
   if (p.n == 0 || p.half == 0) return cudaSuccess;
-  sm90_bf16_rope<<<blocks_for(static_cast<int64_t>(p.n) * p.heads * p.half), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_bf16_rope, blocks_for(static_cast<int64_t>(p.n) * p.heads * p.half), kThreads, 0, p.stream,
+                       p);
+}
+
+// Whether rows of dim values at these starts and strides (in values) take the 8-wide kernels.
+bool rows_of_eight(int dim, std::initializer_list<std::pair<const void*, int64_t>> rows) {
+  if (dim % 8 != 0) return false;
+  for (const auto& [start, stride] : rows)
+    if (reinterpret_cast<uintptr_t>(start) % 16 != 0 || stride % 8 != 0) return false;
+  return true;
+}
+
+template <typename Params>
+cudaError_t launch_rows(void (*eight)(Params), void (*one)(Params), bool wide, int64_t values, const Params& p) {
+  if (wide) return launch_kernel(eight, blocks_for(values / 8), kThreads, 0, p.stream, p);
+  return launch_kernel(one, blocks_for(values), kThreads, 0, p.stream, p);
 }
 
 cudaError_t launch_swiglu(const SwigluParams& p) {
   if (p.n < 0 || p.f <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_swiglu<<<blocks_for(static_cast<int64_t>(p.n) * p.f), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  const bool wide = rows_of_eight(p.f, {{p.gate, p.gate_stride}, {p.up, p.up_stride}, {p.out, p.out_stride}});
+  return launch_rows(sm90_bf16_swiglu<8>, sm90_bf16_swiglu<1>, wide, static_cast<int64_t>(p.n) * p.f, p);
 }
 
 cudaError_t launch_hc_pre(const HcPreParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_hc_pre<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  const bool wide = rows_of_eight(p.dim, {{p.x, p.x_stride}, {p.out, p.out_stride}});
+  return launch_rows(sm90_bf16_hc_pre<8>, sm90_bf16_hc_pre<1>, wide, static_cast<int64_t>(p.n) * p.dim, p);
 }
 
 cudaError_t launch_hc_post(const HcPostParams& p) {
   if (p.n < 0 || p.hc <= 0 || p.hc > kMaxHc || p.dim <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_bf16_hc_post<<<blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  const bool wide =
+      rows_of_eight(p.dim, {{p.sub, p.sub_stride}, {p.residual, p.residual_stride}, {p.out, p.out_stride}});
+  return launch_rows(sm90_bf16_hc_post<8>, sm90_bf16_hc_post<1>, wide, static_cast<int64_t>(p.n) * p.dim, p);
 }
 
 }  // namespace dsinfer::cuda

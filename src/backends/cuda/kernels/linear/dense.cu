@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/linear/config.h"
@@ -31,6 +32,7 @@ int64_t padded(int k) {
 // x [n, groups * k] as doubles, each (row, group) k-slice padded to a whole number of warp spans
 // and permuted within a span: weight j = 512 s + 16 lane + e sits at 512 s + 32 e + lane.
 __global__ void sm90_f64_dense_linear_stage(DenseLinearParams p, int groups, int64_t kp) {
+  after_prior_grids();
   const int64_t width = static_cast<int64_t>(groups) * p.k, total = p.n * width;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -152,6 +154,7 @@ __device__ void dense_row(const DenseLinearParams& p, int row, int i0, int lane,
 template <int NB, bool kVec>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp)
     sm90_f64_dense_linear(DenseLinearParams p, int i0, int groups, int64_t kp) {
+  after_prior_grids();
   const int lane = threadIdx.x % kWarp, warps = gridDim.x * kWarpsPerBlock;
   for (int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarp; row < p.out; row += warps)
     dense_row<NB, kVec>(p, row, i0, lane, groups, kp);
@@ -161,12 +164,13 @@ template <bool kVec>
 cudaError_t launch_rows(const DenseLinearParams& p, int groups, int64_t kp) {
   const int blocks = std::min((p.out + kWarpsPerBlock - 1) / kWarpsPerBlock, sm_count() * 8);
   for (int i0 = 0; i0 < p.n;) {
-    if (p.n - i0 >= kRowsPerPass)
-      sm90_f64_dense_linear<kRowsPerPass, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp),
-          i0 += kRowsPerPass;
-    else
-      sm90_f64_dense_linear<1, kVec><<<blocks, kWarpsPerBlock * kWarp, 0, p.stream>>>(p, i0, groups, kp), ++i0;
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    const bool pass = p.n - i0 >= kRowsPerPass;
+    const cudaError_t e = pass ? launch_kernel(sm90_f64_dense_linear<kRowsPerPass, kVec>, blocks,
+                                               kWarpsPerBlock * kWarp, 0, p.stream, p, i0, groups, kp)
+                               : launch_kernel(sm90_f64_dense_linear<1, kVec>, blocks, kWarpsPerBlock * kWarp, 0,
+                                               p.stream, p, i0, groups, kp);
+    if (e != cudaSuccess) return e;
+    i0 += pass ? kRowsPerPass : 1;
   }
   return cudaSuccess;
 }
@@ -189,9 +193,11 @@ cudaError_t launch_dense_linear(const DenseLinearParams& p) {
   if (dense_linear_on_tensor_cores(p)) return launch_dense_mma(p);
   if (!p.x_f64) return cudaErrorInvalidValue;
   const int64_t kp = padded(p.k), total = p.n * static_cast<int64_t>(groups) * p.k;
-  sm90_f64_dense_linear_stage<<<static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535)), 256, 0,
-                                p.stream>>>(p, groups, kp);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (const cudaError_t e = launch_kernel(sm90_f64_dense_linear_stage,
+                                          static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535)), 256, 0,
+                                          p.stream, p, groups, kp);
+      e != cudaSuccess)
+    return e;
   return vec ? launch_rows<true>(p, groups, kp) : launch_rows<false>(p, groups, kp);
 }
 

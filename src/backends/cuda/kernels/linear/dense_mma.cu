@@ -14,6 +14,7 @@
 // decoded exactly (e4m3 times a power of two has at most 4 significant bits).
 #include <algorithm>
 
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/mma.cuh"
 #include "backends/cuda/kernels/linear/config.h"
@@ -21,6 +22,9 @@
 
 namespace dsinfer::cuda {
 namespace {
+
+using common::after_prior_grids;
+using common::launch_kernel;
 
 using namespace linear_config;
 using namespace linear_config::dense_mma_kernel;
@@ -121,6 +125,7 @@ __device__ inline void chunk_mma(const RowWords& lo, const RowWords& hi, const R
 
 template <int NT>
 __global__ void __launch_bounds__(kWarps* kWarp) sm90_dense_mma(DenseLinearParams p, int i0, int split, int tiles) {
+  after_prior_grids();
   extern __shared__ float partial[];  // [kWarps][NT * 4][kWarp] when split > 1
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
   const int tile = blockIdx.x * (kWarps / split) + warp / split, slice = warp % split;
@@ -176,8 +181,7 @@ template <int NT>
 cudaError_t launch_pass(const DenseLinearParams& p, int i0, int split, int tiles) {
   const int per_cta = kWarps / split, blocks = (tiles + per_cta - 1) / per_cta;
   const size_t shared = split > 1 ? sizeof(float) * kWarps * NT * 4 * kWarp : 0;
-  sm90_dense_mma<NT><<<blocks, kWarps * kWarp, shared, p.stream>>>(p, i0, split, tiles);
-  return cudaGetLastError();
+  return launch_kernel(sm90_dense_mma<NT>, blocks, kWarps * kWarp, shared, p.stream, p, i0, split, tiles);
 }
 
 // K slices a row tile: a function of the matrix's shape alone (the sums' order).

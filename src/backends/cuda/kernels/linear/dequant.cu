@@ -3,6 +3,7 @@
 // arithmetic only (a table indexed at run time would live in local memory).
 #include <cuda_bf16.h>
 
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/mma.cuh"
 #include "backends/cuda/kernels/linear/dequant.h"
@@ -44,6 +45,7 @@ __device__ inline void decode(const uint32_t* words, float scale, uint32_t (&out
 
 template <bool kFp4, bool kAligned>
 __global__ void __launch_bounds__(kThreads) sm90_bf16_dequant_weight(DequantWeightParams p) {
+  after_prior_grids();
   constexpr int kCodeBytes = kFp4 ? 4 : 8;  // eight weights' codes
   const int octets = p.k / 8;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -75,11 +77,8 @@ cudaError_t launch(const DequantWeightParams& p, int64_t items) {
   const int bytes = kFp4 ? 4 : 8;  // a thread's load
   const auto aligned = reinterpret_cast<uintptr_t>(p.codes) % bytes == 0 && p.w_stride % bytes == 0;
   const dim3 grid(static_cast<unsigned>((items + kThreads - 1) / kThreads));
-  if (aligned)
-    sm90_bf16_dequant_weight<kFp4, true><<<grid, kThreads, 0, p.stream>>>(p);
-  else
-    sm90_bf16_dequant_weight<kFp4, false><<<grid, kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  if (aligned) return launch_kernel(sm90_bf16_dequant_weight<kFp4, true>, grid, kThreads, 0, p.stream, p);
+  return launch_kernel(sm90_bf16_dequant_weight<kFp4, false>, grid, kThreads, 0, p.stream, p);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/reduce.cuh"
@@ -166,6 +167,7 @@ __device__ void one_row(const BlockLinearParams& p, int row, int i0, int lane, c
 
 template <int U>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) sm90_fp8_block_linear_fma(BlockLinearParams p) {
+  after_prior_grids();
   extern __shared__ uint32_t lut[];  // fp4 only: [256][32] fp16 pairs
   if (p.fp4) fill_e2m1_table(lut);
   const int lane = threadIdx.x % kWarp;
@@ -189,8 +191,8 @@ cudaError_t launch(const BlockLinearParams& p, int blocks_per_sm) {
   // A persistent grid: a few blocks per SM walk the rows (the fp4 table is built once per block).
   const int rows_blocks = (p.groups * p.out + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int blocks = std::min(rows_blocks, sm_count() * std::max(blocks_per_sm, 1));
-  sm90_fp8_block_linear_fma<U><<<blocks, kWarpsPerBlock * kWarp, p.fp4 ? kLutBytes : 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_fp8_block_linear_fma<U>, blocks, kWarpsPerBlock * kWarp, p.fp4 ? kLutBytes : 0, p.stream,
+                       p);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include <algorithm>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/reduce.cuh"
@@ -224,6 +225,7 @@ template <bool kFp4, int U, int N>
 // Three CTAs an SM for the single-token kernel (80 registers), two for the rest (no spills).
 __global__ void __launch_bounds__(kWarps* kWarp, N == 1 && U == 4 ? 3 : 2)
     sm90_fp8_block_linear_gemv(BlockLinearParams p, int split) {
+  after_prior_grids();
   extern __shared__ uint32_t smem[];  // fp4: the table [256][32]; then the warps' sums [8][N]
   uint32_t* lut = smem;
   float* sums = reinterpret_cast<float*>(smem + (kFp4 ? kLutWords : 0));
@@ -248,8 +250,7 @@ cudaError_t launch(const BlockLinearParams& p, int blocks_per_sm) {
   const int split = gemv_split(p.out, p.k);
   const int per_cta = kWarps / split, rows = p.groups * p.out;
   const int ctas = std::min((rows + per_cta - 1) / per_cta, sm_count() * std::max(blocks_per_sm, 1));
-  sm90_fp8_block_linear_gemv<kFp4, U, N><<<ctas, kWarps * kWarp, smem, p.stream>>>(p, split);
-  return cudaGetLastError();
+  return launch_kernel(sm90_fp8_block_linear_gemv<kFp4, U, N>, ctas, kWarps * kWarp, smem, p.stream, p, split);
 }
 
 }  // namespace

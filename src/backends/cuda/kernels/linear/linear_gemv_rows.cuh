@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/kernels/linear/config.h"
@@ -61,6 +62,7 @@ struct Weights {
 
 template <bool kFp4, int U>
 __global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_gemv_rows(BlockLinearParams p) {
+  after_prior_grids();
   extern __shared__ uint32_t lut[];          // fp4: [256][32] f16 pairs
   if constexpr (kFp4) fill_e2m1_table(lut);  // the kernel's only barrier
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
@@ -154,8 +156,8 @@ cudaError_t launch(const BlockLinearParams& p) {
       sm90_fp8_block_linear_gemv_rows<kFp4, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
   const int tasks = p.groups * (p.out / kRows);
-  sm90_fp8_block_linear_gemv_rows<kFp4, U><<<(tasks + kWarps - 1) / kWarps, kWarps * kWarp, kSmem, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_fp8_block_linear_gemv_rows<kFp4, U>, (tasks + kWarps - 1) / kWarps, kWarps * kWarp, kSmem,
+                       p.stream, p);
 }
 
 }  // namespace

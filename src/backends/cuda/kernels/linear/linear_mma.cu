@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/kernels/linear/block_fragments.cuh"
@@ -101,6 +102,7 @@ __device__ void tile_pass(const BlockLinearParams& p, const LinearOperands& op, 
 }
 
 __global__ void __launch_bounds__(kWarps* kWarp) sm90_fp8_block_linear_mma(BlockLinearParams p) {
+  after_prior_grids();
   extern __shared__ float red[];  // [kWarps][tiles][4][32]
   const int tiles_per_matrix = (p.out + kTileRows - 1) / kTileRows, group = blockIdx.x / tiles_per_matrix;
   const int r0 = (blockIdx.x % tiles_per_matrix) * kTileRows;
@@ -155,8 +157,7 @@ cudaError_t launch_block_linear_mma(const BlockLinearParams& p) {
   if (attr != cudaSuccess) return attr;
   const int64_t ctas = static_cast<int64_t>(p.groups) * ((p.out + kTileRows - 1) / kTileRows);
   if (ctas > INT32_MAX) return cudaErrorInvalidValue;
-  sm90_fp8_block_linear_mma<<<static_cast<unsigned>(ctas), kWarps * kWarp, smem, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_fp8_block_linear_mma, static_cast<unsigned>(ctas), kWarps * kWarp, smem, p.stream, p);
 }
 
 }  // namespace dsinfer::cuda

@@ -30,6 +30,7 @@
 
 #include "backends/cuda/common/async_copy.cuh"
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/fp4.cuh"
 #include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/kernels/linear/config.h"
@@ -279,6 +280,24 @@ __host__ __device__ constexpr int min_ctas_for(int tiles) {
   return tiles <= 2 ? 7 : 4;
 }
 
+// The weight bytes of the first `count` K blocks from kb0 of the CTA's rows into L2: what its warps'
+// rings load first. Called before the CTA waits for the kernels before it (common/dependent_launch.cuh),
+// so that those loads meet L2 rather than memory; only for weights named by the call (a routed or
+// grouped call's come from the step's earlier kernels).
+__device__ inline void prefetch_first_blocks(const BlockLinearParams& p, int group, int tile_r0, int kb0, int count) {
+  constexpr int kLine = 128;
+  const int row_bytes = p.fp4 ? 16 : 32, bytes = count * row_bytes;
+  if (bytes <= 0) return;
+  const int lines = (bytes + kLine - 1) / kLine + 1;  // + 1: the run may straddle a line
+  const int rows = min(kTileRows, p.out - tile_r0);
+  for (int i = threadIdx.x; i < rows * lines; i += blockDim.x) {
+    const uint8_t* run =
+        p.op[group].w + static_cast<int64_t>(tile_r0 + i / lines) * p.w_stride + static_cast<int64_t>(kb0) * row_bytes;
+    const uint8_t* at = run + min((i % lines) * kLine, bytes - 1);  // within the run: a hint, never past it
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+  }
+}
+
 template <int kTiles>
 __global__ void __launch_bounds__(kWarps* kWarp, min_ctas_for(kTiles))
     sm90_block_linear_tiled(BlockLinearParams p, int split, int staged) {
@@ -288,9 +307,14 @@ __global__ void __launch_bounds__(kWarps* kWarp, min_ctas_for(kTiles))
   const int rank = static_cast<int>(cluster.block_rank());
   const int row_tiles = (p.out + kTileRows - 1) / kTileRows;
   const int unit = blockIdx.x / split, group = unit / row_tiles, tile_r0 = (unit % row_tiles) * kTileRows;
+  const int blocks = p.k / 32, slice = (blocks + split - 1) / split;
+  if (!p.expert_groups && !p.routes) {
+    const int kb = min(blocks, rank * slice);
+    prefetch_first_blocks(p, group, tile_r0, kb, min(kStages - 1, min(blocks, kb + slice) - kb));
+  }
+  after_prior_grids();  // a grouped call's experts and counts, and every call's activations, come from earlier kernels
   const Operand o = resolve(p, group);
   if (o.n <= 0) return;  // the whole cluster: its CTAs share the group
-  const int blocks = p.k / 32, slice = (blocks + split - 1) / split;
   const int kb0 = min(blocks, rank * slice), kb1 = o.live ? min(blocks, kb0 + slice) : kb0;
   float* part = reinterpret_cast<float*>(smem);  // [kTileRows][cols] after the pass (over the rings)
   for (int n0 = 0; n0 < o.n; n0 += cols) {
@@ -333,12 +357,14 @@ cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   config.blockDim = dim3(kWarps * kWarp);
   config.dynamicSmemBytes = smem;
   config.stream = p.stream;
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(split);
-  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attributes[2] = {};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = static_cast<unsigned>(split);
+  attributes[0].val.clusterDim.y = attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // common/dependent_launch.cuh
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attributes;
+  config.numAttrs = dependent_launches().load(std::memory_order_relaxed) ? 2 : 1;
   return cudaLaunchKernelEx(&config, sm90_block_linear_tiled<kTiles>, p, split, staged);
 }
 

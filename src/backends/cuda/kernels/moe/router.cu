@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/dmma_dots.cuh"
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/moe/config.h"
@@ -21,6 +22,7 @@ constexpr unsigned kFull = 0xFFFFFFFFu;
 
 // logits[t, e] = fp32(x[t] . W[e]) / gate_temp, the dot product in double (exact products).
 __global__ void __launch_bounds__(kThreads) sm90_bf16_router_logits(RouterParams p) {
+  after_prior_grids();
   __shared__ double part[kWarps];
   const int64_t t = blockIdx.x;  // tokens on grid.x: a prefill's may pass grid.y's 65,535
   const int e = blockIdx.y;
@@ -50,6 +52,7 @@ constexpr int kRouterTileTokens = dot_tile_tokens<kRouterMTiles>();
 
 template <class W>
 __global__ void __launch_bounds__(kDotThreads) sm90_bf16_router_logits_tiled(RouterParams p) {
+  after_prior_grids();
   extern __shared__ __align__(16) uint8_t smem[];
   const int first = static_cast<int>(blockIdx.y) * kDotOutputs;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kRouterTileTokens;
@@ -83,8 +86,7 @@ cudaError_t launch_router_logits_tiled(const RouterParams& p) {
   if (opt_in != cudaSuccess) return opt_in;
   const dim3 tiles(static_cast<unsigned>((p.n + kRouterTileTokens - 1) / kRouterTileTokens),
                    static_cast<unsigned>((p.experts + kDotOutputs - 1) / kDotOutputs));
-  sm90_bf16_router_logits_tiled<W><<<tiles, kDotThreads, smem, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_bf16_router_logits_tiled<W>, tiles, kDotThreads, smem, p.stream, p);
 }
 
 // Better candidate for the top-k: the larger key, ties to the lower expert (the CPU's order).
@@ -95,6 +97,7 @@ __device__ inline bool better(float key_a, int a, float key_b, int b) {
 // Block per token: the score function per expert (in parallel; softmax's max and sum in expert
 // order on one thread), then k rounds of a block-wide arg-max over the untaken keys.
 __global__ void __launch_bounds__(kThreads) sm90_f32_router_select(RouterParams p) {
+  after_prior_grids();
   __shared__ float s[kMaxExperts], key[kMaxExperts];
   __shared__ bool taken[kMaxExperts];
   __shared__ float warp_key[kWarps];
@@ -160,6 +163,7 @@ __global__ void __launch_bounds__(kThreads) sm90_f32_router_select(RouterParams 
 }
 
 __global__ void sm90_f32_routed_combine(RoutedCombineParams p) {
+  after_prior_grids();
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   const int64_t tok = blockIdx.y;
   if (c >= p.dim) return;
@@ -182,6 +186,7 @@ __global__ void sm90_f32_routed_combine(RoutedCombineParams p) {
 // One block: counts per expert, their offsets (a scan in expert order), then each slot's rank
 // among the earlier slots of its expert: a deterministic order, whatever the threads' timing.
 __global__ void __launch_bounds__(kGroupThreads) sm90_i32_group_routes(GroupRoutesParams p) {
+  after_prior_grids();
   __shared__ int32_t ids[kMaxGroupedSlots];
   __shared__ int32_t count[kMaxExperts], first[kMaxExperts];
   const int m = p.n * p.k;
@@ -224,8 +229,7 @@ cudaError_t launch_routed_combine(const RoutedCombineParams& p) {
   if (p.k < 1 || p.k > kMaxK || p.dim < 0 || p.n < 0 || p.n > kMaxCombineTokens) return cudaErrorInvalidValue;
   if (p.dim == 0 || p.n == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>((p.dim + kThreads - 1) / kThreads), static_cast<unsigned>(p.n));
-  sm90_f32_routed_combine<<<grid, kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_f32_routed_combine, grid, kThreads, 0, p.stream, p);
 }
 
 cudaError_t launch_group_routes(const GroupRoutesParams& p) {
@@ -233,8 +237,7 @@ cudaError_t launch_group_routes(const GroupRoutesParams& p) {
       p.max_groups < 0)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_i32_group_routes<<<1, kGroupThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_i32_group_routes, 1, kGroupThreads, 0, p.stream, p);
 }
 
 cudaError_t launch_router(const RouterParams& p) {
@@ -249,12 +252,13 @@ cudaError_t launch_router(const RouterParams& p) {
         e != cudaSuccess)
       return e;
   } else {
-    sm90_bf16_router_logits<<<dim3(static_cast<unsigned>(p.n), static_cast<unsigned>(p.experts)), kThreads, 0,
-                              p.stream>>>(p);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (const cudaError_t e =
+            launch_kernel(sm90_bf16_router_logits, dim3(static_cast<unsigned>(p.n), static_cast<unsigned>(p.experts)),
+                          kThreads, 0, p.stream, p);
+        e != cudaSuccess)
+      return e;
   }
-  sm90_f32_router_select<<<static_cast<unsigned>(p.n), kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_f32_router_select, static_cast<unsigned>(p.n), kThreads, 0, p.stream, p);
 }
 
 }  // namespace dsinfer::cuda

@@ -2,10 +2,14 @@
 // columns (the larger value, on equal values the lower column) and whether it saw a NaN or an
 // infinity, then the block reduces those. The result is the row's first maximum whatever the
 // reduction's order, so it is the CPU's pick.
+#include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/kernels/sampling/greedy_pick.h"
 
 namespace dsinfer::cuda {
 namespace {
+
+using common::after_prior_grids;
+using common::launch_kernel;
 
 constexpr int kThreads = 512;
 constexpr int kWarp = 32;
@@ -30,6 +34,7 @@ __device__ inline Best shuffle_down(Best x, int offset) {
 }
 
 __global__ void __launch_bounds__(kThreads) sm90_f32_greedy_pick(GreedyPickParams p) {
+  after_prior_grids();
   __shared__ Best warps[kThreads / kWarp];
   const float* row = p.logits + static_cast<int64_t>(blockIdx.x) * p.row_stride;
   Best mine{0.0f, -1, true};
@@ -52,8 +57,7 @@ __global__ void __launch_bounds__(kThreads) sm90_f32_greedy_pick(GreedyPickParam
 cudaError_t launch_greedy_pick(const GreedyPickParams& p) {
   if (p.V < 1) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  sm90_f32_greedy_pick<<<p.n, kThreads, 0, p.stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sm90_f32_greedy_pick, p.n, kThreads, 0, p.stream, p);
 }
 
 }  // namespace dsinfer::cuda
