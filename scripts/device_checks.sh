@@ -100,11 +100,12 @@ fi
 # zeros, its random head and padded tokenizer stream text) served on the GPU, and bench-serve with
 # ~1K-token prompts and 256 output tokens at concurrency 1, 16 and 64, LOAD_ROUNDS requests a
 # client (default 2: the second round meets the first's decodes), sent at once or, with LOAD_RATE,
-# at that many requests a second.
+# at that many requests a second; SERVE_ARGS adds serve options (e.g. "--prefill-with-decodes 2048").
 if [[ $steps == *underload* ]]; then
   flash=/tmp/dsinfer_flash_bench
   [ -f $flash/config.json ] || build-cuda/bench/cuda_decode_bench --flash 64 --steps 8 --batch 1 --context 4096 >/dev/null
-  $dsinfer serve --device cuda --model $flash --speculative off --max-running 64 --port 8124 >"$out/flash_serve.log" 2>&1 &
+  $dsinfer serve --device cuda --model $flash --speculative off --max-running 64 --port 8124 ${SERVE_ARGS:-} \
+    >"$out/flash_serve.log" 2>&1 &
   server=$!
   for _ in $(seq 600); do curl -sf localhost:8124/health >/dev/null && break; sleep 0.5; done
   for c in 1 16 64; do

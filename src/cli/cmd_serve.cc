@@ -26,6 +26,7 @@ struct ServeOptions {
   int port = 8000, max_running = 32, max_pending = 256;
   BackendFlags backend;
   int64_t token_budget = 0, cache_block_tokens = 256;  // 0: kCpuTokenBudget or kGpuTokenBudget
+  int64_t prefill_with_decodes = 0;                    // 0: the budget's rest
   double cache_gib = 8;
   int max_connections = 1024, max_connections_per_client = 64;
   double request_timeout_s = 30, keep_alive_timeout_s = 5;
@@ -83,7 +84,9 @@ int run_serve(const ServeOptions& o) {
   if (job_rank().rank != 0) return follow_rank_zero(*model, *cache);
   const int64_t token_budget =
       o.token_budget > 0 ? o.token_budget : (o.backend.device == "cuda" ? kGpuTokenBudget : kCpuTokenBudget);
-  Engine engine(*model->model, *tok, {token_budget, o.max_running, *speculative}, *cache, model->steps.get());
+  SchedulerConfig scheduling{token_budget, o.max_running, *speculative};
+  scheduling.prefill_with_decodes = o.prefill_with_decodes;
+  Engine engine(*model->model, *tok, scheduling, *cache, model->steps.get());
   // The engine breaks when another rank dies or stops answering: the job ends with its error.
   const pthread_t main_thread = ::pthread_self();
   Status broken;
@@ -139,6 +142,10 @@ void register_serve(CLI::App& app, CommandResult& result) {
   cmd->add_option("--token-budget", o->token_budget,
                   fmt::format("Tokens per step (prefill pieces + decodes); by default {} on the CPU, {} on a GPU",
                               kCpuTokenBudget, kGpuTokenBudget))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--prefill-with-decodes", o->prefill_with_decodes,
+                  "Prompt tokens a step takes beside running decodes at most (default: the rest of the token "
+                  "budget); lower bounds the time between a stream's tokens under load, at some throughput")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   add_speculative_flags(cmd, o->speculative);
   cmd->add_option("--cache-memory", o->cache_gib,

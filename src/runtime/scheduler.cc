@@ -55,6 +55,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     if (i < running_.size()) out.chunks.push_back({e.id, e.computed, n, true, e.prompt_tokens}), budget -= n;
   }
+  if (!out.chunks.empty() && config_.prefill_with_decodes > 0) budget = std::min(budget, config_.prefill_with_decodes);
   // Then prompt pieces: running requests still in their prompt, as far as blocks allow. If nothing
   // at all could run, the newest request gives way (one request alone always fits the pool).
   for (;;) {

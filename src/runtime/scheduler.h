@@ -34,6 +34,10 @@ struct SchedulerConfig {
   int64_t token_budget = 512;  // tokens one step runs (prefill pieces + decodes)
   int max_running = 64;        // requests holding a sequence state at once
   SpeculativeConfig speculative = {};
+  /// Prompt tokens a step takes beside decodes at most (0: the token budget's rest): under load
+  /// each decode step then waits on at most this much prefill, so the time between a stream's
+  /// tokens stays bounded, at some throughput; a step with no decodes still fills the budget.
+  int64_t prefill_with_decodes = 0;
 };
 
 /// What the scheduler knows of a request.

@@ -45,6 +45,42 @@ TEST(Scheduler, DecodesFirstThenPromptPiecesWithinTheBudget) {
   EXPECT_EQ(s.num_running(), 2u);
 }
 
+// Beside decodes a step takes at most prefill_with_decodes prompt tokens; with none running the
+// prompts fill the budget.
+TEST(Scheduler, PromptTokensBesideDecodesAreCapped) {
+  SchedulerConfig config{/*token_budget=*/16, /*max_running=*/4};
+  config.prefill_with_decodes = 5;
+  Scheduler s(config, nullptr);
+  s.add(1, 12);
+  s.add(2, 20);
+  auto plan = s.schedule().chunks;  // no decodes yet: 1's prompt and 4 of 2's (16 in all)
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].count, 12);
+  EXPECT_EQ(plan[1].count, 4);
+  s.update(plan);
+  plan = s.schedule().chunks;  // 1 decodes: 5 more of 2's prompt, not 15
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_TRUE(plan[0].decode && plan[0].id == 1u);
+  EXPECT_EQ(plan[1].id, 2u);
+  EXPECT_EQ(plan[1].start, 4);
+  EXPECT_EQ(plan[1].count, 5);
+  s.update(plan);
+  s.add(3, 3);
+  plan = s.schedule().chunks;  // the cap covers the new requests too: 2 takes it all
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[1].id, 2u);
+  EXPECT_EQ(plan[1].count, 5);
+  EXPECT_EQ(s.num_waiting(), 1u);
+  s.update(plan);
+  s.remove(1);
+  plan = s.schedule().chunks;  // no decodes again: 2's last 6 and 3's prompt
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].id, 2u);
+  EXPECT_EQ(plan[0].count, 6);
+  EXPECT_EQ(plan[1].id, 3u);
+  EXPECT_EQ(plan[1].count, 3);
+}
+
 // A bounded cache store of the tiny model and the block table of each request, driven as the
 // engine drives them.
 class StepRunner {
