@@ -547,15 +547,25 @@ cudaError_t launch_embed(const EmbedParams& p) {
   return launch_kernel(sm90_bf16_embed, blocks_for(static_cast<int64_t>(p.n) * p.dim), kThreads, 0, p.stream, p);
 }
 
+namespace {
+
+// Whether rows of dim values at these starts and strides (in values) take the 16-byte kernels (8
+// values a thread, or a row in 16-byte chunks).
+bool rows_of_eight(int dim, std::initializer_list<std::pair<const void*, int64_t>> rows) {
+  if (dim % 8 != 0) return false;
+  for (const auto& [start, stride] : rows)
+    if (reinterpret_cast<uintptr_t>(start) % 16 != 0 || stride % 8 != 0) return false;
+  return true;
+}
+
+}  // namespace
+
 template <bool kGather>
 cudaError_t launch_copy_rows(const uint16_t* src, int64_t src_stride, const int32_t* rows, uint16_t* out,
                              int64_t out_stride, int m, int d, cudaStream_t stream) {
   if (m < 0 || d <= 0) return cudaErrorInvalidValue;
   if (m == 0) return cudaSuccess;
-  const auto aligned = [](const void* a, int64_t stride) {
-    return reinterpret_cast<uintptr_t>(a) % 16 == 0 && stride % 8 == 0;
-  };
-  const bool vector = d % 8 == 0 && aligned(src, src_stride) && aligned(out, out_stride);
+  const bool vector = rows_of_eight(d, {{src, src_stride}, {out, out_stride}});
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(m, kMaxBlocks));
   if (vector)
     return launch_kernel(sm90_u16_copy_rows<kGather, true>, blocks, kThreads, 0, stream, src, src_stride, rows, out,
@@ -581,11 +591,8 @@ cudaError_t launch_scatter_add(const ScatterAddParams& p) {
 cudaError_t launch_rms_norm(const RmsNormParams& p) {
   if (p.n < 0 || p.d <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  const auto aligned = [](const void* a, int64_t stride) {
-    return reinterpret_cast<uintptr_t>(a) % 16 == 0 && stride % 8 == 0;
-  };
-  const bool vector = p.d % 8 == 0 && p.d <= kNormMaxChunks * kThreads * 8 && aligned(p.x, p.x_stride) &&
-                      aligned(p.out, p.out_stride) && aligned(p.weight, 0);
+  const bool vector = p.d <= kNormMaxChunks * kThreads * 8 &&
+                      rows_of_eight(p.d, {{p.x, p.x_stride}, {p.out, p.out_stride}, {p.weight, 0}});
   if (vector) return launch_kernel(sm90_bf16_rms_norm<true>, static_cast<unsigned>(p.n), kThreads, 0, p.stream, p);
   return launch_kernel(sm90_bf16_rms_norm<false>, static_cast<unsigned>(p.n), kThreads, 0, p.stream, p);
 }
@@ -595,14 +602,6 @@ cudaError_t launch_rope(const RopeParams& p) {
   if (p.n == 0 || p.half == 0) return cudaSuccess;
   return launch_kernel(sm90_bf16_rope, blocks_for(static_cast<int64_t>(p.n) * p.heads * p.half), kThreads, 0, p.stream,
                        p);
-}
-
-// Whether rows of dim values at these starts and strides (in values) take the 8-wide kernels.
-bool rows_of_eight(int dim, std::initializer_list<std::pair<const void*, int64_t>> rows) {
-  if (dim % 8 != 0) return false;
-  for (const auto& [start, stride] : rows)
-    if (reinterpret_cast<uintptr_t>(start) % 16 != 0 || stride % 8 != 0) return false;
-  return true;
 }
 
 template <typename Params>
