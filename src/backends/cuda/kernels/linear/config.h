@@ -121,6 +121,7 @@ inline constexpr int kChunk = 64;          // K a warp loads at once: lane (g, q
 inline constexpr int kMaxNTiles = 8;       // activation rows a pass: tiles of 8 (the mma's N)
 inline constexpr int kTargetWarps = 2048;  // K is split until a launch has this many warps (shape only)
 inline constexpr int kMinSliceChunks = 4;  // ... or a slice would be shorter than this
+inline constexpr int kMinCtas = 2;         // CTAs an SM holds (caps the registers at 128)
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 static_assert(kChunk == 4 * 16 && kTileRows == 2 * (kWarp / 4));
 // fp8 scales cover 32 rows x 32 K: a 16-row tile and a lane's 16 K of a chunk never straddle two.

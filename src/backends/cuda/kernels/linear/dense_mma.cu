@@ -46,7 +46,7 @@ __device__ inline void e4m3x4_to_bf16(uint32_t codes, float scale, uint32_t& lo,
 }
 
 // A lane's 16 K of one weight row in a chunk: the raw bytes (fp8 codes and their scale, or bf16),
-// loaded a chunk ahead, and as 8 bf16 pairs once they have arrived.
+// loaded kDepth chunks ahead, and as 8 bf16 pairs once they have arrived.
 struct RawRow {
   uint4 a, b;
   float scale;
@@ -76,10 +76,11 @@ __device__ inline Tile tile_of(const DenseLinearParams& p, int tile) {
 }
 
 // Zeros past the group's rows.
+template <bool kFp8>
 __device__ inline RawRow load_row(const DenseLinearParams& p, const Tile& t, int row, int kk) {
   RawRow v{};
   if (row >= t.rows) return v;
-  if (p.fp8_weights) {
+  if constexpr (kFp8) {
     v.a = __ldcs(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(t.weights) +
                                                 static_cast<int64_t>(row) * p.w_stride + kk));
     v.scale = e8m0_to_float(t.scales[static_cast<int64_t>(row / kScaleBlock) * p.s_stride + kk / kScaleBlock]);
@@ -91,9 +92,10 @@ __device__ inline RawRow load_row(const DenseLinearParams& p, const Tile& t, int
   return v;
 }
 
-__device__ inline RowWords words_of(const DenseLinearParams& p, const RawRow& v) {
+template <bool kFp8>
+__device__ inline RowWords words_of(const RawRow& v) {
   RowWords r;
-  if (p.fp8_weights) {
+  if constexpr (kFp8) {
     e4m3x4_to_bf16(v.a.x, v.scale, r.w[0], r.w[1]);
     e4m3x4_to_bf16(v.a.y, v.scale, r.w[2], r.w[3]);
     e4m3x4_to_bf16(v.a.z, v.scale, r.w[4], r.w[5]);
@@ -123,9 +125,19 @@ __device__ inline void chunk_mma(const RowWords& lo, const RowWords& hi, const R
   }
 }
 
-template <int NT>
-__global__ void __launch_bounds__(kWarps* kWarp) sm90_dense_mma(DenseLinearParams p, int i0, int split, int tiles) {
+// Chunks of weights a lane has loading (fp8 16 bytes a row each, bf16 32). One activation tile
+// (a decode step of up to 8 sequences) has few warps an SM to cover the memory's latency, so each
+// keeps several chunks loading; more tiles spend the registers on their accumulators. The chunks
+// are summed in K order either way.
+__host__ __device__ constexpr int load_depth(bool fp8, int tiles) {
+  return tiles == 1 ? (fp8 ? 4 : 2) : 1;
+}
+
+template <int NT, bool kFp8>
+__global__ void __launch_bounds__(kWarps* kWarp, kMinCtas)
+    sm90_dense_mma(DenseLinearParams p, int i0, int split, int tiles) {
   after_prior_grids();
+  constexpr int kDepth = load_depth(kFp8, NT);
   extern __shared__ float partial[];  // [kWarps][NT * 4][kWarp] when split > 1
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
   const int tile = blockIdx.x * (kWarps / split) + warp / split, slice = warp % split;
@@ -133,16 +145,26 @@ __global__ void __launch_bounds__(kWarps* kWarp) sm90_dense_mma(DenseLinearParam
   float d[NT][4] = {};
   if (tile < tiles) {
     const Tile t = tile_of(p, tile);
-    // The next chunk's weights load while this chunk's mmas run.
-    RawRow raw_lo = load_row(p, t, t.r0 + g, c0 * kChunk + 16 * q);
-    RawRow raw_hi = load_row(p, t, t.r0 + g + 8, c0 * kChunk + 16 * q);
-    for (int c = c0; c < c1; ++c) {
-      const int kk = c * kChunk + 16 * q;
-      const RowWords lo = words_of(p, raw_lo), hi = words_of(p, raw_hi);
-      if (c + 1 < c1)
-        raw_lo = load_row(p, t, t.r0 + g, kk + kChunk), raw_hi = load_row(p, t, t.r0 + g + 8, kk + kChunk);
+    RawRow raw_lo[kDepth], raw_hi[kDepth];
 #pragma unroll
-      for (int j = 0; j < NT; ++j) chunk_mma(lo, hi, load_x(p, t, i0, 8 * j + g, kk), d[j]);
+    for (int i = 0; i < kDepth; ++i)
+      if (c0 + i < c1) {
+        const int kk = (c0 + i) * kChunk + 16 * q;
+        raw_lo[i] = load_row<kFp8>(p, t, t.r0 + g, kk), raw_hi[i] = load_row<kFp8>(p, t, t.r0 + g + 8, kk);
+      }
+    for (int c = c0; c < c1; c += kDepth) {
+#pragma unroll
+      for (int i = 0; i < kDepth; ++i) {
+        if (c + i >= c1) break;
+        const int kk = (c + i) * kChunk + 16 * q;
+        const RowWords lo = words_of<kFp8>(raw_lo[i]), hi = words_of<kFp8>(raw_hi[i]);
+        if (c + i + kDepth < c1) {  // this slot's next chunk loads while the others' mmas run
+          const int next = kk + kDepth * kChunk;
+          raw_lo[i] = load_row<kFp8>(p, t, t.r0 + g, next), raw_hi[i] = load_row<kFp8>(p, t, t.r0 + g + 8, next);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) chunk_mma(lo, hi, load_x(p, t, i0, 8 * j + g, kk), d[j]);
+      }
     }
   }
   // The slices' partial sums, added in slice order by the slice-0 warp (same lane, same outputs).
@@ -181,7 +203,9 @@ template <int NT>
 cudaError_t launch_pass(const DenseLinearParams& p, int i0, int split, int tiles) {
   const int per_cta = kWarps / split, blocks = (tiles + per_cta - 1) / per_cta;
   const size_t shared = split > 1 ? sizeof(float) * kWarps * NT * 4 * kWarp : 0;
-  return launch_kernel(sm90_dense_mma<NT>, blocks, kWarps * kWarp, shared, p.stream, p, i0, split, tiles);
+  if (p.fp8_weights)
+    return launch_kernel(sm90_dense_mma<NT, true>, blocks, kWarps * kWarp, shared, p.stream, p, i0, split, tiles);
+  return launch_kernel(sm90_dense_mma<NT, false>, blocks, kWarps * kWarp, shared, p.stream, p, i0, split, tiles);
 }
 
 // K slices a row tile: a function of the matrix's shape alone (the sums' order).
