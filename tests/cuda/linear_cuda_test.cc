@@ -131,6 +131,23 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
         std::printf("%s %5ld x %5ld n=%d %-9s: %5.1f %% bit-equal, max %d ulp, max |error| / rms %.2g\n",
                     s.fp4 ? "fp4" : "fp8", static_cast<long>(o), static_cast<long>(k), n, v.name,
                     100.0 * equal / out.size(), worst, a.max_rel);
+        if (v.kernel != cuda::LinearKernel::kTiled) continue;
+        // Up to 8 rows the tiled kernel also takes the bf16 input (here rows k + 8 apart) and
+        // quantises it itself: the same bits as from launch_quantize_input's codes.
+        p.n = n;
+        ASSERT_EQ(cuda::tiled_quantises_input(p), n <= 8);
+        if (n > 8) continue;
+        DeviceBuffer<uint16_t> padded(static_cast<size_t>(n) * (k + 8));
+        ASSERT_EQ(cudaMemcpy2D(padded.p, (k + 8) * 2, dx.p, k * 2, k * 2, n, cudaMemcpyDeviceToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
+        p.op[0] = {.w = dw.p, .w_scales = dws.p, .y = dy.p, .x_bf16 = padded.p};
+        p.x_bf16_stride = k + 8;
+        ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+        std::vector<uint16_t> fused(got.size());
+        ASSERT_EQ(cudaMemcpy(fused.data(), dy.p, fused.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+        EXPECT_EQ(fused, out) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n << " bf16 input";
+        p.x_bf16_stride = k + 4;  // rows not 16-byte aligned: refused
+        EXPECT_EQ(cuda::launch_block_linear(p), cudaErrorInvalidValue);
       }
     }
   }

@@ -46,34 +46,8 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
 
 void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
   const LinearWeight& w0 = *ops[0].w;
-  const int64_t n = ops[0].x.size(0), k = w0.in;
-  // Each distinct input is quantised once, into its slot; inputs that lie back to back in memory
-  // (the experts' gathered rows) in one launch.
-  std::vector<const uint16_t*> inputs;
-  std::vector<int> slot(ops.size());
-  for (size_t g = 0; g < ops.size(); ++g) {
-    check_device({&ops[g].x, &ops[g].w->weight, &ops[g].w->scale, &ops[g].out}, "linear");
-    const uint16_t* x = ops[g].x.as<const uint16_t>();
-    const auto it = std::find(inputs.begin(), inputs.end(), x);
-    slot[g] = static_cast<int>(it - inputs.begin());
-    if (it == inputs.end()) inputs.push_back(x);
-  }
-  const size_t m = inputs.size();
-  const auto [values, codes, scales] = quant_scratch(static_cast<int64_t>(m) * n, k);
-  for (size_t i = 0; i < m;) {
-    size_t run = 1;  // inputs i .. i + run - 1 are consecutive rows of one array
-    while (i + run < m && ops[0].x.stride[0] == k && inputs[i + run] == inputs[i] + run * n * k) ++run;
-    launched(cuda::launch_quantize_input({.x = inputs[i],
-                                          .x_stride = ops[0].x.stride[0],
-                                          .values = values + i * n * k,
-                                          .codes = codes + i * n * k,
-                                          .scales = scales + i * n * (k / 32),
-                                          .n = static_cast<int>(run * n),
-                                          .k = static_cast<int>(k),
-                                          .stream = stream_}),
-             "linear (input quantisation)");
-    i += run;
-  }
+  const int64_t n = ops[0].x.size(0), k = w0.in, x_stride = ops[0].x.stride[0];
+  for (const LinearArgs& op : ops) check_device({&op.x, &op.w->weight, &op.w->scale, &op.out}, "linear");
   // The kernel for the shape (or the forced one) is launch_block_linear's choice (kernels/linear/linear.cu).
   cuda::BlockLinearParams p{.op = {},
                             .groups = static_cast<int>(ops.size()),
@@ -84,9 +58,49 @@ void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
                             .w_stride = w0.weight.stride[0],
                             .s_stride = w0.scale.stride[0],
                             .y_stride = ops[0].out.stride[0],
+                            .x_bf16_stride = x_stride,
                             .kernel = options_.linear_kernel,
                             .gemv_rows = options_.gemv_rows,
                             .stream = stream_};
+  // A decode step's few rows: the kernel quantises its inputs as it stages them.
+  if (cuda::tiled_quantises_input(p) && x_stride % 8 == 0 &&
+      std::all_of(ops.begin(), ops.end(), [&](const LinearArgs& op) {
+        return op.x.stride[0] == x_stride && reinterpret_cast<uintptr_t>(op.x.data) % 16 == 0;
+      })) {
+    for (size_t g = 0; g < ops.size(); ++g)
+      p.op[g] = {.w = ops[g].w->weight.as<const uint8_t>(),
+                 .w_scales = ops[g].w->scale.as<const uint8_t>(),
+                 .y = ops[g].out.as<uint16_t>(),
+                 .x_bf16 = ops[g].x.as<const uint16_t>()};
+    launched(cuda::launch_block_linear(p), "linear");
+    return;
+  }
+  // Each distinct input is quantised once, into its slot; inputs that lie back to back in memory
+  // (the experts' gathered rows) in one launch.
+  std::vector<const uint16_t*> inputs;
+  std::vector<int> slot(ops.size());
+  for (size_t g = 0; g < ops.size(); ++g) {
+    const uint16_t* x = ops[g].x.as<const uint16_t>();
+    const auto it = std::find(inputs.begin(), inputs.end(), x);
+    slot[g] = static_cast<int>(it - inputs.begin());
+    if (it == inputs.end()) inputs.push_back(x);
+  }
+  const size_t m = inputs.size();
+  const auto [values, codes, scales] = quant_scratch(static_cast<int64_t>(m) * n, k);
+  for (size_t i = 0; i < m;) {
+    size_t run = 1;  // inputs i .. i + run - 1 are consecutive rows of one array
+    while (i + run < m && x_stride == k && inputs[i + run] == inputs[i] + run * n * k) ++run;
+    launched(cuda::launch_quantize_input({.x = inputs[i],
+                                          .x_stride = x_stride,
+                                          .values = values + i * n * k,
+                                          .codes = codes + i * n * k,
+                                          .scales = scales + i * n * (k / 32),
+                                          .n = static_cast<int>(run * n),
+                                          .k = static_cast<int>(k),
+                                          .stream = stream_}),
+             "linear (input quantisation)");
+    i += run;
+  }
   for (size_t g = 0; g < ops.size(); ++g) {
     const int64_t at = slot[g];
     p.op[g] = {.x_values = values + at * n * k,

@@ -113,7 +113,6 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   auto* o = static_cast<uint16_t*>(scratch(scratch_.routed_out, k * dim * 2));
   const auto routed_gemv = [&](const uint16_t* x, int64_t rows, int64_t in, const LinearWeight& w, int per_route,
                                const cuda::RoutedWeight* entries, const std::vector<uint16_t*>& outs) {
-    const auto [values, codes, scales] = quantize_rows(x, rows, in, "routed experts (input quantisation)");
     cuda::BlockLinearParams p{.op = {},
                               .groups = static_cast<int>(outs.size()),
                               .n = 1,
@@ -123,6 +122,7 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
                               .w_stride = w.weight.stride[0],
                               .s_stride = w.scale.stride[0],
                               .y_stride = w.out,
+                              .x_bf16_stride = in,
                               .kernel = options_.linear_kernel,
                               .gemv_rows = options_.gemv_rows,
                               .routes = a.indices.as<const int32_t>(),
@@ -130,9 +130,15 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
                               .per_route = per_route,
                               .route_count = static_cast<int>(experts),
                               .stream = stream_};
-    for (size_t g = 0; g < outs.size(); ++g) {
-      const int64_t r = rows == 1 ? 0 : static_cast<int64_t>(g);  // the one token's row, or slot g's
-      p.op[g] = {values + r * in, scales + r * (in / 32), nullptr, nullptr, outs[g], codes + r * in};
+    const auto row_of = [&](size_t g) { return rows == 1 ? 0 : static_cast<int64_t>(g); };  // the token's, or slot g's
+    if (cuda::tiled_quantises_input(p) && in % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+      for (size_t g = 0; g < outs.size(); ++g) p.op[g] = {.y = outs[g], .x_bf16 = x + row_of(g) * in};
+    } else {
+      const auto [values, codes, scales] = quantize_rows(x, rows, in, "routed experts (input quantisation)");
+      for (size_t g = 0; g < outs.size(); ++g) {
+        const int64_t r = row_of(g);
+        p.op[g] = {values + r * in, scales + r * (in / 32), nullptr, nullptr, outs[g], codes + r * in};
+      }
     }
     launched(cuda::launch_block_linear(p), "routed experts");
   };

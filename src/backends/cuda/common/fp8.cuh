@@ -42,4 +42,26 @@ __device__ inline __nv_fp8_storage_t float_to_e4m3(float v) {
   return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
 }
 
+/// act_quant of a group of 32 values held by four consecutive lanes, eight each (every lane of the
+/// warp calls it: the group's amax comes by two xor shuffles). Returns the scale's e8m0 byte (the
+/// scale 2^ceil(log2(max(amax, 1e-4) / 448)), from the fp32 bits) and sets the lane's eight e4m3
+/// codes, value v in byte v % 4 of codes[v / 4]. x / s is computed as x times 1 / s, exact (both
+/// powers of two, normal): the division's rounding. Every kernel that quantises activations calls
+/// this, so their codes are the same bits.
+__device__ inline unsigned act_quant_eight(const float (&x)[8], uint32_t (&codes)[2]) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int v = 0; v < 8; ++v) amax = fmaxf(amax, fabsf(x[v]));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  const unsigned e = e8m0_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
+  const float inverse = __uint_as_float((254u - e) << 23);
+  codes[0] = codes[1] = 0;
+#pragma unroll
+  for (int v = 0; v < 8; ++v)
+    codes[v / 4] |= static_cast<uint32_t>(float_to_e4m3(fminf(fmaxf(x[v] * inverse, -448.0f), 448.0f)))
+                    << (8 * (v % 4));
+  return e;
+}
+
 }  // namespace dsinfer::cuda::common

@@ -33,11 +33,9 @@ struct Fp8ActQuantArgs {
   cudaStream_t stream = nullptr;
 };
 
-// Eight consecutive values a thread, a group of 32 four threads (their amax by two xor shuffles),
-// a row a blockIdx.y (a grid-stride loop over the rows): no division per value. x / s is x times
-// 1 / s, exact (s is a power of two, and so is its inverse, both normal): the same rounding as the
-// division. kVector: 16-byte loads and stores (x, fake and values 16-byte aligned, x's rows a
-// multiple of 8 apart, codes 8-byte aligned); otherwise a value at a time.
+// Eight consecutive values a thread, a group of 32 four threads (common::act_quant_eight), a row a
+// blockIdx.y (a grid-stride loop over the rows): no division per value. kVector: 16-byte loads and stores (x, fake and
+// values 16-byte aligned, x's rows a multiple of 8 apart, codes 8-byte aligned); otherwise a value at a time.
 template <bool kVector>
 __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p) {
   after_prior_grids();
@@ -55,25 +53,19 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
         for (int v = 0; v < 8; ++v) x[v] = bf16_to_float(p.x[at + v]);
       }
     }
-    float amax = 0.0f;
-    for (int v = 0; v < 8; ++v) amax = fmaxf(amax, fabsf(x[v]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    uint32_t codes[2];
+    const unsigned e = act_quant_eight(x, codes);  // every lane: the shuffles
     if (!in) continue;
-    // 2^ceil(log2(max(amax, 1e-4) / 448)) from the fp32 bits: exponent, +1 if any mantissa bit.
-    const unsigned e = e8m0_ceil(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
-    const float s = __uint_as_float(e << 23), inverse = __uint_as_float((254u - e) << 23);
-    __nv_fp8_storage_t q[8];
-    for (int v = 0; v < 8; ++v) q[v] = float_to_e4m3(fminf(fmaxf(x[v] * inverse, -448.0f), 448.0f));
+    const float s = __uint_as_float(e << 23);
     const int64_t group = out / kGroup;
     if (threadIdx.x % 4 == 0) {
       if (p.scale_bytes) p.scale_bytes[group] = static_cast<uint8_t>(e);
       if (p.scales) p.scales[group] = s;
     }
-    uint32_t codes[2] = {}, values[4], fake[4];
+    uint32_t values[4], fake[4];
     for (int v = 0; v < 8; ++v) {
-      codes[v / 4] |= static_cast<uint32_t>(q[v]) << (8 * (v % 4));
-      const uint32_t value = e4m3_to_f16_bits(q[v]), deq = float_to_bf16(e4m3_to_float(q[v]) * s);  // exact in bf16
+      const auto q = static_cast<__nv_fp8_storage_t>(codes[v / 4] >> (8 * (v % 4)));
+      const uint32_t value = e4m3_to_f16_bits(q), deq = float_to_bf16(e4m3_to_float(q) * s);  // exact in bf16
       values[v / 2] = v % 2 ? values[v / 2] | value << 16 : value;
       fake[v / 2] = v % 2 ? fake[v / 2] | deq << 16 : deq;
     }
@@ -83,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
       if (p.fake) *reinterpret_cast<uint4*>(p.fake + at) = make_uint4(fake[0], fake[1], fake[2], fake[3]);
     } else {
       for (int v = 0; v < 8; ++v) {
-        if (p.codes) p.codes[out + v] = q[v];
+        if (p.codes) p.codes[out + v] = static_cast<uint8_t>(codes[v / 4] >> (8 * (v % 4)));
         if (p.values) p.values[out + v] = static_cast<uint16_t>(values[v / 2] >> (16 * (v % 2)));
         if (p.fake) p.fake[at + v] = static_cast<uint16_t>(fake[v / 2] >> (16 * (v % 2)));
       }

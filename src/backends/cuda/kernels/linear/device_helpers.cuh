@@ -47,16 +47,18 @@ __device__ inline bool expert_group_operands(const BlockLinearParams& p, int gro
 
 /// Whether a launch names what its groups read and write: a grouped call a table and each part's
 /// activations and outputs, a routed one a table, any other each group's weights too; `codes`: the
-/// activations' e4m3 codes as well (the tiled kernel reads them).
+/// activations' e4m3 codes as well, or their bf16 (the tiled kernel reads them).
 inline bool operands_given(const BlockLinearParams& p, bool codes = false) {
   const bool grouped = p.expert_groups != nullptr;
   if (grouped && (!p.route_table || p.per_route < 1 || p.per_route > kMaxLinearGroups || p.groups % p.per_route != 0))
     return false;
   if (p.routes && (!p.route_table || p.per_route < 1 || p.groups % p.per_route != 0)) return false;
-  for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g)
-    if (!p.op[g].x_values || !p.op[g].x_scales || !p.op[g].y || (codes && !p.op[g].x_codes) ||
-        (!grouped && !p.routes && (!p.op[g].w || !p.op[g].w_scales)))
-      return false;
+  for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g) {
+    const LinearOperands& op = p.op[g];
+    const bool quantised = op.x_values && op.x_scales && (!codes || op.x_codes);
+    const bool bf16 = codes && !grouped && op.x_bf16;  // the tiled kernel quantises it (tiled_quantises_input)
+    if (!(quantised || bf16) || !op.y || (!grouped && !p.routes && (!op.w || !op.w_scales))) return false;
+  }
   return true;
 }
 

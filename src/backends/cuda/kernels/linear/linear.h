@@ -9,7 +9,14 @@
 namespace dsinfer::cuda {
 
 // The operands' x_values, x_codes and x_scales come from launch_quantize_input
-// (kernels/act_quant/act_quant.h).
+// (kernels/act_quant/act_quant.h), or the kernel quantises the bf16 input itself where
+// tiled_quantises_input says so.
+
+/// Whether launch_block_linear runs this call (its kernel, rows and kind) on the tiled kernel with
+/// one activation tile (at most 8 rows, not grouped by expert), which then takes the operands'
+/// inputs as bf16 (x_bf16: 16-byte aligned rows) and quantises them as it stages them, the codes
+/// and scales launch_quantize_input would give: a launch fewer per linear of a decode step.
+bool tiled_quantises_input(const BlockLinearParams& p);
 
 /// The block partials come from fp32 FMAs on the CUDA cores (one warp per output row) or from the
 /// tensor cores (f16 mma.sync on the codes' values), as p.kernel says. The CPU sums them exactly;

@@ -36,6 +36,7 @@
 #include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/device_helpers.cuh"
 #include "backends/cuda/kernels/linear/kernels.h"
+#include "backends/cuda/kernels/linear/linear.h"
 
 namespace dsinfer::cuda {
 namespace {
@@ -78,8 +79,9 @@ __host__ __device__ constexpr int pass_smem_bytes(int rows, int part, int stages
 }
 
 struct Operand {
-  const uint8_t* x = nullptr;  // e4m3 codes, row stride k
-  const float* sx = nullptr;   // [rows][k / 32]
+  const uint8_t* x = nullptr;    // e4m3 codes, row stride k
+  const float* sx = nullptr;     // [rows][k / 32]
+  const uint16_t* xb = nullptr;  // or the bf16 input, row stride p.x_bf16_stride, quantised here
   const uint8_t* w = nullptr;
   const uint8_t* sw = nullptr;
   uint16_t* y = nullptr;
@@ -97,35 +99,79 @@ __device__ inline Operand resolve(const BlockLinearParams& p, int group) {
     return o;
   }
   const LinearOperands& op = p.op[group];
-  o.x = op.x_codes, o.sx = op.x_scales, o.y = op.y, o.n = p.n;
+  o.x = op.x_codes, o.sx = op.x_scales, o.xb = op.x_bf16, o.y = op.y, o.n = p.n;
   o.live = group_weights(p, group, o.w, o.sw);
   return o;
 }
 
+// i / count as (2i * ceil(2^31 / count)) / 2^32: exact for i < 2^31 / count (a slice's rows and
+// blocks are far fewer), where a division by a value known only at run time costs ~20 instructions.
+struct DivideBy {
+  uint32_t magic;
+  __device__ explicit DivideBy(int count)
+      : magic((0x80000000u + static_cast<uint32_t>(count) - 1u) / static_cast<uint32_t>(count)) {}
+  __device__ int operator()(int i) const { return static_cast<int>(__umulhi(static_cast<uint32_t>(i) << 1, magic)); }
+};
+
+// The bf16 activations of the slice's blocks [b, b + count) of rows [n0, n0 + rows) quantised into
+// shared memory as launch_quantize_input would (common::act_quant_eight: four lanes a group of 32,
+// each with a 16-byte load), rows past `rows` up to `padded` as zeros. Every lane runs every round
+// (the shuffles).
+__device__ inline void quantise_slice(const BlockLinearParams& p, const Operand& o, int n0, int rows, int padded, int b,
+                                      int count, int width, uint8_t* act, float* scales) {
+  constexpr int kThreads = kWarps * kWarp;
+  const int stride = act_stride(width), quarters = rows * count * 4;
+  const DivideBy row_of(count);
+  for (int i0 = 0; i0 < quarters; i0 += kThreads) {
+    const int i = i0 + threadIdx.x, group = i >> 2, quarter = i & 3, r = row_of(group), c = group - r * count;
+    const bool in = i < quarters;
+    float x[8] = {};
+    if (in) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(o.xb + static_cast<int64_t>(n0 + r) * p.x_bf16_stride +
+                                                        (b + c) * 32 + quarter * 8);
+      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int v = 0; v < 4; ++v) x[2 * v] = bf16x2_lo_to_float(w[v]), x[2 * v + 1] = bf16x2_hi_to_float(w[v]);
+    }
+    uint32_t codes[2];
+    const unsigned e = act_quant_eight(x, codes);
+    if (!in) continue;
+    *reinterpret_cast<uint2*>(act + r * stride + c * 32 + quarter * 8) = make_uint2(codes[0], codes[1]);
+    if (quarter == 0) scales[r * width + c] = __uint_as_float(e << 23);
+  }
+  for (int i = threadIdx.x; i < (padded - rows) * count * 2; i += kThreads) {  // 16-byte chunks, 2 a block
+    const int r = rows + row_of(i >> 1), c = i - (r - rows) * count * 2;
+    *reinterpret_cast<uint4*>(act + r * stride + c * 16) = make_uint4(0, 0, 0, 0);
+    if (c % 2 == 0) scales[r * width + c / 2] = 0.0f;
+  }
+}
+
 // Starts copying the activations of the slice's blocks [b, b + count) of rows [n0, n0 + rows) and
 // their scales to shared memory, rows of `width` blocks (rows past `rows` up to `padded` as zeros:
-// their columns are discarded, but stay finite), and loads the CTA's weight scales of those blocks
-// (fp4: [row][block]; fp8: [32-row group][block]); the caller waits and then meets the other warps
-// at a barrier. No load waits for another: a CTA's prologue costs one memory latency, not one a
-// scale byte (the weight scales are bytes at any offset, too small for cp.async: batches of
-// loads to registers, then the stores).
+// their columns are discarded, but stay finite), or quantises them there from bf16
+// (quantise_slice), and loads the CTA's weight scales of those blocks (fp4: [row][block]; fp8:
+// [32-row group][block]); the caller waits and then meets the other warps at a barrier. No load
+// waits for another: a CTA's prologue costs one memory latency, not one a scale byte (the weight
+// scales are bytes at any offset, too small for cp.async: batches of loads to registers, then the
+// stores).
 __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o, int n0, int rows, int padded,
                                    int tile_r0, int b, int count, int width, uint8_t* act, float* scales,
                                    uint8_t* wscales) {
   constexpr int kThreads = kWarps * kWarp, kBatch = 8;
   const int blocks = p.k / 32, stride = act_stride(width);
-  // i / count as (2i * ceil(2^31 / count)) / 2^32: exact for i < 2^31 / count (here i < 2^13, count
-  // <= 64), where a division by a value known only at run time costs ~20 instructions.
-  const uint32_t magic = (0x80000000u + static_cast<uint32_t>(count) - 1u) / static_cast<uint32_t>(count);
-  const auto row_of = [magic](int i) { return static_cast<int>(__umulhi(static_cast<uint32_t>(i) << 1, magic)); };
-  for (int i = threadIdx.x; i < padded * count * 2; i += kThreads) {  // 16-byte chunks, 2 a block
-    const int r = row_of(i >> 1), c = i - r * count * 2;
-    cp_async16(act + r * stride + c * 16, o.x + static_cast<int64_t>(n0 + min(r, rows - 1)) * p.k + b * 32 + c * 16,
-               r < rows);
-  }
-  for (int i = threadIdx.x; i < padded * count; i += kThreads) {
-    const int r = row_of(i), c = i - r * count;
-    cp_async4(scales + r * width + c, o.sx + static_cast<int64_t>(n0 + min(r, rows - 1)) * blocks + b + c, r < rows);
+  const DivideBy row_of(count);
+  if (o.xb) {
+    quantise_slice(p, o, n0, rows, padded, b, count, width, act, scales);
+  } else {
+    for (int i = threadIdx.x; i < padded * count * 2; i += kThreads) {  // 16-byte chunks, 2 a block
+      const int r = row_of(i >> 1), c = i - r * count * 2;
+      cp_async16(act + r * stride + c * 16, o.x + static_cast<int64_t>(n0 + min(r, rows - 1)) * p.k + b * 32 + c * 16,
+                 r < rows);
+    }
+    for (int i = threadIdx.x; i < padded * count; i += kThreads) {
+      const int r = row_of(i), c = i - r * count;
+      cp_async4(scales + r * width + c, o.sx + static_cast<int64_t>(n0 + min(r, rows - 1)) * blocks + b + c, r < rows);
+    }
   }
   const int scale_rows = p.fp4 ? kTileRows : kTileRows / 32, total = scale_rows * count;
   for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
@@ -394,8 +440,17 @@ int tiled_split(int out, int k, bool fp4) {
   return split;
 }
 
+bool tiled_quantises_input(const BlockLinearParams& p) {
+  return !p.expert_groups && (p.kernel == LinearKernel::kAuto || p.kernel == LinearKernel::kTiled) && p.n >= 1 &&
+         p.n <= 8 && p.k % 32 == 0;
+}
+
 cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {
   if (!operands_given(p, /*codes=*/true)) return cudaErrorInvalidValue;
+  for (int g = 0; g < (p.expert_groups ? 0 : p.groups); ++g)  // bf16 inputs: one tile, 16-byte rows
+    if (p.op[g].x_bf16 && (!tiled_quantises_input(p) || reinterpret_cast<uintptr_t>(p.op[g].x_bf16) % 16 != 0 ||
+                           p.x_bf16_stride % 8 != 0))
+      return cudaErrorInvalidValue;
   const bool grouped = p.expert_groups != nullptr;
   // The benchmark's sweep (tiled_slice_blocks) sets the slices' bound itself.
   const int split =

@@ -15,6 +15,9 @@ struct LinearOperands {
   const uint8_t* w_scales = nullptr;   // e8m0: [ceil(out / 32), k / 32] (fp8) or [out, k / 32] (fp4)
   uint16_t* y = nullptr;               // [n, out] bf16, row stride y_stride elements
   const uint8_t* x_codes = nullptr;    // [n, k] e4m3 codes from QuantizeInputParams (the tiled kernel)
+  // Or, for the tiled kernel at one activation tile (tiled_quantises_input), the input itself: [n, k]
+  // bf16, row stride x_bf16_stride, quantised by the kernel as it stages it (the above unused).
+  const uint16_t* x_bf16 = nullptr;
 };
 
 inline constexpr int kMaxLinearGroups = 16;
@@ -53,10 +56,11 @@ struct BlockLinearParams {
   LinearOperands op[kMaxLinearGroups];
   int groups = 1;
   int n = 0, k = 0, out = 0;
-  bool fp4 = false;      // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
-  int64_t w_stride = 0;  // bytes per weight row
-  int64_t s_stride = 0;  // bytes per scale row
-  int64_t y_stride = 0;  // elements per output row
+  bool fp4 = false;           // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
+  int64_t w_stride = 0;       // bytes per weight row
+  int64_t s_stride = 0;       // bytes per scale row
+  int64_t y_stride = 0;       // elements per output row
+  int64_t x_bf16_stride = 0;  // elements per row of the operands' x_bf16 (16-byte aligned rows)
   LinearKernel kernel = LinearKernel::kAuto;
   int tiled_slice_blocks = 0;   // kTiled: the fewest K slices of at most this many blocks (0: the default;
                                 // the benchmark's sweeps: it changes the sums' order)
