@@ -130,7 +130,8 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
                               .per_route = per_route,
                               .route_count = static_cast<int>(experts),
                               .stream = stream_};
-    const auto row_of = [&](size_t g) { return rows == 1 ? 0 : static_cast<int64_t>(g); };  // the token's, or slot g's
+    // Group g's input: the one token's row, or slot g's.
+    const auto row_of = [&](size_t g) { return rows == 1 ? 0 : static_cast<int64_t>(g); };
     if (cuda::tiled_quantises_input(p) && in % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
       for (size_t g = 0; g < outs.size(); ++g) p.op[g] = {.y = outs[g], .x_bf16 = x + row_of(g) * in};
     } else {
