@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the device machine (an H200) over a build made here by scripts/gpu_tests.sh; carry
 # build-cuda/tests/ops_test, build-cuda/tests/cuda_test, build-cuda/tests/golden_cuda_test, build-cuda/bench/cuda_decode_bench,
-# build-cuda/src/cli/dsinfer and build-cuda/devlib. Writes logs under $OUT (or /tmp/dsinfer-device).
+# build-cuda/src/cli/dsinfer and build-cuda/devlib (the kernel steps, kernels kab sass kprofile:
+# build-cuda/bench/cuda_linear_bench, and for kab its _base). Writes logs under $OUT (or
+# /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [profile] [breakdown] [kprofile] [pfwindow]
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [profile] [breakdown] [kprofile] [pfwindow]
 #   (default: the first three)
 # GOLDEN_KERNELS (default "auto"; or fma, gemv, mma) picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
@@ -16,6 +18,7 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:$PWD/build-cuda/devlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export DSINFER_TEST_DATA="$PWD/tests/data"
 steps="${*:-tests serve decode}"
+has() { [[ " $steps " == *" $1 "* ]]; }  # a step named on the command line (whole words)
 # kernels: the kernel lab's check against the CPU, then the per-kernel benchmark (KERNEL_ARGS
 # replaces its arguments).
 # flash: the 40-layer Flash-shaped model (54 GiB, 64 experts), decode at 4K/32K and prefill;
@@ -32,7 +35,7 @@ steps="${*:-tests serve decode}"
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
-if [[ $steps == *tests* ]]; then
+if has tests; then
   # Whole logs under $OUT; printed: the summary and each failure with its message.
   for t in ops_test cuda_test; do
     build-cuda/tests/$t >"$out/$t.log" 2>&1
@@ -49,7 +52,7 @@ if [[ $steps == *tests* ]]; then
   done
 fi
 
-if [[ $steps == *serve* ]]; then
+if has serve; then
   tiny=/tmp/dsinfer-tiny
   $dsinfer make-tiny --out $tiny >/dev/null
   $dsinfer generate --device cuda --model $tiny --prompt "The quick brown fox" --max-tokens 24 --temperature 0 \
@@ -101,7 +104,7 @@ fi
 # ~1K-token prompts and 256 output tokens at concurrency 1, 16 and 64, LOAD_ROUNDS requests a
 # client (default 2: the second round meets the first's decodes), sent at once or, with LOAD_RATE,
 # at that many requests a second; SERVE_ARGS adds serve options (e.g. "--prefill-with-decodes 2048").
-if [[ $steps == *underload* ]]; then
+if has underload; then
   flash=/tmp/dsinfer_flash_bench
   [ -f $flash/config.json ] || build-cuda/bench/cuda_decode_bench --flash 64 --steps 8 --batch 1 --context 4096 >/dev/null
   $dsinfer serve --device cuda --model $flash --speculative off --max-running 64 --port 8124 ${SERVE_ARGS:-} \
@@ -115,18 +118,18 @@ if [[ $steps == *underload* ]]; then
   kill $server; wait $server 2>/dev/null
 fi
 
-if [[ $steps == *decode* ]]; then
+if has decode; then
   build-cuda/bench/cuda_decode_bench ${DECODE_ARGS:---layers 24 --steps 8 --batch 1,8,32,64 --context 128,4096,32768} 2>&1 |
     tee "$out/cuda_decode_bench.txt"
 fi
 
-if [[ $steps == *kernels* ]]; then
+if has kernels; then
   build-cuda/bench/cuda_linear_bench check >"$out/cuda_lab_check.txt" 2>&1
   grep -E "FAILED|lab check" "$out/cuda_lab_check.txt"
   build-cuda/bench/cuda_linear_bench ${KERNEL_ARGS:---batches 1,8} 2>&1 | tee "$out/cuda_kernel_bench.txt"
 fi
 
-if [[ $steps == *flash* ]]; then
+if has flash; then
   build-cuda/bench/cuda_decode_bench ${FLASH_ARGS:---flash 64 --steps 6 --batch 1,8,32,64 --context 4096,32768 --prefill 4096} 2>&1 |
     tee "$out/cuda_flash_bench.txt"
 fi
@@ -134,7 +137,7 @@ fi
 # ab: the same benchmark from this build and from build-cuda/bench/cuda_decode_bench_base (a build of
 # another commit, carried too), alternated AB_ROUNDS times (default 2) on the same card:
 # AB_ARGS (default: a 4K prefill, then decode at batch 1 and 64 at 4K).
-if [[ $steps == *ab* ]]; then
+if has ab; then
   for r in $(seq "${AB_ROUNDS:-2}"); do
     for b in cuda_decode_bench cuda_decode_bench_base; do
       echo "== $b, round $r"
@@ -144,7 +147,28 @@ if [[ $steps == *ab* ]]; then
   done
 fi
 
-if [[ $steps == *profile* ]]; then
+# kab: the kernel benchmark (no checkpoint to write or load: seconds, not minutes) from this build and
+# from build-cuda/bench/cuda_linear_bench_base (another commit's, carried too), alternated AB_ROUNDS
+# times; KAB_ONLY (default "experts") picks the shapes by name, KAB_BATCHES (default 1,8,64) the rows.
+if has kab; then
+  for r in $(seq "${AB_ROUNDS:-2}"); do
+    for b in cuda_linear_bench cuda_linear_bench_base; do
+      echo "== $b, round $r"
+      BENCH_QUICK=1 BENCH_ONLY="${KAB_ONLY:-experts}" build-cuda/bench/$b --batches "${KAB_BATCHES:-1,8,64}" 2>&1 |
+        tee "$out/kab_${b}_$r.txt" | grep -E "tiled|ceilings"
+    done
+  done
+fi
+
+# sass: the machine code of the kernels whose names match SASS_KERNELS (a regex, default the tiled
+# linear's) in the kernel benchmark, into $OUT/kernels.sass (cuobjdump is on the device, not here).
+if has sass; then
+  /usr/local/cuda/bin/cuobjdump -sass build-cuda/bench/cuda_linear_bench 2>&1 |
+    awk -v re="${SASS_KERNELS:-block_linear_tiled}" '/Function :/ {on = $0 ~ re} on' >"$out/kernels.sass"
+  grep -c "Function :" "$out/kernels.sass"
+fi
+
+if has profile; then
   /usr/local/cuda/bin/ncu --clock-control none --kernel-name "regex:${PROFILE_KERNELS:-sm90_bf16_sparse_attn|sm90_fp8_block_linear|sm90_f64_dense}" \
     --launch-skip 100 --launch-count 16 --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section LaunchStats --section Occupancy \
@@ -152,7 +176,7 @@ if [[ $steps == *profile* ]]; then
     grep -E "sm90_|Duration|Throughput|Stall|Warp Cycles|Achieved Occupancy|Registers" | head -n 200
 fi
 
-if [[ $steps == *kprofile* ]]; then
+if has kprofile; then
   # ncu on one shape of the kernel benchmark (BENCH_ONLY: part of its name; PROFILE_KERNELS: the
   # kernel regex, default the gemv kernel): issue rate, stalls, instructions, occupancy.
   BENCH_ONLY="${BENCH_ONLY:-6 experts w1+w3}" /usr/local/cuda/bin/ncu --clock-control none \
@@ -163,7 +187,7 @@ if [[ $steps == *kprofile* ]]; then
     "$out/ncu_kernel.txt"
 fi
 
-if [[ $steps == *breakdown* ]]; then
+if has breakdown; then
   /usr/local/cuda/bin/ncu --clock-control none ${NCU_ARGS:-} --metrics gpu__time_duration.sum --csv --print-units base \
     --print-kernel-base function \
     build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch "${BREAKDOWN_BATCH:-1}" --context "${BREAKDOWN_CONTEXT:-4096}" \
@@ -190,7 +214,7 @@ for n, (c, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
 PY
 fi
 
-if [[ $steps == *pfwindow* ]]; then
+if has pfwindow; then
   /usr/local/cuda/bin/ncu --clock-control none ${NCU_ARGS:-} --profile-from-start off --launch-skip "${PF_SKIP:-10000}" \
     --launch-count "${PF_COUNT:-1000}" --metrics gpu__time_duration.sum --csv --print-units base --print-kernel-base function \
     build-cuda/bench/cuda_decode_bench --flash 64 --steps 1 --batch '' --context 4096 --prefill 4096 \
