@@ -134,7 +134,6 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
         if (v.kernel != cuda::LinearKernel::kTiled) continue;
         // Up to 8 rows the tiled kernel also takes the bf16 input (here rows k + 8 apart) and
         // quantises it itself: the same bits as from launch_quantize_input's codes.
-        p.n = n;
         ASSERT_EQ(cuda::tiled_quantises_input(p), n <= 8);
         if (n > 8) continue;
         DeviceBuffer<uint16_t> padded(static_cast<size_t>(n) * (k + 8));

@@ -34,8 +34,9 @@ struct Fp8ActQuantArgs {
 };
 
 // Eight consecutive values a thread, a group of 32 four threads (common::act_quant_eight), a row a
-// blockIdx.y (a grid-stride loop over the rows): no division per value. kVector: 16-byte loads and stores (x, fake and
-// values 16-byte aligned, x's rows a multiple of 8 apart, codes 8-byte aligned); otherwise a value at a time.
+// blockIdx.y (a grid-stride loop over the rows): no division per value. kVector: 16-byte loads and
+// stores (x, fake and values 16-byte aligned, x's rows a multiple of 8 apart, codes 8-byte
+// aligned); otherwise a value at a time.
 template <bool kVector>
 __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p) {
   after_prior_grids();
