@@ -90,6 +90,9 @@ class CudaBackend final : public Backend {
   Quantized quant_scratch(int64_t rows, int64_t k);
   // `rows` contiguous rows of k quantised into quant_scratch (the routed experts' inputs).
   Quantized quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what);
+  // A block-scaled launch of `groups` matrices shaped as w over n rows: its shape, the weights'
+  // strides, outputs w.out apart, the backend's kernel choice and stream (operands: the caller's).
+  cuda::BlockLinearParams block_params(const LinearWeight& w, int64_t groups, int64_t n) const;
   // The paths of linear_dispatch.h. Block-scaled weights of one format and shape with equal row
   // counts, in one launch after the input quantisation (each distinct input once).
   void block_linear(std::span<const LinearArgs> ops);

@@ -44,28 +44,31 @@ void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
   }
 }
 
+cuda::BlockLinearParams CudaBackend::block_params(const LinearWeight& w, int64_t groups, int64_t n) const {
+  return {.op = {},
+          .groups = static_cast<int>(groups),
+          .n = static_cast<int>(n),
+          .k = static_cast<int>(w.in),
+          .out = static_cast<int>(w.out),
+          .fp4 = w.format == LinearFormat::kFp4,
+          .w_stride = w.weight.stride[0],
+          .s_stride = w.scale.stride[0],
+          .y_stride = w.out,
+          .kernel = options_.linear_kernel,
+          .gemv_rows = options_.gemv_rows,
+          .stream = stream_};
+}
+
 void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
   const LinearWeight& w0 = *ops[0].w;
   const int64_t n = ops[0].x.size(0), k = w0.in, x_stride = ops[0].x.stride[0];
   for (const LinearArgs& op : ops) check_device({&op.x, &op.w->weight, &op.w->scale, &op.out}, "linear");
   // The kernel for the shape (or the forced one) is launch_block_linear's choice (kernels/linear/linear.cu).
-  cuda::BlockLinearParams p{.op = {},
-                            .groups = static_cast<int>(ops.size()),
-                            .n = static_cast<int>(n),
-                            .k = static_cast<int>(k),
-                            .out = static_cast<int>(w0.out),
-                            .fp4 = w0.format == LinearFormat::kFp4,
-                            .w_stride = w0.weight.stride[0],
-                            .s_stride = w0.scale.stride[0],
-                            .y_stride = ops[0].out.stride[0],
-                            .x_bf16_stride = x_stride,
-                            .kernel = options_.linear_kernel,
-                            .gemv_rows = options_.gemv_rows,
-                            .stream = stream_};
+  cuda::BlockLinearParams p = block_params(w0, static_cast<int64_t>(ops.size()), n);
+  p.y_stride = ops[0].out.stride[0], p.x_bf16_stride = x_stride;
   // A decode step's few rows: the kernel quantises its inputs as it stages them.
-  if (cuda::tiled_quantises_input(p) && x_stride % 8 == 0 &&
-      std::all_of(ops.begin(), ops.end(), [&](const LinearArgs& op) {
-        return op.x.stride[0] == x_stride && reinterpret_cast<uintptr_t>(op.x.data) % 16 == 0;
+  if (cuda::tiled_quantises_input(p) && std::all_of(ops.begin(), ops.end(), [&](const LinearArgs& op) {
+        return op.x.stride[0] == x_stride && cuda::bf16_rows_aligned(op.x.data, x_stride);
       })) {
     for (size_t g = 0; g < ops.size(); ++g)
       p.op[g] = {.w = ops[g].w->weight.as<const uint8_t>(),

@@ -113,26 +113,12 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   auto* o = static_cast<uint16_t*>(scratch(scratch_.routed_out, k * dim * 2));
   const auto routed_gemv = [&](const uint16_t* x, int64_t rows, int64_t in, const LinearWeight& w, int per_route,
                                const cuda::RoutedWeight* entries, const std::vector<uint16_t*>& outs) {
-    cuda::BlockLinearParams p{.op = {},
-                              .groups = static_cast<int>(outs.size()),
-                              .n = 1,
-                              .k = static_cast<int>(in),
-                              .out = static_cast<int>(w.out),
-                              .fp4 = w.format == LinearFormat::kFp4,
-                              .w_stride = w.weight.stride[0],
-                              .s_stride = w.scale.stride[0],
-                              .y_stride = w.out,
-                              .x_bf16_stride = in,
-                              .kernel = options_.linear_kernel,
-                              .gemv_rows = options_.gemv_rows,
-                              .routes = a.indices.as<const int32_t>(),
-                              .route_table = entries,
-                              .per_route = per_route,
-                              .route_count = static_cast<int>(experts),
-                              .stream = stream_};
+    cuda::BlockLinearParams p = block_params(w, static_cast<int64_t>(outs.size()), 1);
+    p.x_bf16_stride = in, p.routes = a.indices.as<const int32_t>(), p.route_table = entries;
+    p.per_route = per_route, p.route_count = static_cast<int>(experts);
     // Group g's input: the one token's row, or slot g's.
     const auto row_of = [&](size_t g) { return rows == 1 ? 0 : static_cast<int64_t>(g); };
-    if (cuda::tiled_quantises_input(p) && in % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    if (cuda::tiled_quantises_input(p) && cuda::bf16_rows_aligned(x, in)) {
       for (size_t g = 0; g < outs.size(); ++g) p.op[g] = {.y = outs[g], .x_bf16 = x + row_of(g) * in};
     } else {
       const auto [values, codes, scales] = quantize_rows(x, rows, in, "routed experts (input quantisation)");
@@ -196,22 +182,9 @@ void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda:
   const auto grouped = [&](const uint16_t* x, int64_t in, const LinearWeight& w, const cuda::RoutedWeight* entries,
                            std::initializer_list<uint16_t*> outs) {
     const auto [values, codes, scales] = quantize_rows(x, m, in, "routed experts (input quantisation)");
-    cuda::BlockLinearParams p{.op = {},
-                              .groups = static_cast<int>(max_groups * outs.size()),
-                              .n = static_cast<int>(m),
-                              .k = static_cast<int>(in),
-                              .out = static_cast<int>(w.out),
-                              .fp4 = w.format == LinearFormat::kFp4,
-                              .w_stride = w.weight.stride[0],
-                              .s_stride = w.scale.stride[0],
-                              .y_stride = w.out,
-                              .kernel = options_.linear_kernel,
-                              .route_table = entries,
-                              .per_route = static_cast<int>(outs.size()),
-                              .route_count = static_cast<int>(experts),
-                              .expert_groups = groups,
-                              .max_group_rows = static_cast<int>(n),  // an expert takes a token once
-                              .stream = stream_};
+    cuda::BlockLinearParams p = block_params(w, max_groups * static_cast<int64_t>(outs.size()), m);
+    p.route_table = entries, p.per_route = static_cast<int>(outs.size()), p.route_count = static_cast<int>(experts);
+    p.expert_groups = groups, p.max_group_rows = static_cast<int>(n);  // an expert takes a token once
     int part = 0;
     for (uint16_t* y : outs) p.op[part++] = {.x_values = values, .x_scales = scales, .y = y, .x_codes = codes};
     launched(cuda::launch_block_linear(p), "routed experts");

@@ -25,18 +25,32 @@ __device__ __forceinline__ void after_prior_grids() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+/// kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of `cluster` blocks
+/// along x (0: launched without the attribute), as a dependent launch where that is on.
+template <typename... Params, typename... Args>
+cudaError_t launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                             unsigned cluster, Args&&... args) {
+  cudaLaunchAttribute attributes[2] = {};
+  unsigned count = 0;
+  if (cluster > 0) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count++].val.clusterDim = {cluster, 1, 1};
+  }
+  if (dependent_launches().load(std::memory_order_relaxed)) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = smem, config.stream = stream;
+  config.attrs = attributes, config.numAttrs = count;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 /// kernel<<<grid, block, smem, stream>>>(args...), as a dependent launch where that is on.
 template <typename... Params, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                           Args&&... args) {
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = smem, config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = dependent_launches().load(std::memory_order_relaxed) ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  return launch_clustered(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
 }
 
 }  // namespace dsinfer::cuda::common

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "backends/cuda/kernels/linear/params.h"
 
 namespace dsinfer::cuda {
@@ -17,6 +19,12 @@ namespace dsinfer::cuda {
 /// inputs as bf16 (x_bf16: 16-byte aligned rows) and quantises them as it stages them, the codes
 /// and scales launch_quantize_input would give: a launch fewer per linear of a decode step.
 bool tiled_quantises_input(const BlockLinearParams& p);
+
+/// Whether bf16 rows from `x`, `stride` values apart, suit the tiled kernel's input loads (16-byte
+/// aligned starts).
+inline bool bf16_rows_aligned(const void* x, int64_t stride) {
+  return reinterpret_cast<uintptr_t>(x) % 16 == 0 && stride % 8 == 0;
+}
 
 /// The block partials come from fp32 FMAs on the CUDA cores (one warp per output row) or from the
 /// tensor cores (f16 mma.sync on the codes' values), as p.kernel says. The CPU sums them exactly;

@@ -398,20 +398,8 @@ cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       sm90_block_linear_tiled<kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytesOptIn);
   if (opt_in != cudaSuccess) return opt_in;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(kWarps * kWarp);
-  config.dynamicSmemBytes = smem;
-  config.stream = p.stream;
-  cudaLaunchAttribute attributes[2] = {};
-  attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = static_cast<unsigned>(split);
-  attributes[0].val.clusterDim.y = attributes[0].val.clusterDim.z = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // common/dependent_launch.cuh
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attributes;
-  config.numAttrs = dependent_launches().load(std::memory_order_relaxed) ? 2 : 1;
-  return cudaLaunchKernelEx(&config, sm90_block_linear_tiled<kTiles>, p, split, staged);
+  return launch_clustered(sm90_block_linear_tiled<kTiles>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * kWarp),
+                          smem, p.stream, static_cast<unsigned>(split), p, split, staged);
 }
 
 // The fewest K slices (a power of two, at most kMaxSplit) of at most `max_blocks` blocks each.
@@ -448,8 +436,7 @@ bool tiled_quantises_input(const BlockLinearParams& p) {
 cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {
   if (!operands_given(p, /*codes=*/true)) return cudaErrorInvalidValue;
   for (int g = 0; g < (p.expert_groups ? 0 : p.groups); ++g)  // bf16 inputs: one tile, 16-byte rows
-    if (p.op[g].x_bf16 && (!tiled_quantises_input(p) || reinterpret_cast<uintptr_t>(p.op[g].x_bf16) % 16 != 0 ||
-                           p.x_bf16_stride % 8 != 0))
+    if (p.op[g].x_bf16 && (!tiled_quantises_input(p) || !bf16_rows_aligned(p.op[g].x_bf16, p.x_bf16_stride)))
       return cudaErrorInvalidValue;
   const bool grouped = p.expert_groups != nullptr;
   // The benchmark's sweep (tiled_slice_blocks) sets the slices' bound itself.
