@@ -173,6 +173,17 @@ __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o,
       cp_async4(scales + r * width + c, o.sx + static_cast<int64_t>(n0 + min(r, rows - 1)) * blocks + b + c, r < rows);
     }
   }
+  if (p.fp4 && count % 4 == 0 && width % 4 == 0 && b % 4 == 0 && p.s_stride % 4 == 0 &&
+      reinterpret_cast<uintptr_t>(o.sw) % 4 == 0) {  // fp4's scale rows in 4-byte copies where aligned
+    const int words = count / 4;
+    const DivideBy row_of_word(words);
+    for (int i = threadIdx.x; i < kTileRows * words; i += kThreads) {
+      const int r = row_of_word(i), c = i - r * words, row = tile_r0 + r;
+      cp_async4(wscales + r * width + 4 * c, o.sw + static_cast<int64_t>(min(row, p.out - 1)) * p.s_stride + b + 4 * c,
+                row < p.out);
+    }
+    return;
+  }
   const int scale_rows = p.fp4 ? kTileRows : kTileRows / 32, total = scale_rows * count;
   for (int i0 = 0; i0 < total; i0 += kBatch * kThreads) {
     uint8_t v[kBatch];
@@ -189,6 +200,12 @@ __device__ inline void stage_slice(const BlockLinearParams& p, const Operand& o,
       if (i < total) wscales[r * width + i - r * count] = v[u];
     }
   }
+}
+
+// An e8m0 scale byte's power of two times 2^6, exactly as e8m0_to_float(e) * 0x1p6f (2^-127 * 2^6 is
+// the normal 2^-121; from e = 249 on both are inf): three integer instructions instead of four.
+__device__ __forceinline__ float e8m0_times_64(uint8_t e) {
+  return __uint_as_float(min(static_cast<uint32_t>(e) + 6u, 255u) << 23);
 }
 
 // The lane's words of a block from its ring slot (at the lane's offset): fp8, rows g and g + 8 at
@@ -270,7 +287,7 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
         const uint32_t row_g = a[0], row_g8 = a[1];
         e2m1x8_to_e4m3x8_scaled(row_g, a[0], a[2]);
         e2m1x8_to_e4m3x8_scaled(row_g8, a[1], a[3]);
-        wg = e8m0_to_float(sw_g[c]) * 0x1p6f, wg8 = e8m0_to_float(sw_g8[c]) * 0x1p6f;
+        wg = e8m0_times_64(sw_g[c]), wg8 = e8m0_times_64(sw_g8[c]);
       } else {
         wg = wg8 = e8m0_to_float(sw_g[c]);
       }
@@ -289,9 +306,10 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
         acc[j][2] = fmaf(d[2], sx0 * wg8, acc[j][2]);
         acc[j][3] = fmaf(d[3], sx1 * wg8, acc[j][3]);
       }
+      // The slot goes back to the ring at the next block, after that block's __syncwarp: every
+      // lane is done with it before it is loaded again.
       refill = use;
       use = use + 1 == kStages ? 0 : use + 1;
-      __syncwarp();  // every lane is done with the slot before it is loaded again
     }
   }
   cp_async_wait<0>();
@@ -320,10 +338,11 @@ __host__ __device__ constexpr int stages_for(int tiles) {
 
 // kTiles: the activation tiles of a pass (rows past the call's are zeros). The same arithmetic per
 // row at every kTiles: each row is its own column of the mma.
-// CTAs an SM should hold, which caps the registers: a few rows' instances fit 7 in shared memory
-// (fp4), the others 4 (the compiler's own choice took up to 110 and 146).
+// CTAs an SM should hold, which caps the registers: one tile's instance fits 8 in shared memory
+// (fp4) at 64 registers, two tiles' 7 (64 would spill), the others 4 (the compiler's own choice
+// took up to 110 and 146).
 __host__ __device__ constexpr int min_ctas_for(int tiles) {
-  return tiles <= 2 ? 7 : 4;
+  return tiles == 1 ? 8 : tiles == 2 ? 7 : 4;
 }
 
 // The weight bytes of the first `count` K blocks from kb0 of the CTA's rows into L2: what its warps'
