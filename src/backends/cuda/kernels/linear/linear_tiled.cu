@@ -47,10 +47,15 @@ using namespace linear_config;
 using namespace linear_config::tiled_kernel;
 using namespace linear_detail;
 
-// A ring slot: a warp's 16 rows of one K block (fp8 32 bytes a row, fp4 16). fp4's smaller slots
-// leave shared memory for more CTAs an SM.
+// A ring slot: 32 bytes of each of a warp's 16 rows, one K block of fp8 or two of fp4 (so that
+// every lane copies 16 bytes of it and a wait, a barrier and a copy serve two fp4 blocks).
+inline constexpr int kSlotBytes = 16 * 32;
+__host__ __device__ constexpr int blocks_a_slot(bool fp4) {
+  return fp4 ? 2 : 1;
+}
+// A ring's bytes a K block (fp4's smaller blocks leave shared memory for more CTAs an SM).
 __host__ __device__ constexpr int ring_slot_bytes(bool fp4) {
-  return fp4 ? 16 * 16 : 16 * 32;
+  return kSlotBytes / blocks_a_slot(fp4);
 }
 
 // Bytes of one activation row of a slice in shared memory: 32 a K block (e4m3 codes), padded to 32
@@ -210,12 +215,12 @@ __device__ __forceinline__ float e8m0_times_64(uint8_t e) {
 
 // The lane's words of a block from its ring slot (at the lane's offset): fp8, rows g and g + 8 at
 // K 8t .. 8t + 3, then at 8t + 4 .. 8t + 7 (mma_e4m3's A fragment as it is); fp4, the words of rows
-// g and g + 8 holding K 8t .. 8t + 7.
+// g and g + 8 holding K 8t .. 8t + 7 (of the slot's first block, or at + 16 its second).
 template <bool kFp4>
 __device__ __forceinline__ void ring_raw(const uint8_t* slot, uint32_t raw[4]) {
   if constexpr (kFp4) {
     raw[0] = *reinterpret_cast<const uint32_t*>(slot);
-    raw[1] = *reinterpret_cast<const uint32_t*>(slot + 8 * 16);
+    raw[1] = *reinterpret_cast<const uint32_t*>(slot + 8 * 32);
   } else {
     const uint2 lo = *reinterpret_cast<const uint2*>(slot);
     const uint2 hi = *reinterpret_cast<const uint2*>(slot + 8 * 32);
@@ -224,37 +229,42 @@ __device__ __forceinline__ void ring_raw(const uint8_t* slot, uint32_t raw[4]) {
 }
 
 // One pass of NT tiles of activation rows over the CTA's K slice [kb0, kb1): the slice's
-// activations and scales staged `part` blocks at a time, then each warp's blocks through its ring,
-// kStages - 1 blocks in flight ahead of the one in use (a commit group a block, empty past the
-// slice; the ring runs on across the parts). The blocks' order, and so every sum, is the same
-// whatever the part. Addresses that do not change from block to block are formed once: the loop
-// is what a weight byte costs in instructions.
+// activations and scales staged `part` blocks at a time (fp4: an even number where there are
+// several parts), then each warp's blocks through its ring of slots (blocks_a_slot blocks each),
+// kStages / blocks_a_slot - 1 slots in flight ahead of the one in use (a commit group a slot, empty
+// past the slice; the ring runs on across the parts). The blocks' order, and so every sum, is the
+// same whatever the part. Addresses that do not change from block to block are formed once: the
+// loop is what a weight byte costs in instructions.
 template <int NT, int kStages, bool kFp4>
 __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Operand& o, int n0, int rows, int tile_r0,
                                            int kb0, int kb1, int part, uint8_t* smem, float (&acc)[NT][4]) {
   constexpr int kRowBytes = kFp4 ? 16 : 32;  // a weight row's bytes of one K block
+  constexpr int kStep = blocks_a_slot(kFp4), kSlots = kStages / kStep;
+  static_assert(kStages % kStep == 0 && kSlots >= 2);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int count = kb1 - kb0, r0 = tile_r0 + warp * 16, width = min(part, count);
-  constexpr int kSlot = ring_slot_bytes(kFp4);
-  uint8_t* ring = smem + warp * kStages * kSlot;
+  const int slots = (count + kStep - 1) / kStep;  // the slice's slots
+  uint8_t* ring = smem + warp * kSlots * kSlotBytes;
   uint8_t* wscales = smem + ring_bytes(kStages, kFp4);
   uint8_t* act = wscales + scale_bytes(width);
   float* scales = reinterpret_cast<float*>(act + NT * 8 * act_stride(width));
-  // The lane's copy of each block into a ring slot (rows past the matrix as zeros): fp8, a half
-  // row (16 bytes); fp4, lanes 0-15 a row each.
-  const int copy_row = r0 + (kFp4 ? lane : lane / 2);
-  const bool copies = !kFp4 || lane < 16, copy_in = copy_row < p.out;
+  // The lane's copy into each slot: 16 bytes of row lane / 2 (fp4: the slot's block lane % 2), rows
+  // past the matrix and fp4 blocks past the slice as zeros.
+  const int copy_row = r0 + lane / 2, half = lane % 2;
+  // The slots the lane copies from the matrix (fp4's lane of a slot's second block: one fewer for
+  // an odd count); past them its copies write zeros.
+  const int copied = copy_row >= p.out ? 0 : kFp4 ? (count - half + 1) / 2 : slots;
   const uint8_t* copy_src = o.w + static_cast<int64_t>(min(copy_row, p.out - 1)) * p.w_stride +
-                            static_cast<int64_t>(kb0) * kRowBytes + (kFp4 ? 0 : (lane % 2) * 16);
+                            static_cast<int64_t>(kb0) * kRowBytes + half * 16;
   uint8_t* copy_dst = ring + lane * 16;
-  const auto ring_load = [&](int rel, int slot) {
-    if (copies) cp_async16(copy_dst + slot * kSlot, copy_src + rel * kRowBytes, copy_in);
+  const auto ring_load = [&](int slot_rel, int slot) {
+    cp_async16(copy_dst + slot * kSlotBytes, copy_src + slot_rel * 32, slot_rel < copied);
   };
   // The lane's A words of a slot: rows g and g + 8 at K 8t.. (ring_raw).
-  const uint8_t* raw_at = ring + g * kRowBytes + t * (kFp4 ? 4 : 8);
+  const uint8_t* raw_at = ring + g * 32 + t * (kFp4 ? 4 : 8);
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) ring_load(s, s);
+  for (int s = 0; s < kSlots - 1; ++s) {
+    if (s < slots) ring_load(s, s);
     cp_async_commit();
   }
   const int stride = act_stride(width);
@@ -262,54 +272,60 @@ __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Ope
   const uint8_t* sw_g8 = wscales + (warp * 16 + g + 8) * width;  // fp4 only
   const uint8_t* act_at = act + g * stride + t * 8;              // tile j: + j * 8 * stride
   const float* scale_at = scales + 2 * t * width;                // tile j: + j * 8 * width
-  int use = 0, refill = kStages - 1;  // the slot of block rel; the slot block rel + kStages - 1 goes to
+  int use = 0, refill = kSlots - 1;  // the slot in use; the slot that the one kSlots - 1 ahead goes to
   for (int s0 = 0; s0 < count; s0 += width) {
     if (s0 > 0) __syncthreads();  // every warp is done with the previous part
     stage_slice(p, o, n0, rows, NT * 8, tile_r0, kb0 + s0, min(width, count - s0), width, act, scales, wscales);
     cp_async_commit();
-    cp_async_wait<0>();  // the staged part (and the ring's blocks in flight)
+    cp_async_wait<0>();  // the staged part (and the ring's slots in flight)
     __syncthreads();
-    const int end = min(count, s0 + width);
-#pragma unroll 2
-    for (int rel = s0; rel < end; ++rel) {
-      const int c = rel - s0;        // the block's column in the staged part
-      cp_async_wait<kStages - 2>();  // block rel is in its slot (this lane's copies)
-      __syncwarp();                  // and every lane's
-      if (rel + kStages - 1 < count) ring_load(rel + kStages - 1, refill);  // the slot the previous block left
+    const int in_part = min(count, s0 + width) - s0;  // the part's blocks
+    // The block's weight scales, activations and their scales, advanced a slot at a time.
+    const uint8_t *sw = sw_g, *sw8 = sw_g8, *x = act_at;
+    const float* sx = scale_at;
+#pragma unroll(kFp4 ? 1 : 2)
+    for (int c0 = 0, slot_rel = s0 / kStep; c0 < in_part;
+         c0 += kStep, ++slot_rel, sw += kStep, sw8 += kStep, x += 32 * kStep, sx += kStep) {
+      cp_async_wait<kSlots - 2>();  // the slot's blocks are in (this lane's copies)
+      __syncwarp();                 // and every lane's; every lane is done with the slot refilled next
+      if (slot_rel + kSlots - 1 < slots) ring_load(slot_rel + kSlots - 1, refill);
       cp_async_commit();
-      // The A fragment (mma_e4m3): rows g, g + 8 at K' 4t.. and 16 + 4t... fp8: the row's bytes
-      // 8t .. 8t + 3 and 8t + 4 .. 8t + 7 as they are; fp4: its even and odd elements 8t .. 8t + 7,
-      // so that B's columns take the activations in that order too (prmt below).
-      uint32_t a[4];
-      ring_raw<kFp4>(raw_at + use * kSlot, a);
-      float wg, wg8;
-      if constexpr (kFp4) {  // the codes as e4m3 times 2^-6, so their scales times 2^6 (exact below 2^121)
-        const uint32_t row_g = a[0], row_g8 = a[1];
-        e2m1x8_to_e4m3x8_scaled(row_g, a[0], a[2]);
-        e2m1x8_to_e4m3x8_scaled(row_g8, a[1], a[3]);
-        wg = e8m0_times_64(sw_g[c]), wg8 = e8m0_times_64(sw_g8[c]);
-      } else {
-        wg = wg8 = e8m0_to_float(sw_g[c]);
-      }
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        if (j * 8 >= rows) break;  // tiles of no row (an expert's few tokens): nothing to add
-        const uint2 bx = *reinterpret_cast<const uint2*>(act_at + j * 8 * stride + c * 32);
-        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if constexpr (kFp4)
-          mma_e4m3(a, prmt(bx.x, bx.y, 0x6420u), prmt(bx.x, bx.y, 0x7531u), d);
-        else
-          mma_e4m3(a, bx.x, bx.y, d);
-        const float sx0 = scale_at[j * 8 * width + c], sx1 = scale_at[j * 8 * width + width + c];
-        acc[j][0] = fmaf(d[0], sx0 * wg, acc[j][0]);
-        acc[j][1] = fmaf(d[1], sx1 * wg, acc[j][1]);
-        acc[j][2] = fmaf(d[2], sx0 * wg8, acc[j][2]);
-        acc[j][3] = fmaf(d[3], sx1 * wg8, acc[j][3]);
+      for (int h = 0; h < kStep; ++h) {
+        if (c0 + h >= in_part) break;  // fp4: an odd part's last slot holds one block
+        // The A fragment (mma_e4m3): rows g, g + 8 at K' 4t.. and 16 + 4t... fp8: the row's bytes
+        // 8t .. 8t + 3 and 8t + 4 .. 8t + 7 as they are; fp4: its even and odd elements 8t .. 8t + 7,
+        // so that B's columns take the activations in that order too (prmt below).
+        uint32_t a[4];
+        ring_raw<kFp4>(raw_at + use * kSlotBytes + h * 16, a);
+        float wg, wg8;
+        if constexpr (kFp4) {  // the codes as e4m3 times 2^-6, so their scales times 2^6 (exact below 2^121)
+          const uint32_t row_g = a[0], row_g8 = a[1];
+          e2m1x8_to_e4m3x8_scaled(row_g, a[0], a[2]);
+          e2m1x8_to_e4m3x8_scaled(row_g8, a[1], a[3]);
+          wg = e8m0_times_64(sw[h]), wg8 = e8m0_times_64(sw8[h]);
+        } else {
+          wg = wg8 = e8m0_to_float(sw[h]);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          if (j * 8 >= rows) break;  // tiles of no row (an expert's few tokens): nothing to add
+          const uint2 bx = *reinterpret_cast<const uint2*>(x + j * 8 * stride + h * 32);
+          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          if constexpr (kFp4)
+            mma_e4m3(a, prmt(bx.x, bx.y, 0x6420u), prmt(bx.x, bx.y, 0x7531u), d);
+          else
+            mma_e4m3(a, bx.x, bx.y, d);
+          const float sx0 = sx[j * 8 * width + h], sx1 = sx[j * 8 * width + width + h];
+          acc[j][0] = fmaf(d[0], sx0 * wg, acc[j][0]);
+          acc[j][1] = fmaf(d[1], sx1 * wg, acc[j][1]);
+          acc[j][2] = fmaf(d[2], sx0 * wg8, acc[j][2]);
+          acc[j][3] = fmaf(d[3], sx1 * wg8, acc[j][3]);
+        }
       }
-      // The slot goes back to the ring at the next block, after that block's __syncwarp: every
-      // lane is done with it before it is loaded again.
+      // The slot goes back to the ring at the next slot, after that one's __syncwarp.
       refill = use;
-      use = use + 1 == kStages ? 0 : use + 1;
+      use = use + 1 == kSlots ? 0 : use + 1;
     }
   }
   cp_async_wait<0>();
@@ -410,7 +426,8 @@ __host__ __device__ constexpr int staged_blocks_for(int tiles) {
 template <int kTiles>
 cudaError_t launch_tiles(const BlockLinearParams& p, int split, int64_t ctas) {
   const int slice = (p.k / 32 + split - 1) / split;
-  const int staged = std::min(slice, p.tiled_staged_blocks > 0 ? p.tiled_staged_blocks : staged_blocks_for(kTiles));
+  int staged = std::min(slice, p.tiled_staged_blocks > 0 ? p.tiled_staged_blocks : staged_blocks_for(kTiles));
+  if (staged < slice && staged % blocks_a_slot(p.fp4) != 0) staged += 1;  // fp4's parts: whole slots (slice_pass)
   const int smem = pass_smem_bytes(kTiles * 8, staged, stages_for(kTiles), p.fp4);
   if (smem > kSharedBytesOptIn) return cudaErrorInvalidValue;  // only a benchmark's part of over 64 blocks
   // The opt-in once an instance (a launch takes what it asks for, up to this).
