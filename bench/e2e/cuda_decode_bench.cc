@@ -9,9 +9,11 @@
 // (after one untimed chunk). A model with the DSpark drafter also times its calls (greedy, and with
 // the drafts sampled on the host a row at a time) and a verify
 // step of 1 .. verify_tokens tokens a sequence at each batch; --drafter-only 1 leaves the decode
-// table out (a profiler's run).
+// table out (a profiler's run). --timeline B1,B2: each kernel's exclusive time in a launched step
+// of those batches at the first context (bench/e2e/kernel_timeline.h: CUPTI's records of the steps
+// as they ran, the mean of --steps), after the table.
 //   cuda_decode_bench [--layers N] [--flash E] [--steps N] [--batch 1,8,32] [--context 128,4096]
-//                     [--prefill 4096] [--chunk 4096] [--drafter-only 1] [--dir PATH]
+//                     [--prefill 4096] [--chunk 4096] [--drafter-only 1] [--timeline 1,64] [--dir PATH]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -29,6 +31,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "core/float_formats.h"
+#include "e2e/kernel_timeline.h"
 #include "e2e/synthetic_model.h"
 #include "model/model.h"
 #include "runtime/model_runner.h"
@@ -98,7 +101,7 @@ void fill_unwritten_weights(const Model& model, Backend& backend) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows survive a run cut short by a time limit
   int layers = 24, steps = 8, flash_experts = 0, chunk = 4096;
-  std::vector<int> batches = {1, 8, 32}, contexts = {128, 4096}, prefills;
+  std::vector<int> batches = {1, 8, 32}, contexts = {128, 4096}, prefills, timeline_batches;
   bool drafter_only = false;  // the drafter's table alone (for a profiler)
   std::string dir;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -119,9 +122,15 @@ int main(int argc, char** argv) {
       prefills = int_list(argv[i + 1]);
     else if (k == "--chunk")
       chunk = std::stoi(argv[i + 1]);
+    else if (k == "--timeline")
+      timeline_batches = int_list(argv[i + 1]);
     else if (k == "--drafter-only")
       drafter_only = std::stoi(argv[i + 1]) != 0;
   }
+#ifndef DSINFER_BENCH_CUPTI
+  if (!timeline_batches.empty())
+    return std::fprintf(stderr, "--timeline: this build has no CUPTI (CMake did not find CUDA::cupti)\n"), 1;
+#endif
   if (flash_experts > 0) layers = 40;
   if (dir.empty())
     dir = (std::filesystem::temp_directory_path() /
@@ -174,6 +183,7 @@ int main(int argc, char** argv) {
       "per step: kernels, allocations, uploads, downloads (host waiting) | steps relaunched as graphs / recorded; "
       "graphs made; device ms a step (its graph replayed) |\n");
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::vector<std::pair<int, std::vector<bench::KernelSpan>>> timelines;  // (batch, its steps' kernels)
   for (const int context : contexts)
     for (const int batch : drafter_only ? std::vector<int>{} : batches)
       for (const bool graphs : {false, true}) {  // each batch's steps also as CUDA graphs
@@ -189,17 +199,19 @@ int main(int argc, char** argv) {
         // first single-token step as it is), then with graphs the recorder's arena, the graphs'
         // upload buffer and a kept graph of each of the two shapes decode steps alternate between
         // (at a context of a multiple of 1024 the ratio-2 layers' padded width grows at step -3).
-        for (int step = -4; step < steps; ++step) {
-          if (step == 0) before = backend.stats(), steps_before = runner.step_stats();
+        const auto decode_step = [&](int step) {
           for (int b = 0; b < batch; ++b) {
             chunks[b].state = &seqs[b];
             chunks[b].start_pos = seqs[b].length;
             chunks[b].decode = true;
             chunks[b].tokens = {static_cast<int32_t>(3 + (step + b + 8) % 200)};
           }
+          return runner.forward(chunks, logits);
+        };
+        for (int step = -4; step < steps; ++step) {
+          if (step == 0) before = backend.stats(), steps_before = runner.step_stats();
           const auto s0 = Clock::now();
-          if (Status s = runner.forward(chunks, logits); !s.ok())
-            return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+          if (Status s = decode_step(step); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
           const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
           if (step >= 0) sum += dt, best = std::min(best, dt);
         }
@@ -227,7 +239,22 @@ int main(int argc, char** argv) {
                       static_cast<long long>(after.graph_instantiations - before.graph_instantiations), replay * 1e3);
         else
           std::printf("- |\n");
+#ifdef DSINFER_BENCH_CUPTI
+        if (!graphs && context == contexts.front() &&
+            std::find(timeline_batches.begin(), timeline_batches.end(), batch) != timeline_batches.end()) {
+          if (!bench::timeline_start()) return 1;
+          for (int step = steps; step < 2 * steps; ++step)
+            if (Status s = decode_step(step); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+          timelines.emplace_back(batch, bench::timeline_stop());
+        }
+#endif
       }
+#ifdef DSINFER_BENCH_CUPTI
+  for (const auto& [batch, spans] : timelines) {
+    std::printf("\nbatch %d, context %d, launched:\n", batch, contexts.front());
+    bench::print_timeline(spans, steps);
+  }
+#endif
   // The DSpark drafter's own cost a call: each sequence's main hidden row of its last position into
   // the rings, then a block of drafts (the 3 stages over 5 rows, the head, the Markov chain).
   if ((*model)->has_drafter() && !batches.empty()) {

@@ -1,0 +1,140 @@
+#include "e2e/kernel_timeline.h"
+
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace dsinfer::bench {
+namespace {
+
+constexpr size_t kBufferBytes = size_t{8} << 20;
+constexpr size_t kAlign = 8;
+
+std::mutex recorded_mutex;
+std::vector<KernelSpan>& recorded() {
+  static std::vector<KernelSpan> spans;
+  return spans;
+}
+
+// "void ns::(anonymous namespace)::kernel<1, true>(Params, int)" -> "kernel<1, true>".
+std::string base_name(const char* mangled) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                                        &std::free);
+  std::string s = status == 0 && demangled ? demangled.get() : mangled;
+  for (size_t at; (at = s.find("(anonymous namespace)")) != std::string::npos;) s.replace(at, 21, "anon");
+  size_t begin = 0, end = s.size();
+  int depth = 0;
+  for (size_t i = 0; i < s.size() && end == s.size(); ++i) {
+    if (s[i] == '<') ++depth;
+    if (s[i] == '>') --depth;
+    if (depth != 0) continue;
+    if (s[i] == '(') end = i;                       // the parameters
+    if (s[i] == ' ' || s[i] == ':') begin = i + 1;  // past the return type and each namespace
+  }
+  return s.substr(begin, end - begin);
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  std::lock_guard<std::mutex> lock(recorded_mutex);
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+    recorded().push_back({base_name(k->name), static_cast<int64_t>(k->gridX) * k->gridY * k->gridZ, k->start, k->end});
+  }
+  std::free(buffer);
+}
+
+bool check(CUptiResult r, const char* what) {
+  if (r == CUPTI_SUCCESS) return true;
+  const char* message = nullptr;
+  cuptiGetResultString(r, &message);
+  std::fprintf(stderr, "timeline: %s: %s\n", what, message ? message : "unknown CUPTI error");
+  return false;
+}
+
+}  // namespace
+
+bool timeline_start() {
+  static const bool registered =
+      check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "registering the buffers");
+  if (!registered) return false;
+  {
+    std::lock_guard<std::mutex> lock(recorded_mutex);
+    recorded().clear();
+  }
+  cudaDeviceSynchronize();
+  return check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel records");
+}
+
+std::vector<KernelSpan> timeline_stop() {
+  cudaDeviceSynchronize();
+  check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "disabling kernel records");
+  check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flushing the records");
+  std::lock_guard<std::mutex> lock(recorded_mutex);
+  return std::move(recorded());
+}
+
+void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top) {
+  if (spans.empty()) return (void)std::printf("timeline: no kernels recorded\n");
+  std::vector<KernelSpan> by_end = spans;
+  std::sort(by_end.begin(), by_end.end(), [](const KernelSpan& a, const KernelSpan& b) { return a.end_ns < b.end_ns; });
+  struct Share {
+    int64_t calls = 0;
+    double exclusive_us = 0, span_us = 0;
+  };
+  std::map<std::string, Share> by_name, by_launch;
+  uint64_t first = by_end.front().start_ns;
+  for (const KernelSpan& k : by_end) first = std::min(first, k.start_ns);
+  uint64_t covered = first;  // the GPU's time accounted for: up to the latest end so far
+  double gaps_us = 0;
+  for (const KernelSpan& k : by_end) {
+    if (k.start_ns > covered) gaps_us += (k.start_ns - covered) * 1e-3;
+    const uint64_t from = std::max(covered, k.start_ns);
+    const double exclusive = k.end_ns > from ? (k.end_ns - from) * 1e-3 : 0.0;
+    covered = std::max(covered, k.end_ns);
+    for (Share* s : {&by_name[k.name], &by_launch[k.name + " [" + std::to_string(k.grid) + " CTAs]"]}) {
+      ++s->calls;
+      s->exclusive_us += exclusive;
+      s->span_us += (k.end_ns - k.start_ns) * 1e-3;
+    }
+  }
+  const double total_us = (covered - first) * 1e-3, per = 1.0 / repeats;
+  std::printf(
+      "timeline: %zu kernels a step, %.3f ms from the first kernel's start to the last one's end, "
+      "%.3f ms of it with no kernel running (a step: the mean of %d)\n",
+      spans.size() / static_cast<size_t>(repeats), total_us * per * 1e-3, gaps_us * per * 1e-3, repeats);
+  const auto table = [&](const std::map<std::string, Share>& shares, const char* what, int rows) {
+    std::vector<std::pair<std::string, Share>> sorted(shares.begin(), shares.end());
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.second.exclusive_us > b.second.exclusive_us; });
+    std::printf(
+        "\n| %s | calls a step | exclusive us a step | %% of the step | us a call (exclusive) | us a call "
+        "(start to end) |\n| --- | --- | --- | --- | --- | --- |\n",
+        what);
+    for (int i = 0; i < std::min<int>(rows, static_cast<int>(sorted.size())); ++i) {
+      const Share& s = sorted[i].second;
+      std::printf("| %s | %.0f | %.1f | %.1f | %.2f | %.2f |\n", sorted[i].first.c_str(), s.calls * per,
+                  s.exclusive_us * per, 100.0 * s.exclusive_us / total_us, s.exclusive_us / s.calls,
+                  s.span_us / s.calls);
+    }
+  };
+  table(by_name, "kernel", static_cast<int>(by_name.size()));
+  table(by_launch, "kernel [grid]", top);
+}
+
+}  // namespace dsinfer::bench

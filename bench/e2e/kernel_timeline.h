@@ -1,0 +1,36 @@
+// Where a stretch of GPU work spends its time, kernel by kernel, from CUPTI's activity records of
+// the kernels as they ran (concurrent records: nothing serialised, the dependent launches overlap
+// as in a real step). ncu replays each kernel alone; this sees the stream as it is.
+//
+// A kernel's share is its exclusive time: from the later of its start and the previous kernel's
+// end to its own end, in order of ends. Under programmatic dependent launches a kernel starts
+// while the one before it runs and waits for it, so its own span would count that wait twice; the
+// shares add up to the stretch's time on the GPU, and the gaps where no kernel ran are counted
+// apart (the host's launches and reads, or the device's idle time). Built where CMake finds CUPTI
+// (DSINFER_BENCH_CUPTI).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsinfer::bench {
+
+struct KernelSpan {
+  std::string name;  // the function's name with its template arguments, no namespaces or parameters
+  int64_t grid = 0;  // CTAs
+  uint64_t start_ns = 0, end_ns = 0;
+};
+
+/// Starts recording the kernels of every stream; false with a message on stderr if CUPTI refuses.
+bool timeline_start();
+
+/// Waits for the device, stops recording and returns the kernels recorded since timeline_start.
+std::vector<KernelSpan> timeline_stop();
+
+/// Prints the stretch's time, its gaps, and each kernel's exclusive time summed by name (and the
+/// `top` largest by name and grid), as markdown tables. `repeats`: the steps the stretch held (the
+/// figures are per step).
+void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top = 20);
+
+}  // namespace dsinfer::bench
