@@ -242,9 +242,13 @@ int main(int argc, char** argv) {
 #ifdef DSINFER_BENCH_CUPTI
         if (!graphs && context == contexts.front() &&
             std::find(timeline_batches.begin(), timeline_batches.end(), batch) != timeline_batches.end()) {
-          if (!bench::timeline_start()) return 1;
-          for (int step = steps; step < 2 * steps; ++step)
+          // Fresh sequences at the same context (the checkpoint's length holds the table's steps): two
+          // steps to warm up, then the recorded ones.
+          for (SequenceState& seq : seqs) seq = filled_sequence(**model, pool, context);
+          for (int step = -2; step < steps; ++step) {
+            if (step == 0 && !bench::timeline_start()) return 1;
             if (Status s = decode_step(step); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+          }
           timelines.emplace_back(batch, bench::timeline_stop());
         }
 #endif
