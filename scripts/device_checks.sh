@@ -6,7 +6,7 @@
 # /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [profile] [breakdown] [kprofile] [pfwindow]
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [timeline] [profile] [breakdown] [kprofile] [pfwindow]
 #   (default: the first three)
 # GOLDEN_KERNELS (default "auto"; or fma, gemv, mma) picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
@@ -166,6 +166,14 @@ if has sass; then
   /usr/local/cuda/bin/cuobjdump -sass build-cuda/bench/cuda_linear_bench 2>&1 |
     awk -v re="${SASS_KERNELS:-block_linear_tiled}" '/Function :/ {on = $0 ~ re} on' >"$out/kernels.sass"
   grep -c "Function :" "$out/kernels.sass"
+fi
+
+# timeline: each kernel's exclusive time in launched decode steps of the Flash-shaped model as they
+# ran (cuda_decode_bench --timeline: CUPTI's records, which ncu's replays are not), at the batches
+# TIMELINE_BATCHES (default 1,64), 4K context; the tables into $OUT/timeline.txt.
+if has timeline; then
+  build-cuda/bench/cuda_decode_bench --flash 64 --steps 4 --batch "${TIMELINE_BATCHES:-1,64}" --context 4096 \
+    --timeline "${TIMELINE_BATCHES:-1,64}" 2>&1 | tee "$out/timeline.txt" | grep -E "^\| 4096|^timeline|^batch"
 fi
 
 if has profile; then
