@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the device machine (an H200) over a build made here by scripts/gpu_tests.sh; carry
-# build-cuda/tests/ops_test, build-cuda/tests/cuda_test, build-cuda/tests/golden_cuda_test, build-cuda/bench/cuda_decode_bench,
-# build-cuda/src/cli/dsinfer and build-cuda/devlib (the kernel steps, kernels kab sass kprofile:
-# build-cuda/bench/cuda_linear_bench, and for kab its _base). Writes logs under $OUT (or
-# /tmp/dsinfer-device).
+# build-cuda/device-pack.tar.xz (scripts/device_pack.sh: the binaries below, stripped and
+# compressed, unpacked here first), or build-cuda/tests/ops_test, build-cuda/tests/cuda_test,
+# build-cuda/tests/golden_cuda_test, build-cuda/bench/cuda_decode_bench, build-cuda/src/cli/dsinfer
+# and build-cuda/devlib (the kernel steps, kernels kab sass kprofile: build-cuda/bench/cuda_linear_bench,
+# and for ab and kab the _base builds). Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
 #   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [timeline] [profile] [breakdown] [kprofile] [pfwindow]
@@ -32,6 +33,8 @@ has() { [[ " $steps " == *" $1 "* ]]; }  # a step named on the command line (who
 # prompt, which the benchmark brackets with cudaProfilerStart/Stop; a whole chunk under ncu takes
 # minutes of device time; NCU_ARGS adds ncu options, e.g. "--cache-control none" to keep the caches
 # warm between kernels as a real run does).
+[ -f build-cuda/device-pack.tar.xz ] &&
+  python3 -c "import tarfile; tarfile.open('build-cuda/device-pack.tar.xz').extractall('build-cuda')"
 dsinfer=build-cuda/src/cli/dsinfer
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/device.txt"
 
