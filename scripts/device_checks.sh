@@ -189,11 +189,12 @@ fi
 
 if has kprofile; then
   # ncu on one shape of the kernel benchmark (BENCH_ONLY: part of its name; PROFILE_KERNELS: the
-  # kernel regex, default the gemv kernel): issue rate, stalls, instructions, occupancy.
+  # kernel regex, default the tiled decode kernel; KPROFILE_ROWS: the activation rows, default 1):
+  # issue rate, stalls, instructions, occupancy.
   BENCH_ONLY="${BENCH_ONLY:-6 experts w1+w3}" /usr/local/cuda/bin/ncu --clock-control none \
-    --kernel-name "regex:${PROFILE_KERNELS:-sm90_fp8_block_linear_gemv}" --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+    --kernel-name "regex:${PROFILE_KERNELS:-block_linear_tiled}" --launch-skip 3 --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
-    build-cuda/bench/cuda_linear_bench --batches 1 >"$out/ncu_kernel.txt" 2>&1
+    build-cuda/bench/cuda_linear_bench --batches "${KPROFILE_ROWS:-1}" >"$out/ncu_kernel.txt" 2>&1
   grep -E "Duration|Issued Instructions  |Issued Ipc|Warp Cycles Per Issued|Achieved Active|stalled|DRAM Throughput" \
     "$out/ncu_kernel.txt"
 fi
