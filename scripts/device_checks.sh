@@ -173,10 +173,14 @@ fi
 
 # timeline: each kernel's exclusive time in launched decode steps of the Flash-shaped model as they
 # ran (cuda_decode_bench --timeline: CUPTI's records, which ncu's replays are not), at the batches
-# TIMELINE_BATCHES (default 1,64), 4K context; the tables into $OUT/timeline.txt.
+# TIMELINE_BATCHES (default 1,64), 4K context; the tables into $OUT/timeline_<binary>.txt. With
+# TIMELINE_AB=1 also build-cuda/bench/cuda_decode_bench_base's (another commit's build), after it.
 if has timeline; then
-  build-cuda/bench/cuda_decode_bench --flash 64 --steps 4 --batch "${TIMELINE_BATCHES:-1,64}" --context 4096 \
-    --timeline "${TIMELINE_BATCHES:-1,64}" 2>&1 | tee "$out/timeline.txt" | grep -E "^\| 4096|^timeline|^batch"
+  for b in cuda_decode_bench ${TIMELINE_AB:+cuda_decode_bench_base}; do
+    echo "== $b"
+    build-cuda/bench/$b --flash 64 --steps 4 --batch "${TIMELINE_BATCHES:-1,64}" --context 4096 \
+      --timeline "${TIMELINE_BATCHES:-1,64}" 2>&1 | tee "$out/timeline_$b.txt" | grep -E "^\| 4096|^timeline|^batch"
+  done
 fi
 
 if has profile; then
