@@ -53,10 +53,6 @@ inline constexpr int kSlotBytes = 16 * 32;
 __host__ __device__ constexpr int blocks_a_slot(bool fp4) {
   return fp4 ? 2 : 1;
 }
-// A ring's bytes a K block (fp4's smaller blocks leave shared memory for more CTAs an SM).
-__host__ __device__ constexpr int ring_slot_bytes(bool fp4) {
-  return kSlotBytes / blocks_a_slot(fp4);
-}
 
 // Bytes of one activation row of a slice in shared memory: 32 a K block (e4m3 codes), padded to 32
 // mod 64 so that the sixteen lanes of an 8-byte load phase (rows g .. g + 3, slots t) hit distinct
@@ -69,9 +65,13 @@ __host__ __device__ constexpr int act_stride(int slice) {
 __host__ __device__ constexpr int scale_bytes(int slice) {
   return (kTileRows * slice + 15) / 16 * 16;
 }
-// The warps' rings of `stages` K blocks each.
+// The warps' rings of `stages` K blocks each, in slots (fp4's two blocks a slot leave shared
+// memory for more CTAs an SM).
+__host__ __device__ constexpr int ring_slots(int stages, bool fp4) {
+  return stages / blocks_a_slot(fp4);
+}
 __host__ __device__ constexpr int ring_bytes(int stages, bool fp4) {
-  return kWarps * stages * ring_slot_bytes(fp4);
+  return kWarps * ring_slots(stages, fp4) * kSlotBytes;
 }
 // Shared memory of a pass of `rows` activation rows (a multiple of 8) with `part` K blocks staged
 // at a time: the rings, the part's weight scales, activations and their scales. After the pass the
@@ -239,7 +239,7 @@ template <int NT, int kStages, bool kFp4>
 __device__ __forceinline__ void slice_pass(const BlockLinearParams& p, const Operand& o, int n0, int rows, int tile_r0,
                                            int kb0, int kb1, int part, uint8_t* smem, float (&acc)[NT][4]) {
   constexpr int kRowBytes = kFp4 ? 16 : 32;  // a weight row's bytes of one K block
-  constexpr int kStep = blocks_a_slot(kFp4), kSlots = kStages / kStep;
+  constexpr int kStep = blocks_a_slot(kFp4), kSlots = ring_slots(kStages, kFp4);
   static_assert(kStages % kStep == 0 && kSlots >= 2);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int count = kb1 - kb0, r0 = tile_r0 + warp * 16, width = min(part, count);
