@@ -343,24 +343,31 @@ Status Model::block(int l, Batch& b) {
   DeviceArray<uint16_t> x = b.scratch<uint16_t>(n * dim), y = b.scratch<uint16_t>(n * dim);
   const TensorView xv = x.view(DType::kBF16, {n, dim}), yv = y.view(DType::kBF16, {n, dim});
 
-  // Attention: mixes from the block input; collapse with the previous sublayer's pre.
-  b.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-              a_pre.view(DType::kF32, {n, hc}), a_post.view(DType::kF32, {n, hc}),
-              a_comb.view(DType::kF32, {n, hc, hc})});
+  // Attention: mixes from the block input, as side work beside the rest (only hc_post reads
+  // them); collapse with the previous sublayer's pre.
+  SideWork attn_mixes(b.be, [&] {
+    b.hc_mixes({stream, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+                a_pre.view(DType::kF32, {n, hc}), a_post.view(DType::kF32, {n, hc}),
+                a_comb.view(DType::kF32, {n, hc, hc})});
+  });
   b.be.hc_pre({stream, b.pre.view(DType::kF32, {n, hc}), xv});
   b.be.rms_norm({xv, w.attn_norm, c.norm_eps, xv});
   DSINFER_RETURN_IF_ERROR(attention(l, b, xv, yv));
   for (size_t ci = 0; ci < b.chunks.size(); ++ci)
     b.record(ci, layer_name(l) + ".attn_out", DType::kBF16, {b.size(ci), dim}, y, b.offset[ci] * dim);
+  attn_mixes.join();
   b.be.hc_post({yv, stream, a_post.view(DType::kF32, {n, hc}), a_comb.view(DType::kF32, {n, hc, hc}), stream});
 
-  // FFN: mixes from the updated stream; collapse with this attention's pre.
-  b.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-              f_pre.view(DType::kF32, {n, hc}), f_post.view(DType::kF32, {n, hc}),
-              f_comb.view(DType::kF32, {n, hc, hc})});
+  // FFN: mixes from the updated stream, as side work too; collapse with this attention's pre.
+  SideWork ffn_mixes(b.be, [&] {
+    b.hc_mixes({stream, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, c.norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+                f_pre.view(DType::kF32, {n, hc}), f_post.view(DType::kF32, {n, hc}),
+                f_comb.view(DType::kF32, {n, hc, hc})});
+  });
   b.be.hc_pre({stream, a_pre.view(DType::kF32, {n, hc}), xv});
   b.be.rms_norm({xv, w.ffn_norm, c.norm_eps, xv});
   DSINFER_RETURN_IF_ERROR(moe(l, b, xv, yv));
+  ffn_mixes.join();
   b.be.hc_post({yv, stream, f_post.view(DType::kF32, {n, hc}), f_comb.view(DType::kF32, {n, hc, hc}), stream});
   b.pre = std::move(f_pre);  // the delayed pre-mix: the next block's attention collapses with it
 

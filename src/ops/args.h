@@ -280,6 +280,16 @@ struct ScatterAddArgs {
   bool operator==(const ScatterAddArgs&) const = default;
 };
 
+/// Work that may run beside the ops after it (a device backend's second stream; the CPU runs every
+/// op in order): the ops queued after kFork start once everything queued before it is done and
+/// form the side work, up to kResume; the ops queued after kResume may run beside them, and those
+/// after kJoin run once the side work is done. A fork is resumed and joined before the next fork.
+enum class SideQueue : uint8_t { kFork, kResume, kJoin };
+struct SideQueueArgs {
+  SideQueue step;
+  bool operator==(const SideQueueArgs&) const = default;
+};
+
 }  // namespace dsinfer
 
 /// Every op of the Backend interface, one line each: X(name, Args). Backend declares `name(const
@@ -310,4 +320,5 @@ struct ScatterAddArgs {
   X(scatter_add, ScatterAddArgs)           \
   X(routed_experts, RoutedExpertsArgs)     \
   X(markov_draft, MarkovDraftArgs)         \
-  X(greedy_pick, GreedyPickArgs)
+  X(greedy_pick, GreedyPickArgs)           \
+  X(side_queue, SideQueueArgs)

@@ -50,6 +50,29 @@ class Backend {
 };
 #undef DSINFER_DECLARE_OP
 
+/// Side work (side_queue) as a scope: what `queue` issues is the side work; the ops issued after
+/// join(), or after the scope on any way out of it, run once it is done.
+class SideWork {
+ public:
+  template <typename Queue>
+  SideWork(Backend& be, Queue&& queue) : be_(be) {
+    be_.side_queue({SideQueue::kFork});
+    queue();
+    be_.side_queue({SideQueue::kResume});
+  }
+  ~SideWork() { join(); }
+  SideWork(const SideWork&) = delete;
+  SideWork& operator=(const SideWork&) = delete;
+  void join() {
+    if (!joined_) be_.side_queue({SideQueue::kJoin});
+    joined_ = true;
+  }
+
+ private:
+  Backend& be_;
+  bool joined_ = false;
+};
+
 /// The threads of a device backend's host_threads(): up to 8 of the host's, idle while the device
 /// runs the ops.
 inline int device_host_thread_count() {

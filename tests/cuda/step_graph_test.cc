@@ -1,7 +1,8 @@
 // Decode steps recorded as CUDA graphs and relaunched with each step's uploads (options.graph_tokens:
 // the model runner's step recorder in front of CudaBackend's kept graphs) give the logits of the same
 // steps run op by op, bit for bit, on both fixture models: a prompt, then single-token steps past
-// the window and through new compressed rows (skipped without a GPU).
+// the window and through new compressed rows (skipped without a GPU). The mixes run as side work on
+// a second stream give the bits they give in order on one.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -24,11 +25,12 @@ struct Decoded {
   StepRecorder::Stats steps;
 };
 
-Decoded decode(const char* fixture, int sequences, bool graphs, int steps) {
+Decoded decode(const char* fixture, int sequences, bool graphs, int steps, bool side_stream = true) {
   // The other switches as the environment sets them (as golden_test.cc: scripts/device_checks.sh
   // runs this binary with each DSINFER_CUDA_LINEAR kernel); graphs on or off as asked.
   CudaBackendOptions options = CudaBackendOptions::from_switches(std::getenv);
   options.graph_tokens = graphs ? CudaBackendOptions::kDeviceRoutedTokens : 0;
+  options.side_stream = side_stream;
   CudaBackend backend(options);
   LocalCommunicator comm;
   auto model = Model::load(testing::data_dir() / fixture / "checkpoint", backend, comm);
@@ -70,6 +72,18 @@ TEST_P(StepGraph, LogitsAsStepsOneByOne) {
   EXPECT_EQ(graphs.stats.downloads - eager.stats.downloads, 0) << "steps read back as often as launched ones";
   ASSERT_EQ(eager.logits.size(), graphs.logits.size());
   EXPECT_TRUE(eager.logits == graphs.logits) << "replayed steps give other logits";
+}
+
+TEST_P(StepGraph, SideStreamAsOneStream) {
+  const auto [fixture, sequences] = GetParam();
+  const int steps = 24;
+  const Decoded one = decode(fixture, sequences, false, steps, /*side_stream=*/false);
+  const Decoded side = decode(fixture, sequences, false, steps);
+  ASSERT_EQ(one.logits.size(), side.logits.size());
+  EXPECT_TRUE(one.logits == side.logits) << "the side stream changes the logits";
+  const Decoded side_graphs = decode(fixture, sequences, true, steps);
+  EXPECT_GT(side_graphs.stats.graph_steps, 0);
+  EXPECT_TRUE(one.logits == side_graphs.logits) << "the side stream in graphs changes the logits";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StepGraph,

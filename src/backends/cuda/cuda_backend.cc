@@ -62,6 +62,12 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, cudaStream_t stream)
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
+  if (side_.stream) {
+    cudaStreamSynchronize(side_.stream);
+    cudaEventDestroy(side_.forked);
+    cudaEventDestroy(side_.done);
+    cudaStreamDestroy(side_.stream);
+  }
   if (cublas_) cublasDestroy(cublas_);
 }
 
@@ -403,6 +409,35 @@ void CudaBackend::greedy_pick(const GreedyPickArgs& a) {
                                      .V = size_of(a.logits, 1),
                                      .stream = stream_}),
            "greedy_pick");
+}
+
+// Side work on a stream of its own, forked from and joined to the current one by events (in a
+// capture too: the side stream joins it at the fork and leaves it at the join).
+void CudaBackend::side_queue(const SideQueueArgs& a) {
+  if (!options_.side_stream) return;
+  switch (a.step) {
+    case SideQueue::kFork:
+      DSINFER_CHECK(!side_.open && !side_.unjoined, "side_queue: a fork before the last one was joined");
+      if (!side_.stream) {
+        cuda::check_cuda(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking), "side stream");
+        cuda::check_cuda(cudaEventCreateWithFlags(&side_.forked, cudaEventDisableTiming), "side stream");
+        cuda::check_cuda(cudaEventCreateWithFlags(&side_.done, cudaEventDisableTiming), "side stream");
+      }
+      cuda::check_cuda(cudaEventRecord(side_.forked, stream_), "side fork");
+      cuda::check_cuda(cudaStreamWaitEvent(side_.stream, side_.forked), "side fork");
+      side_.main = stream_, stream_ = side_.stream, side_.open = true;
+      return;
+    case SideQueue::kResume:
+      DSINFER_CHECK(side_.open, "side_queue: a resume without a fork");
+      cuda::check_cuda(cudaEventRecord(side_.done, stream_), "side resume");
+      stream_ = side_.main, side_.open = false, side_.unjoined = true;
+      return;
+    case SideQueue::kJoin:
+      DSINFER_CHECK(!side_.open, "side_queue: a join before the resume");
+      if (side_.unjoined) cuda::check_cuda(cudaStreamWaitEvent(stream_, side_.done), "side join");
+      side_.unjoined = false;
+      return;
+  }
 }
 
 // The compressor and Engram.

@@ -123,6 +123,13 @@ class CudaBackend final : public Backend {
     cuda::Scratch routed_x, routed_order;  // the grouped experts' sorted inputs, their tokens and groups
     cuda::Scratch markov;                  // the Markov chain's best column of each tile
   } scratch_;
+  // side_queue: the second stream (made at the first fork), the events that start it after the
+  // ops before the fork and the ops after the join after it, the stream the ops go back to.
+  struct {
+    cudaStream_t stream = nullptr, main = nullptr;
+    cudaEvent_t forked = nullptr, done = nullptr;
+    bool open = false, unjoined = false;
+  } side_;
   cublasContext* cublas_ = nullptr;  // made on the first large batch
   ThreadPool host_threads_{device_host_thread_count()};
 };

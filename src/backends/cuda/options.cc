@@ -18,6 +18,7 @@ CudaBackendOptions CudaBackendOptions::from_switches(const std::function<const c
     o.gemv_rows = rows == 8 || rows == 1 ? rows : 0;
   }
   if (const char* d = lookup("DSINFER_CUDA_PDL")) o.dependent_launches = std::string_view(d) != "0";
+  if (const char* d = lookup("DSINFER_CUDA_SIDE")) o.side_stream = std::string_view(d) != "0";
   if (const char* k = lookup("DSINFER_CUDA_LINEAR")) {
     const std::string_view name = k;
     o.linear_kernel = name == "fma"     ? cuda::LinearKernel::kFma

@@ -36,6 +36,10 @@ struct CudaBackendOptions {
   /// launch and start-up overlap the end of the last (common/dependent_launch.cuh); a process-wide
   /// policy, set when a backend is made. DSINFER_CUDA_PDL=0 turns it off, for comparisons.
   bool dependent_launches = true;
+  /// Ops the model marks as side work (side_queue: a sublayer's hyper-connection mixes, which only
+  /// its hc_post reads) on a second stream, beside the ops after them. DSINFER_CUDA_SIDE=0 queues
+  /// them in order on the one stream, for comparisons.
+  bool side_stream = true;
 
   /// The options the DSINFER_CUDA_* switches set, each as the CLI has always read it; `lookup`
   /// gives a switch's value, null where it is unset (the process environment, in the CLI).
