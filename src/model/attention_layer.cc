@@ -108,15 +108,19 @@ Status Model::attention(int l, Batch& b, const TensorView& x, const TensorView& 
   DeviceArray<uint16_t> qr = b.scratch<uint16_t>(n * ql), q = b.scratch<uint16_t>(n * heads * hd);
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * hd), o = b.scratch<uint16_t>(n * heads * hd);
   const TensorView qrv = qr.view(DType::kBF16, {n, ql}), kvv = kv.view(DType::kBF16, {n, hd});
+  const RopeRows& at_pos = b.rope_at_positions(rope);
+  // The KV row as side work beside the queries (side_queue).
+  SideWork kv_row(b.be, [&] {
+    b.linear({x, &w.wkv, kvv});
+    b.be.rms_norm({kvv, w.kv_norm, c.norm_eps, kvv});
+    at_pos.apply(b.be, kv.view(DType::kBF16, {n, 1, hd}), 0, false);
+    b.be.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
+  });
   b.linear({x, &w.wq_a, qrv});
   b.be.rms_norm({qrv, w.q_norm, c.norm_eps, qrv});
   b.linear({qrv, &w.wq_b, q.view(DType::kBF16, {n, heads * hd})});
-  const RopeRows& at_pos = b.rope_at_positions(rope);
   at_pos.apply(b.be, q.view(DType::kBF16, {n, heads, hd}), 0, false);
-  b.linear({x, &w.wkv, kvv});
-  b.be.rms_norm({kvv, w.kv_norm, c.norm_eps, kvv});
-  at_pos.apply(b.be, kv.view(DType::kBF16, {n, 1, hd}), 0, false);
-  b.be.fake_quant({kvv, FakeQuant::kFp8Group32});  // window KV is fp8 (spec §5.2)
+  kv_row.join();
 
   if (l < c.n_layers) {
     DSINFER_RETURN_IF_ERROR(attend(l, b, x, qrv, q, kv, o));

@@ -281,9 +281,10 @@ struct ScatterAddArgs {
 };
 
 /// Work that may run beside the ops after it (a device backend's second stream; the CPU runs every
-/// op in order): the ops queued after kFork start once everything queued before it is done and
-/// form the side work, up to kResume; the ops queued after kResume may run beside them, and those
-/// after kJoin run once the side work is done. A fork is resumed and joined before the next fork.
+/// op in order): the ops issued after kFork start once everything issued before it is done and
+/// form side work, up to kResume; the ops issued after kResume may run beside it, and those after
+/// kJoin once all side work issued before it is done. Side work runs in the order it was issued,
+/// so a fork may follow another before its join.
 enum class SideQueue : uint8_t { kFork, kResume, kJoin };
 struct SideQueueArgs {
   SideQueue step;

@@ -68,7 +68,8 @@ CudaBackend::~CudaBackend() {
     cudaEventDestroy(side_.done);
     cudaStreamDestroy(side_.stream);
   }
-  if (cublas_) cublasDestroy(cublas_);
+  for (StreamScratch* set : {&main_scratch_, &side_scratch_})
+    if (set->cublas) cublasDestroy(set->cublas);
 }
 
 // Up to a decode step's rows every row-wise op runs kernels whose per-row sums do not depend on
@@ -183,7 +184,7 @@ void CudaBackend::hc_mixes(const HcMixesArgs& a) {
                         .hc = size_of(a.x, 1),
                         .dim = size_of(a.x, 2),
                         .stream = stream_};
-  p.partial = static_cast<double*>(scratch(scratch_.hc_mix, cuda::hc_mixes_workspace_bytes(p)));
+  p.partial = static_cast<double*>(scratch(scratch_->hc_mix, cuda::hc_mixes_workspace_bytes(p)));
   launched(cuda::launch_hc_mixes(p), "hc_mixes");
 }
 
@@ -239,7 +240,7 @@ void CudaBackend::sparse_attn(const SparseAttnArgs& a) {
                            .d = size_of(a.q, 2),
                            .k = size_of(a.idx, 1),
                            .stream = stream_};
-  p.scores = static_cast<float*>(scratch(scratch_.attn_scores, cuda::sparse_attn_workspace_bytes(p)));
+  p.scores = static_cast<float*>(scratch(scratch_->attn_scores, cuda::sparse_attn_workspace_bytes(p)));
   launched(cuda::launch_sparse_attn(p), "sparse_attn");
 }
 
@@ -345,30 +346,30 @@ void CudaBackend::swiglu(const SwigluArgs& a) {
 void CudaBackend::router(const RouterArgs& a) {
   check_device({&a.x, &a.weight, &a.bias, &a.bias_vl, &a.is_image, &a.indices, &a.weights}, "router");
   const int n = size_of(a.x, 0), experts = size_of(a.weight, 0);
-  launched(cuda::launch_router(
-               {.x = bf16(a.x),
-                .x_stride = a.x.stride[0],
-                .weight = a.weight.data,
-                .weight_f32 = a.weight.dtype == DType::kF32,
-                .w_stride = a.weight.stride[0],
-                .bias = a.bias.as<const float>(),
-                .bias_vl = a.bias_vl.as<const float>(),
-                .is_image = a.is_image.as<const uint8_t>(),
-                .score = a.score == RouterScore::kSqrtSoftplus ? cuda::RouterScoreKind::kSqrtSoftplus
-                         : a.score == RouterScore::kSigmoid    ? cuda::RouterScoreKind::kSigmoid
-                                                               : cuda::RouterScoreKind::kSoftmax,
-                .gate_temp = static_cast<float>(a.gate_temp),
-                .route_scale = static_cast<float>(a.route_scale),
-                .norm_topk_prob = a.norm_topk_prob,
-                .given_indices = a.given_indices,
-                .indices = a.indices.as<int32_t>(),
-                .weights = a.weights.as<float>(),
-                .logits = static_cast<float*>(scratch(scratch_.router_logits, size_t{1} * n * experts * sizeof(float))),
-                .n = n,
-                .dim = size_of(a.x, 1),
-                .experts = experts,
-                .k = size_of(a.indices, 1),
-                .stream = stream_}),
+  launched(cuda::launch_router({.x = bf16(a.x),
+                                .x_stride = a.x.stride[0],
+                                .weight = a.weight.data,
+                                .weight_f32 = a.weight.dtype == DType::kF32,
+                                .w_stride = a.weight.stride[0],
+                                .bias = a.bias.as<const float>(),
+                                .bias_vl = a.bias_vl.as<const float>(),
+                                .is_image = a.is_image.as<const uint8_t>(),
+                                .score = a.score == RouterScore::kSqrtSoftplus ? cuda::RouterScoreKind::kSqrtSoftplus
+                                         : a.score == RouterScore::kSigmoid    ? cuda::RouterScoreKind::kSigmoid
+                                                                               : cuda::RouterScoreKind::kSoftmax,
+                                .gate_temp = static_cast<float>(a.gate_temp),
+                                .route_scale = static_cast<float>(a.route_scale),
+                                .norm_topk_prob = a.norm_topk_prob,
+                                .given_indices = a.given_indices,
+                                .indices = a.indices.as<int32_t>(),
+                                .weights = a.weights.as<float>(),
+                                .logits = static_cast<float*>(
+                                    scratch(scratch_->router_logits, size_t{1} * n * experts * sizeof(float))),
+                                .n = n,
+                                .dim = size_of(a.x, 1),
+                                .experts = experts,
+                                .k = size_of(a.indices, 1),
+                                .stream = stream_}),
            "router");
 }
 
@@ -393,7 +394,7 @@ void CudaBackend::markov_draft(const MarkovDraftArgs& a) {
                             .V = size_of(a.base, 2),
                             .r = size_of(a.embed, 1),
                             .stream = stream_};
-  p.workspace = scratch(scratch_.markov, cuda::markov_draft_workspace_bytes(p));
+  p.workspace = scratch(scratch_->markov, cuda::markov_draft_workspace_bytes(p));
   launched(cuda::launch_markov_draft(p), "markov_draft");
 }
 
@@ -411,13 +412,13 @@ void CudaBackend::greedy_pick(const GreedyPickArgs& a) {
            "greedy_pick");
 }
 
-// Side work on a stream of its own, forked from and joined to the current one by events (in a
-// capture too: the side stream joins it at the fork and leaves it at the join).
+// Side work on a stream of its own (with scratch of its own), forked from the current one and
+// joined to it by events (in a capture too: the side stream joins it at a fork, leaves it at a join).
 void CudaBackend::side_queue(const SideQueueArgs& a) {
   if (!options_.side_stream) return;
   switch (a.step) {
     case SideQueue::kFork:
-      DSINFER_CHECK(!side_.open && !side_.unjoined, "side_queue: a fork before the last one was joined");
+      DSINFER_CHECK(!side_.open, "side_queue: a fork inside side work");
       if (!side_.stream) {
         cuda::check_cuda(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking), "side stream");
         cuda::check_cuda(cudaEventCreateWithFlags(&side_.forked, cudaEventDisableTiming), "side stream");
@@ -425,15 +426,15 @@ void CudaBackend::side_queue(const SideQueueArgs& a) {
       }
       cuda::check_cuda(cudaEventRecord(side_.forked, stream_), "side fork");
       cuda::check_cuda(cudaStreamWaitEvent(side_.stream, side_.forked), "side fork");
-      side_.main = stream_, stream_ = side_.stream, side_.open = true;
+      side_.main = stream_, stream_ = side_.stream, scratch_ = &side_scratch_, side_.open = true;
       return;
     case SideQueue::kResume:
       DSINFER_CHECK(side_.open, "side_queue: a resume without a fork");
       cuda::check_cuda(cudaEventRecord(side_.done, stream_), "side resume");
-      stream_ = side_.main, side_.open = false, side_.unjoined = true;
+      stream_ = side_.main, scratch_ = &main_scratch_, side_.open = false, side_.unjoined = true;
       return;
-    case SideQueue::kJoin:
-      DSINFER_CHECK(!side_.open, "side_queue: a join before the resume");
+    case SideQueue::kJoin:  // the side stream runs its work in order: its last is the one to wait for
+      DSINFER_CHECK(!side_.open, "side_queue: a join inside side work");
       if (side_.unjoined) cuda::check_cuda(cudaStreamWaitEvent(stream_, side_.done), "side join");
       side_.unjoined = false;
       return;

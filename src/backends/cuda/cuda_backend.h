@@ -116,13 +116,18 @@ class CudaBackend final : public Backend {
   cuda::ExpertTables experts_;  // one per MoE layer seen
   CudaStepGraphs graphs_;       // switches stream_ while it captures
   Stats stats_;
-  struct {
+  // The ops' scratch buffers and cuBLAS handle, a set for each stream: side work (side_queue)
+  // runs beside the main stream's ops, so it has buffers of its own.
+  struct StreamScratch {
     cuda::Scratch quant_values, quant_codes, quant_scales;  // block-scaled inputs (QuantizeInputParams)
     cuda::Scratch dense_x, hc_mix, tc_weights, tc_inputs, attn_scores, router_logits;
     cuda::Scratch routed_gate, routed_up, routed_act, routed_out;  // the routed experts' rows
     cuda::Scratch routed_x, routed_order;  // the grouped experts' sorted inputs, their tokens and groups
     cuda::Scratch markov;                  // the Markov chain's best column of each tile
-  } scratch_;
+    cublasContext* cublas = nullptr;       // made on the first large batch
+  };
+  StreamScratch main_scratch_, side_scratch_;
+  StreamScratch* scratch_ = &main_scratch_;  // the current stream's
   // side_queue: the second stream (made at the first fork), the events that start it after the
   // ops before the fork and the ops after the join after it, the stream the ops go back to.
   struct {
@@ -130,7 +135,6 @@ class CudaBackend final : public Backend {
     cudaEvent_t forked = nullptr, done = nullptr;
     bool open = false, unjoined = false;
   } side_;
-  cublasContext* cublas_ = nullptr;  // made on the first large batch
   ThreadPool host_threads_{device_host_thread_count()};
 };
 

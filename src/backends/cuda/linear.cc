@@ -142,7 +142,7 @@ void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {
       p.group_w[g] = ops[g].w->weight.data, p.group_scales[g] = ops[g].w->scale.as<const uint8_t>();
   }
   if (!cuda::dense_linear_on_tensor_cores(p))
-    p.x_f64 = static_cast<double*>(scratch(scratch_.dense_x, cuda::dense_linear_scratch_bytes(n, k, groups)));
+    p.x_f64 = static_cast<double*>(scratch(scratch_->dense_x, cuda::dense_linear_scratch_bytes(n, k, groups)));
   launched(cuda::launch_dense_linear(p), "linear (dense)");
 }
 
@@ -150,14 +150,15 @@ void CudaBackend::tensor_core_linear(const LinearArgs& a, bool input_quantised) 
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in, o = w.out;
   const bool block_scaled = is_block_scaled(w.format);
-  if (!cublas_) {
-    DSINFER_CHECK(cublasCreate(&cublas_) == CUBLAS_STATUS_SUCCESS, "cuBLAS could not start");
+  if (!scratch_->cublas) {
+    DSINFER_CHECK(cublasCreate(&scratch_->cublas) == CUBLAS_STATUS_SUCCESS, "cuBLAS could not start");
   }
-  DSINFER_CHECK(cublasSetStream(cublas_, stream_) == CUBLAS_STATUS_SUCCESS, "cuBLAS stream");  // a capture's, maybe
+  DSINFER_CHECK(cublasSetStream(scratch_->cublas, stream_) == CUBLAS_STATUS_SUCCESS,
+                "cuBLAS stream");  // a capture's, maybe
   const uint16_t* wb = w.weight.as<const uint16_t>();
   int64_t ldw = w.weight.stride[0];
   if (block_scaled || w.format == LinearFormat::kFp8AsBf16) {  // the weights as bf16, exactly
-    auto* dequantised = static_cast<uint16_t*>(scratch(scratch_.tc_weights, o * k * 2));
+    auto* dequantised = static_cast<uint16_t*>(scratch(scratch_->tc_weights, o * k * 2));
     launched(cuda::launch_dequant_weight({.codes = w.weight.as<const uint8_t>(),
                                           .w_stride = w.weight.stride[0],
                                           .scales = w.scale.as<const uint8_t>(),
@@ -173,7 +174,7 @@ void CudaBackend::tensor_core_linear(const LinearArgs& a, bool input_quantised) 
   const uint16_t* xb = a.x.as<const uint16_t>();
   int64_t ldx = a.x.stride[0];
   if (block_scaled && !input_quantised) {  // the input as act_quant leaves it: code * scale, exact in bf16
-    auto* xq = static_cast<uint16_t*>(scratch(scratch_.tc_inputs, n * k * 2));
+    auto* xq = static_cast<uint16_t*>(scratch(scratch_->tc_inputs, n * k * 2));
     cuda::check_cuda(cudaMemcpy2DAsync(xq, k * 2, xb, ldx * 2, k * 2, n, cudaMemcpyDeviceToDevice, stream_), "linear");
     launched(cuda::launch_act_quant({.x = xq, .fake = xq, .n = n * k, .stream = stream_}), "linear (input act_quant)");
     xb = xq, ldx = k;
@@ -182,8 +183,8 @@ void CudaBackend::tensor_core_linear(const LinearArgs& a, bool input_quantised) 
   const bool y32 = a.out.dtype == DType::kF32;
   // Row-major Y[n, o] = X[n, k] W[o, k]^T is column-major Y^T = W^T(op T of W's storage) X^T.
   const cublasStatus_t st = cublasGemmEx(
-      cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(o), static_cast<int>(n), static_cast<int>(k), &one, wb,
-      CUDA_R_16BF, static_cast<int>(ldw), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, a.out.data,
+      scratch_->cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(o), static_cast<int>(n), static_cast<int>(k), &one,
+      wb, CUDA_R_16BF, static_cast<int>(ldw), xb, CUDA_R_16BF, static_cast<int>(ldx), &zero, a.out.data,
       y32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(a.out.stride[0]), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   DSINFER_CHECK(st == CUBLAS_STATUS_SUCCESS, "linear: cuBLAS GEMM [{}, {}] x [{}, {}]^T failed ({})", n, k, o, k,
                 static_cast<int>(st));

@@ -63,9 +63,9 @@ void* CudaBackend::scratch(cuda::Scratch& s, size_t bytes) {
 }
 
 CudaBackend::Quantized CudaBackend::quant_scratch(int64_t rows, int64_t k) {
-  return {static_cast<uint16_t*>(scratch(scratch_.quant_values, rows * k * 2)),
-          static_cast<uint8_t*>(scratch(scratch_.quant_codes, rows * k)),
-          static_cast<float*>(scratch(scratch_.quant_scales, rows * (k / 32) * 4))};
+  return {static_cast<uint16_t*>(scratch(scratch_->quant_values, rows * k * 2)),
+          static_cast<uint8_t*>(scratch(scratch_->quant_codes, rows * k)),
+          static_cast<float*>(scratch(scratch_->quant_scales, rows * (k / 32) * 4))};
 }
 
 CudaBackend::Quantized CudaBackend::quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what) {

@@ -107,10 +107,10 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
   const int64_t dim = w1.in, ff = w1.out;
   // The step's temporaries: scratch buffers, the same memory every call (and every captured step).
-  auto* gate = static_cast<uint16_t*>(scratch(scratch_.routed_gate, k * ff * 2));
-  auto* up = static_cast<uint16_t*>(scratch(scratch_.routed_up, k * ff * 2));
-  auto* act = static_cast<uint16_t*>(scratch(scratch_.routed_act, k * ff * 2));
-  auto* o = static_cast<uint16_t*>(scratch(scratch_.routed_out, k * dim * 2));
+  auto* gate = static_cast<uint16_t*>(scratch(scratch_->routed_gate, k * ff * 2));
+  auto* up = static_cast<uint16_t*>(scratch(scratch_->routed_up, k * ff * 2));
+  auto* act = static_cast<uint16_t*>(scratch(scratch_->routed_act, k * ff * 2));
+  auto* o = static_cast<uint16_t*>(scratch(scratch_->routed_out, k * dim * 2));
   const auto routed_gemv = [&](const uint16_t* x, int64_t rows, int64_t in, const LinearWeight& w, int per_route,
                                const cuda::RoutedWeight* entries, const std::vector<uint16_t*>& outs) {
     cuda::BlockLinearParams p = block_params(w, static_cast<int64_t>(outs.size()), 1);
@@ -154,12 +154,12 @@ void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda:
   const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
   const int64_t dim = w1.in, ff = w1.out, m = n * k, max_groups = std::min(experts, m);
   // The step's temporaries: scratch buffers, the same memory every call (and every captured step).
-  auto* xs = static_cast<uint16_t*>(scratch(scratch_.routed_x, m * dim * 2));
-  auto* gate = static_cast<uint16_t*>(scratch(scratch_.routed_gate, m * ff * 2));
-  auto* up = static_cast<uint16_t*>(scratch(scratch_.routed_up, m * ff * 2));
-  auto* act = static_cast<uint16_t*>(scratch(scratch_.routed_act, m * ff * 2));
-  auto* o = static_cast<uint16_t*>(scratch(scratch_.routed_out, m * dim * 2));
-  auto* order = static_cast<uint8_t*>(scratch(scratch_.routed_order, m * 12 + max_groups * sizeof(cuda::ExpertGroup)));
+  auto* xs = static_cast<uint16_t*>(scratch(scratch_->routed_x, m * dim * 2));
+  auto* gate = static_cast<uint16_t*>(scratch(scratch_->routed_gate, m * ff * 2));
+  auto* up = static_cast<uint16_t*>(scratch(scratch_->routed_up, m * ff * 2));
+  auto* act = static_cast<uint16_t*>(scratch(scratch_->routed_act, m * ff * 2));
+  auto* o = static_cast<uint16_t*>(scratch(scratch_->routed_out, m * dim * 2));
+  auto* order = static_cast<uint8_t*>(scratch(scratch_->routed_order, m * 12 + max_groups * sizeof(cuda::ExpertGroup)));
   auto* token = reinterpret_cast<int32_t*>(order);
   auto* weight = reinterpret_cast<float*>(order + m * 4);
   auto* row = reinterpret_cast<int32_t*>(order + m * 8);
