@@ -39,8 +39,8 @@ bool fits_in_memory(const std::filesystem::path& dir) {
 
 // The backends' switches from the environment, read here and nowhere in the library:
 // DSINFER_CPU_ISA caps the CPU's instruction set; DSINFER_CUDA_GRAPH, DSINFER_CUDA_ROUTED_TOKENS,
-// DSINFER_CUDA_GEMV_ROWS, DSINFER_CUDA_LINEAR and DSINFER_CUDA_PDL set the CUDA backend's options
-// (backends/cuda/options.h).
+// DSINFER_CUDA_GEMV_ROWS, DSINFER_CUDA_LINEAR, DSINFER_CUDA_PDL and DSINFER_CUDA_SIDE set the CUDA
+// backend's options (backends/cuda/options.h).
 CpuBackendOptions cpu_options() {
   CpuBackendOptions o;
   if (const char* isa = std::getenv("DSINFER_CPU_ISA")) o.isa_cap = cpu::isa_by_name(isa);
