@@ -36,9 +36,9 @@ struct CudaBackendOptions {
   /// launch and start-up overlap the end of the last (common/dependent_launch.cuh); a process-wide
   /// policy, set when a backend is made. DSINFER_CUDA_PDL=0 turns it off, for comparisons.
   bool dependent_launches = true;
-  /// Ops the model marks as side work (side_queue: a sublayer's hyper-connection mixes, which only
-  /// its hc_post reads) on a second stream, beside the ops after them. DSINFER_CUDA_SIDE=0 queues
-  /// them in order on the one stream, for comparisons.
+  /// Ops the model marks as side work (side_queue: a sublayer's hyper-connection mixes, the KV row,
+  /// the route) on a second stream, beside the ops after them. DSINFER_CUDA_SIDE=0 queues them in
+  /// order on the one stream, for comparisons.
   bool side_stream = true;
 
   /// The options the DSINFER_CUDA_* switches set, each as the CLI has always read it; `lookup`
