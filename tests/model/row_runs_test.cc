@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "cpu_front.h"
 #include "model/model.h"
 #include "ops/communicator.h"
 #include "test_util.h"
@@ -34,18 +35,11 @@ TEST(RowRuns, ChunksShareARunUpToTheBoundAndALargerOneHasItsOwn) {
 }
 
 // The CPU backend with a bound on the rows of the row-wise ops, counting their calls.
-class FewRowsBackend final : public Backend {
+class FewRowsBackend final : public testing::CpuFront {
  public:
-  explicit FewRowsBackend(int64_t max_rows) : max_rows_(max_rows) {}
+  FewRowsBackend(CpuBackend& cpu, int64_t max_rows) : CpuFront(cpu), max_rows_(max_rows) {}
   int64_t hc_mixes_calls = 0, most_router_rows = 0;
 
-  Device device() const override { return Device::kCpu; }
-  void* allocate(size_t bytes) override { return cpu_.allocate(bytes); }
-  void deallocate(void* p) override { cpu_.deallocate(p); }
-  void zero(void* p, size_t bytes) override { cpu_.zero(p, bytes); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { cpu_.copy_to_device(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { cpu_.copy_to_host(dst, src, bytes); }
-  void copy_on_device(void* dst, const void* src, size_t bytes) override { cpu_.copy_on_device(dst, src, bytes); }
   int64_t max_invariant_rows() const override { return max_rows_; }
 
 #define DSINFER_FORWARD_OP(name, Args) \
@@ -66,7 +60,6 @@ class FewRowsBackend final : public Backend {
     most_router_rows = std::max(most_router_rows, a.x.size(0));
   }
 
-  CpuBackend cpu_{2};
   int64_t max_rows_;
 };
 
@@ -121,7 +114,8 @@ std::vector<float> logits_of_a_mixed_run(Backend& backend) {
 }
 
 TEST(RowRuns, AModelOnFewRowsACallGivesTheSameLogits) {
-  FewRowsBackend any(INT64_MAX), few(3);
+  CpuBackend cpu(2);
+  FewRowsBackend any(cpu, INT64_MAX), few(cpu, 3);
   const std::vector<float> expected = logits_of_a_mixed_run(any), got = logits_of_a_mixed_run(few);
   ASSERT_FALSE(expected.empty());
   ASSERT_EQ(got.size(), expected.size());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "cpu_front.h"
 #include "keeping_backend.h"
 #include "model/decode_steps.h"
 #include "model/model.h"
@@ -19,19 +20,10 @@
 namespace dsinfer {
 namespace {
 
-class LateSideWork final : public Backend {
+class LateSideWork final : public testing::CpuFront {
  public:
-  explicit LateSideWork(CpuBackend& cpu) : cpu_(cpu) {}
+  explicit LateSideWork(CpuBackend& cpu) : CpuFront(cpu) {}
   int64_t forks = 0, held = 0;  // side work seen, and the ops it held back
-
-  Device device() const override { return Device::kCpu; }
-  void* allocate(size_t bytes) override { return cpu_.allocate(bytes); }
-  void deallocate(void* p) override { cpu_.deallocate(p); }
-  void zero(void* p, size_t bytes) override { cpu_.zero(p, bytes); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { cpu_.copy_to_device(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { cpu_.copy_to_host(dst, src, bytes); }
-  void copy_on_device(void* dst, const void* src, size_t bytes) override { cpu_.copy_on_device(dst, src, bytes); }
-  ThreadPool* host_threads() override { return cpu_.host_threads(); }
 
 #define DSINFER_LATE_OP(name, Args)   \
   void name(const Args& a) override { \
@@ -65,7 +57,6 @@ class LateSideWork final : public Backend {
     }
   }
 
-  CpuBackend& cpu_;
   bool in_side_ = false;
   std::vector<std::function<void()>> held_;
 };
