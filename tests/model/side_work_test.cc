@@ -25,21 +25,23 @@ class LateSideWork final : public testing::CpuFront {
   explicit LateSideWork(CpuBackend& cpu) : CpuFront(cpu) {}
   int64_t forks = 0, held = 0;  // side work seen, and the ops it held back
 
-#define DSINFER_LATE_OP(name, Args)   \
-  void name(const Args& a) override { \
-    call(&CpuBackend::name, a);       \
+  // Outside side work an op runs now; inside, it is held back until the join.
+#define DSINFER_LATE_OP(name, Args)                   \
+  void name(const Args& a) override {                 \
+    late(a, [this](const Args& x) { cpu_.name(x); }); \
   }
   DSINFER_OPS(DSINFER_LATE_OP)
 #undef DSINFER_LATE_OP
 
  private:
-  template <typename A>
-  void call(void (CpuBackend::*op)(const A&), const A& a) {
-    if (!in_side_) return (cpu_.*op)(a);
+  template <typename A, typename Run>
+  void late(const A& a, Run run) {
+    if (!in_side_) return run(a);
     ++held;
-    held_.push_back([this, op, kept = testing::Owned<A>(a)] { (cpu_.*op)(kept.get()); });
+    held_.push_back([kept = testing::Owned<A>(a), run] { run(kept.get()); });
   }
-  void call(void (CpuBackend::*)(const SideQueueArgs&), const SideQueueArgs& a) {
+  template <typename Run>
+  void late(const SideQueueArgs& a, Run) {
     switch (a.step) {
       case SideQueue::kFork:
         ASSERT_FALSE(in_side_) << "a fork inside side work";
