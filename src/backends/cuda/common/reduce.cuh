@@ -53,4 +53,22 @@ __device__ inline T block_sum_tree(T v, T* scratch) {
   return total;
 }
 
+/// K sums of block_sum_tree at once (the same tree for each, so the same bits as K calls), with
+/// one set of barriers: every thread gets the K totals in v. scratch: K * kThreads values.
+template <int kThreads, int K, class T>
+__device__ inline void block_sum_trees(T (&v)[K], T* scratch) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) scratch[k * kThreads + threadIdx.x] = v[k];
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s)
+#pragma unroll
+      for (int k = 0; k < K; ++k) scratch[k * kThreads + threadIdx.x] += scratch[k * kThreads + threadIdx.x + s];
+    __syncthreads();
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = scratch[k * kThreads];
+  __syncthreads();
+}
+
 }  // namespace dsinfer::cuda::common

@@ -12,11 +12,14 @@ inline constexpr int kMaxHc = 8;            // hyper-connection copies (hc_post'
 inline constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;  // the mixes' projections: pre, post, the combination
 inline constexpr int kMaxHcChunks = 16;                // the mixes' chunks of a row (at every batch)
 inline constexpr int kStageBatch = 8;                  // loads a thread issues before their stores
+inline constexpr int kMixTokens = 8;                   // decode's mixes: tokens a block of the dots
 static_assert(kThreads <= 1024 && kThreads % kWarp == 0);
 // The block sums: a tree over kThreads (a power of two), or the warps' in order (kThreads / 32 of them).
 static_assert((kThreads & (kThreads - 1)) == 0);
 // Sinkhorn: one warp, at most two elements of the hc x hc combination a lane.
 static_assert(kMaxHc * kMaxHc <= 2 * kWarp);
+// The decode dots' trees: a block's kMixTokens sums at once in static shared memory.
+static_assert(kMixTokens * kThreads * 8 <= 48 * 1024);
 // Sinkhorn's shared memory: the staged partial sums of one token.
 static_assert((kMaxMix + 1) * kMaxHcChunks * 8 <= 48 * 1024);
 

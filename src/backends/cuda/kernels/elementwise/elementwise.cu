@@ -370,22 +370,38 @@ __global__ void __launch_bounds__(kDotThreads, 2) sm90_bf16_hc_mixes_dots_tiled(
   }
 }
 
-__global__ void sm90_bf16_hc_mixes_dots(HcMixesParams p) {
+// Decode's dots: a block per (kTokens tokens, projection or the norm, chunk of the row), each fn
+// value loaded once for the block's tokens (a step of 64 read the 1.5 MB matrix 64 times with a
+// block a token). A token's chunk is summed as by a block of its own, whatever kTokens: a thread's
+// values in order, then block_sum_tree's tree, so its sums do not depend on the tokens beside it.
+template <int kTokens>
+__global__ void __launch_bounds__(kThreads) sm90_bf16_hc_mixes_dots(HcMixesParams p) {
   after_prior_grids();
   constexpr int chunks = kMaxHcChunks;
-  __shared__ double scratch[kThreads];
-  const int64_t t = blockIdx.x;
+  __shared__ double scratch[kTokens * kThreads];
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kTokens;
+  const int tokens = static_cast<int>(min(static_cast<int64_t>(kTokens), p.n - t0));
   const int o = static_cast<int>(blockIdx.y), mix = (2 + p.hc) * p.hc, ch = static_cast<int>(blockIdx.z);
   const int64_t width = static_cast<int64_t>(p.hc) * p.dim, span = (width + chunks - 1) / chunks;
   const int64_t end = min(width, (ch + 1) * span);
-  const uint16_t* x = p.x + t * p.x_stride;
-  double sum = 0;
+  const uint16_t* x = p.x + t0 * p.x_stride;
+  double sum[kTokens] = {};
   for (int64_t j = ch * span + threadIdx.x; j < end; j += blockDim.x) {
-    const double v = bf16_to_float(x[j]);
-    sum += o == mix ? v * v : static_cast<double>(p.fn[o * width + j]) * v;  // exact products
+    const double f = o == mix ? 0.0 : static_cast<double>(p.fn[o * width + j]);
+#pragma unroll
+    for (int u = 0; u < kTokens; ++u) {
+      if (u >= tokens) break;
+      const double v = bf16_to_float(x[u * p.x_stride + j]);
+      sum[u] += o == mix ? v * v : f * v;  // exact products
+    }
   }
-  sum = block_sum_tree<kThreads>(sum, scratch);
-  if (threadIdx.x == 0) p.partial[(t * (mix + 1) + o) * chunks + ch] = sum;
+  block_sum_trees<kThreads>(sum, scratch);
+  if (threadIdx.x < tokens) {
+    double total = sum[0];
+#pragma unroll
+    for (int u = 1; u < kTokens; ++u) total = threadIdx.x == u ? sum[u] : total;
+    p.partial[((t0 + threadIdx.x) * (mix + 1) + o) * chunks + ch] = total;
+  }
 }
 
 // Element x of the combination, held in slot x / 32 of lane x % 32 (every lane of the warp calls it).
@@ -528,8 +544,14 @@ cudaError_t launch_hc_mixes(const HcMixesParams& p) {
         e != cudaSuccess)
       return e;
   } else {
-    const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>(outputs), static_cast<unsigned>(kMaxHcChunks));
-    if (const cudaError_t e = launch_kernel(sm90_bf16_hc_mixes_dots, grid, kThreads, 0, p.stream, p); e != cudaSuccess)
+    // Steps of a few tokens keep a block a token (no idle sums); the sums are the same either way.
+    const bool grouped = p.n >= kMixTokens;
+    const int64_t groups = grouped ? (p.n + kMixTokens - 1) / kMixTokens : p.n;
+    const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(outputs), static_cast<unsigned>(kMaxHcChunks));
+    if (const cudaError_t e = grouped
+                                  ? launch_kernel(sm90_bf16_hc_mixes_dots<kMixTokens>, grid, kThreads, 0, p.stream, p)
+                                  : launch_kernel(sm90_bf16_hc_mixes_dots<1>, grid, kThreads, 0, p.stream, p);
+        e != cudaSuccess)
       return e;
   }
   if (p.hc * p.hc <= kWarp)
