@@ -234,7 +234,10 @@ __global__ void sm90_bf16_hc_pre(HcPreParams p) {
 }
 
 // One thread per (token, kWidth positions): all hc outputs of those positions, so the residual
-// columns it reads are the ones it writes (out may alias residual).
+// columns it reads are the ones it writes (out may alias residual). The loops run to kMaxHc with
+// the copies past hc skipped, so that the residual's copies stay in registers (a loop bounded by
+// hc alone put them on the stack); the mixes are read-only here (__ldg), so an output's loads need
+// not wait for the stores before it.
 template <int kWidth>
 __global__ void sm90_bf16_hc_post(HcPostParams p) {
   after_prior_grids();
@@ -247,28 +250,48 @@ __global__ void sm90_bf16_hc_post(HcPostParams p) {
     const float* comb = p.comb + t * p.hc * p.hc;
     const float* post = p.post + t * p.hc;
     uint16_t* out = p.out + t * p.out_stride + d;
+    const auto weights = [&](int j, float(&w)[kMaxHc]) {  // column j of the combination
+#pragma unroll
+      for (int c = 0; c < kMaxHc; ++c) w[c] = c < p.hc ? __ldg(comb + c * p.hc + j) : 0.0f;
+    };
     if constexpr (kWidth == 8) {
       Eight rv[kMaxHc];
-      for (int c = 0; c < p.hc; ++c) rv[c] = unpack8(load8(r + c * p.dim));
+#pragma unroll
+      for (int c = 0; c < kMaxHc; ++c)
+        if (c < p.hc) rv[c] = unpack8(load8(r + c * p.dim));
       const Eight sub = unpack8(load8(sub_at));
-      for (int j = 0; j < p.hc; ++j) {
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j) {
+        if (j >= p.hc) break;
+        float w[kMaxHc];
+        weights(j, w);
+        const float pj = __ldg(post + j);
         Eight o;
 #pragma unroll
         for (int h = 0; h < 8; ++h) {
           float s = 0.0f;
-          for (int c = 0; c < p.hc; ++c) s = s + comb[c * p.hc + j] * rv[c].v[h];
-          o.v[h] = post[j] * sub.v[h] + s;
+#pragma unroll
+          for (int c = 0; c < kMaxHc; ++c)
+            if (c < p.hc) s = s + w[c] * rv[c].v[h];
+          o.v[h] = pj * sub.v[h] + s;
         }
         store8(out + j * p.dim, pack8(o));
       }
     } else {
       float rv[kMaxHc];
-      for (int c = 0; c < p.hc; ++c) rv[c] = bf16_to_float(r[c * p.dim]);
+#pragma unroll
+      for (int c = 0; c < kMaxHc; ++c) rv[c] = c < p.hc ? bf16_to_float(r[c * p.dim]) : 0.0f;
       const float sub = bf16_to_float(*sub_at);
-      for (int j = 0; j < p.hc; ++j) {
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j) {
+        if (j >= p.hc) break;
+        float w[kMaxHc];
+        weights(j, w);
         float s = 0.0f;
-        for (int c = 0; c < p.hc; ++c) s = s + comb[c * p.hc + j] * rv[c];
-        out[j * p.dim] = float_to_bf16(post[j] * sub + s);
+#pragma unroll
+        for (int c = 0; c < kMaxHc; ++c)
+          if (c < p.hc) s = s + w[c] * rv[c];
+        out[j * p.dim] = float_to_bf16(__ldg(post + j) * sub + s);
       }
     }
   }
