@@ -9,6 +9,7 @@
 //   the lab's variants; BENCH_SLICES=20,40,...: the tiled kernel with K slices of at most that many blocks too;
 //   BENCH_STAGED=8,32: the tiled kernel's 64-row passes with other parts of a slice staged at once
 //   cuda_linear_bench check    the lab's variants against the CPU backend (exit status: failures)
+//   cuda_linear_bench chain-bits    bf16 wgmma chains against mma.sync chains, bit for bit
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -219,6 +220,7 @@ struct Shape {
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "check") return dsinfer::cuda::lab::check() == 0 ? 0 : 1;
+  if (argc == 2 && std::string(argv[1]) == "chain-bits") return dsinfer::cuda::lab::chain_bits() == 0 ? 0 : 1;
   std::vector<int> batches = {1, 8, 32, 64};
   if (argc == 2 && std::string(argv[1]) == "--skip-block-scaled") batches.clear();
   if (argc == 3 && std::string(argv[1]) == "--batches") {

@@ -43,6 +43,11 @@ cudaError_t block_linear_wgmma(const BlockLinearParams& p, const WgmmaKnobs& k);
 /// The workspace of n <= 8 rows (0 otherwise): its K slices' fp32 partials.
 size_t block_linear_wgmma_workspace_bytes(const BlockLinearParams& p, const WgmmaKnobs& k);
 
+/// Whether bf16 wgmma chains (m64n64k16, A from registers) give the fp32 bits of mma.m16n8k16
+/// chains over the same K steps (chain_bits.cu); prints a line per case, returns the cases whose
+/// outputs are far from the exact sums (a layout error), not those whose bits differ.
+int chain_bits();
+
 /// The lab's check (check.cc): every variant against the CPU backend at the library test's shapes,
 /// and the variants of the library's kernels bit for bit against them. Prints a line per case;
 /// the number of failures.
