@@ -12,6 +12,7 @@
 #include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/mma.cuh"
 #include "backends/cuda/common/reduce.cuh"
+#include "backends/cuda/common/wgmma.cuh"
 #include "backends/cuda/kernels/attention/attention.h"
 #include "backends/cuda/kernels/attention/config.h"
 
@@ -281,67 +282,69 @@ constexpr int kFusedHeads = 16 * kFusedHeadTiles;
 // Floats a row of P in fp32: a half warp's 8-byte stores on distinct banks.
 constexpr int kPfStride = kSoftmaxBlock + 8;
 
+template <int kD>  // p.d: 64, 128, 256 or 512 (fused())
 __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_fused(SparseAttnParams p) {
   after_prior_grids();
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
   const int64_t t = blockIdx.x;
   const int h0 = static_cast<int>(blockIdx.y) * kFusedHeads;
-  const int d = p.d, k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock, rs = d + 8, pieces = d / 8;
+  constexpr int d = kD, pieces = d / 8;
+  const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
+  // q and the stages of rows in core matrices (the scores' wgmma operands).
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
-  uint16_t* rows = qs + kFusedHeads * rs;  // stage s: rows + s * kSoftmaxBlock * rs
-  uint16_t* ps = rows + 2 * kSoftmaxBlock * rs;
+  uint16_t* rows = qs + kFusedHeads * d;  // stage s: rows + s * kSoftmaxBlock * d
+  uint16_t* ps = rows + 2 * kSoftmaxBlock * d;
   float* pf = reinterpret_cast<float*>(ps + kFusedHeads * kPStride);
   float* half_max = pf + kFusedHeads * kPfStride;  // [2][kFusedHeads]
   float* alpha = half_max + 2 * kFusedHeads;
   float* l = alpha + kFusedHeads;
   const int32_t* idx = p.idx + t * p.idx_stride;
   const uint16_t* qt = p.q + t * p.q_stride + static_cast<int64_t>(h0) * d;
+  // A thread copies 16 bytes: two threads a row's 32-byte sector, a warp 16 rows (their 16-byte
+  // pieces 16 bytes apart in a core matrix: every bank once a 128 bytes).
   for (int i = threadIdx.x; i < kFusedHeads * pieces; i += blockDim.x) {
-    const int r = i / pieces, c = 8 * (i % pieces);
+    const int r = i / 2 % kFusedHeads, c = 8 * (2 * (i / (2 * kFusedHeads)) + i % 2);
     const bool in = h0 + r < p.heads;
-    cp_async16(qs + r * rs + c, in ? qt + static_cast<int64_t>(r) * d + c : p.q, in);
+    cp_async16(qs + core_offset<kFusedHeads>(r, c), in ? qt + static_cast<int64_t>(r) * d + c : p.q, in);
   }
   // Starts copying block b's rows into its stage (zeros for empty slots and rows past k).
   const auto stage = [&](int b) {
-    uint16_t* to = rows + (b % 2) * kSoftmaxBlock * rs;
+    uint16_t* to = rows + (b % 2) * kSoftmaxBlock * d;
     for (int i = threadIdx.x; i < kSoftmaxBlock * pieces; i += blockDim.x) {
-      const int j = i / pieces, c = 8 * (i % pieces), slot = b * kSoftmaxBlock + j;
+      const int j = i / 2 % kSoftmaxBlock, c = 8 * (2 * (i / (2 * kSoftmaxBlock)) + i % 2);
+      const int slot = b * kSoftmaxBlock + j;
       const uint16_t* row = slot < k ? kv_row(p, idx[slot]) : nullptr;
-      cp_async16(to + j * rs + c, row ? row + c : p.q, row != nullptr);
+      cp_async16(to + core_offset<kSoftmaxBlock>(j, c), row ? row + c : p.q, row != nullptr);
     }
   };
   if (threadIdx.x < kFusedHeads) l[threadIdx.x] = 0.0f;
   if (nb > 0) stage(0);
   cp_async_commit();
   const int tile = warp % kFusedHeadTiles, half = warp / kFusedHeadTiles;
-  const int ra = 16 * tile + g, rb = ra + 8;        // the lane's rows of heads (D rows g and g + 8)
-  const int dim0 = half * (d / 2), pairs = d / 32;  // the warp's dims: pairs of n8 tiles
-  float acc[kFusedMaxD / 16][4] = {};
+  const int ra = 16 * tile + g, rb = ra + 8;  // the lane's rows of heads (D rows g and g + 8)
+  constexpr int pairs = d / 32;               // the warp's dims: pairs of n8 tiles
+  const int dim0 = half * (d / 2);
+  float acc[kD / 16][4] = {};
   float m_a = -1e30f, m_b = -1e30f;
   for (int b = 0; b < nb; ++b) {
     cp_async_wait<0>();
+    fence_shared_for_wgmma();
     __syncthreads();  // block b's rows are in; every warp is done with block b - 1's stage and P
     if (b + 1 < nb) stage(b + 1);
     cp_async_commit();
-    const uint16_t* vs = rows + (b % 2) * kSoftmaxBlock * rs;
-    // The scores of the warp's 16 heads and 32 slots: one mma chain over d each, the fragments by
-    // ldmatrix (the values the scores pass loads). Lane l addresses row l % 16 of the head tile at
-    // K 8 (l / 16) for A, row 8 (l / 16) + l % 8 of a pair of slot tiles at K 8 ((l / 8) % 2) for B.
+    const uint16_t* vs = rows + (b % 2) * kSoftmaxBlock * d;
+    // The scores of the warp's 16 heads and 32 slots: warpgroup `half` takes the 64 heads and its
+    // 32 slots, one wgmma a K step of 16 over d in order (the scores pass's mma chains, the same
+    // bits), q and the rows from shared memory.
     float sc[4][4] = {};
-    const uint16_t* qa = qs + (16 * tile + lane % 16) * rs + 8 * (lane / 16);
-    const uint16_t* kb = vs + (32 * half + 8 * (lane / 16) + lane % 8) * rs + 8 * ((lane / 8) % 2);
-#pragma unroll 4
-    for (int kk = 0; kk < d; kk += 16) {
-      uint32_t a[4], b01[4], b23[4];
-      ldmatrix_x4(a, qa + kk);
-      ldmatrix_x4(b01, kb + kk);
-      ldmatrix_x4(b23, kb + 16 * rs + kk);
-      mma_bf16(a, b01[0], b01[1], sc[0]);
-      mma_bf16(a, b01[2], b01[3], sc[1]);
-      mma_bf16(a, b23[0], b23[1], sc[2]);
-      mma_bf16(a, b23[2], b23[3], sc[3]);
-    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < d; kk += 16)
+      wgmma_bf16_m64n32(core_descriptor<kFusedHeads>(qs + core_offset<kFusedHeads>(0, kk)),
+                        core_descriptor<kSoftmaxBlock>(vs + core_offset<kSoftmaxBlock>(32 * half, kk)), sc);
+    wgmma_commit();
+    wgmma_wait_all();
     float max_a = -INFINITY, max_b = -INFINITY;
 #pragma unroll
     for (int n = 0; n < 4; ++n)
@@ -396,16 +399,16 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
       pa[s][2] = *reinterpret_cast<const uint32_t*>(pp + 8);
       pa[s][3] = *reinterpret_cast<const uint32_t*>(pp + 8 * kPStride + 8);
     }
-    // Lanes 8m .. 8m + 7 address matrix m: rows 8 (m % 2) + lane % 8 of a step, dims 8 (m / 2) of a pair.
-    const uint16_t* vrow = vs + (8 * ((lane / 8) % 2) + lane % 8) * rs + dim0 + 8 * (lane / 16);
+    // Lanes 8m .. 8m + 7 address matrix m: rows 8 (m % 2) + lane % 8 of a step, dims 8 (m / 2) of a
+    // pair (a core matrix: one 128-byte run).
+    const uint16_t* vrow = vs + core_offset<kSoftmaxBlock>(8 * ((lane / 8) % 2) + lane % 8, dim0 + 8 * (lane / 16));
 #pragma unroll
-    for (int c = 0; c < kFusedMaxD / 32; ++c) {
-      if (c >= pairs) break;
+    for (int c = 0; c < pairs; ++c) {
       float d0[4] = {}, d1[4] = {};
 #pragma unroll
       for (int s = 0; s < kSoftmaxBlock / 16; ++s) {
         uint32_t r[4];
-        ldmatrix_x4_trans(r, vrow + 16 * s * rs + 16 * c);
+        ldmatrix_x4_trans(r, vrow + core_offset<kSoftmaxBlock>(16 * s, 16 * c));
         mma_bf16(pa[s], r[0], r[1], d0);
         mma_bf16(pa[s], r[2], r[3], d1);
       }
@@ -423,8 +426,7 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
     const float lh = l[h - h0] + expf(p.sink[h] - (hf ? m_b : m_a));
     uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h) * d + dim0 + 2 * q;
 #pragma unroll
-    for (int c = 0; c < kFusedMaxD / 16; ++c) {
-      if (c >= 2 * pairs) break;
+    for (int c = 0; c < 2 * pairs; ++c) {
       const uint32_t lo = float_to_bf16(acc[c][2 * hf] / lh), hi = float_to_bf16(acc[c][2 * hf + 1] / lh);
       *reinterpret_cast<uint32_t*>(out + 8 * c) = lo | hi << 16;
     }
@@ -457,15 +459,30 @@ cudaError_t launch_values(const SparseAttnParams& p, int t0, unsigned tokens, co
 
 // Whether a call takes the fused kernel (its own bits are the passes': the choice is speed alone).
 bool fused(const SparseAttnParams& p) {
-  return p.n >= kFusedMinTokens && p.d % 32 == 0 && p.d <= kFusedMaxD;
+  return p.n >= kFusedMinTokens && (p.d == 64 || p.d == 128 || p.d == 256 || p.d == 512);
+}
+
+template <int kD>
+cudaError_t launch_fused(const SparseAttnParams& p) {
+  static_assert(kD % 32 == 0 && kD <= kFusedMaxD);
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      sm90_bf16_sparse_attn_fused<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, fused_smem_bytes(kD));
+  if (opt_in != cudaSuccess) return opt_in;
+  const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>((p.heads + kFusedHeads - 1) / kFusedHeads));
+  return launch_kernel(sm90_bf16_sparse_attn_fused<kD>, grid, kFusedWarps * kWarp, fused_smem_bytes(kD), p.stream, p);
 }
 
 cudaError_t launch_fused(const SparseAttnParams& p) {
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      sm90_bf16_sparse_attn_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, fused_smem_bytes(kFusedMaxD));
-  if (opt_in != cudaSuccess) return opt_in;
-  const dim3 grid(static_cast<unsigned>(p.n), static_cast<unsigned>((p.heads + kFusedHeads - 1) / kFusedHeads));
-  return launch_kernel(sm90_bf16_sparse_attn_fused, grid, kFusedWarps * kWarp, fused_smem_bytes(p.d), p.stream, p);
+  switch (p.d) {
+    case 64:
+      return launch_fused<64>(p);
+    case 128:
+      return launch_fused<128>(p);
+    case 256:
+      return launch_fused<256>(p);
+    default:
+      return launch_fused<512>(p);
+  }
 }
 
 }  // namespace

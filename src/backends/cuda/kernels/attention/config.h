@@ -43,8 +43,8 @@ inline constexpr int kTokensPerPass = 256;  // bounds the workspace
 // another, so a decode step's few tokens (up to 64) keep the three passes, which spread them wider.
 inline constexpr int kFusedWarps = 8, kFusedHeadTiles = 4, kFusedMaxD = 512, kFusedMinTokens = 128;
 inline constexpr int fused_smem_bytes(int d) {
-  return 16 * kFusedHeadTiles * (d + 8) * 2                // q
-         + 2 * kSoftmaxBlock * (d + 8) * 2                 // two stages of a block's rows
+  return 16 * kFusedHeadTiles * d * 2                      // q (in core matrices: no padding)
+         + 2 * kSoftmaxBlock * d * 2                       // two stages of a block's rows
          + 16 * kFusedHeadTiles * (kSoftmaxBlock + 8) * 2  // P (bf16)
          + 16 * kFusedHeadTiles * (kSoftmaxBlock + 8) * 4  // P (fp32, for the blocks' sums)
          + 4 * 16 * kFusedHeadTiles * 4;                   // the halves' maxima, alpha, l

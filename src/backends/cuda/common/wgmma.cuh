@@ -1,0 +1,61 @@
+// Hopper's warpgroup tensor-core operations (wgmma) on bf16 with fp32 accumulators, both operands
+// in shared memory in the no-swizzle core-matrix layout. A chain of these over K in steps of 16
+// gives the bits of the mma.m16n8k16 chains over the same steps (measured: cuda_linear_bench
+// chain-bits), so a kernel may move from one to the other without changing its sums.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dsinfer::cuda::common {
+
+/// A K-major operand of R rows (R a multiple of 8) in core matrices of 8 rows x 16 bytes: element
+/// (r, c) at (c / 8) (16 R) + (r / 8) 128 + (r % 8) 16 + (c % 8) 2 bytes. The rows of a core
+/// matrix are one 128-byte run (an ldmatrix of it hits every bank once); a K step of 16 is two
+/// core matrices 16 R bytes apart.
+template <int R>
+__host__ __device__ constexpr int core_offset(int r, int c) {
+  static_assert(R % 8 == 0);
+  return (c / 8) * (8 * R) + (r / 8) * 64 + (r % 8) * 8 + c % 8;  // in 2-byte elements
+}
+
+/// The descriptor of a K step of such an operand starting at `smem` (its first row and K value):
+/// the leading-byte offset (bits 16-29) steps along K (16 R bytes), the stride-byte offset (bits
+/// 32-45) along the rows (128 bytes), no swizzle.
+template <int R>
+__device__ inline uint64_t core_descriptor(const void* smem) {
+  constexpr uint64_t kLead = 16 * R, kStride = 128;
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (kLead >> 4) << 16 | (kStride >> 4) << 32;
+}
+
+/// Makes this thread's shared-memory writes (stores, cp.async) visible to the wgmmas that follow
+/// a barrier after it (they read through the async proxy).
+__device__ inline void fence_shared_for_wgmma() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ inline void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ inline void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ inline void wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+
+/// d += A B^T for A 64 x 16 and B 32 x 16 (both K-major, by descriptor), by the warpgroup; warp w
+/// holds rows 16 w .. 16 w + 15 of d as four n8 tiles in mma.m16n8k16's D layout, d[n][e].
+__device__ inline void wgmma_bf16_m64n32(uint64_t a, uint64_t b, float (&d)[4][4]) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3])
+      : "l"(a), "l"(b));
+}
+
+}  // namespace dsinfer::cuda::common
