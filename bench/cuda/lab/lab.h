@@ -44,8 +44,9 @@ cudaError_t block_linear_wgmma(const BlockLinearParams& p, const WgmmaKnobs& k);
 size_t block_linear_wgmma_workspace_bytes(const BlockLinearParams& p, const WgmmaKnobs& k);
 
 /// Whether bf16 wgmma chains (m64n64k16, A from registers) give the fp32 bits of mma.m16n8k16
-/// chains over the same K steps (chain_bits.cu); prints a line per case, returns the cases whose
-/// outputs are far from the exact sums (a layout error), not those whose bits differ.
+/// chains over the same K steps (chain_bits.cu), with B K-major and MN-major (two readings of the
+/// descriptor's offsets); prints a line per case, returns the K-major cases whose outputs are far
+/// from the exact sums (a layout error), not those whose bits differ.
 int chain_bits();
 
 /// The lab's check (check.cc): every variant against the CPU backend at the library test's shapes,
