@@ -30,6 +30,17 @@ __device__ inline uint64_t core_descriptor(const void* smem) {
   return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (kLead >> 4) << 16 | (kStride >> 4) << 32;
 }
 
+/// The descriptor of a K step of the transposed reading of such an operand (B MN-major: the rows
+/// are K, the 8-element runs of a core matrix the N dimension): the leading-byte offset steps
+/// along K (the next 8 rows, 128 bytes), the stride-byte offset along N (the next 8 columns, 16 R
+/// bytes), no swizzle (measured: cuda_linear_bench chain-bits; the other reading is off by far).
+template <int R>
+__device__ inline uint64_t core_descriptor_transposed(const void* smem) {
+  constexpr uint64_t kLead = 128, kStride = 16 * R;
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (kLead >> 4) << 16 | (kStride >> 4) << 32;
+}
+
 /// Makes this thread's shared-memory writes (stores, cp.async) visible to the wgmmas that follow
 /// a barrier after it (they read through the async proxy).
 __device__ inline void fence_shared_for_wgmma() {
@@ -56,6 +67,20 @@ __device__ inline void wgmma_bf16_m64n32(uint64_t a, uint64_t b, float (&d)[4][4
         "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
         "+f"(d[3][2]), "+f"(d[3][3])
       : "l"(a), "l"(b));
+}
+
+/// d += A B for A 64 x 16 from registers (warp w: rows 16 w .. 16 w + 15 in mma.m16n8k16's A
+/// layout) and B 16 x 32, transposed (by core_descriptor_transposed), by the warpgroup; d as above.
+__device__ inline void wgmma_bf16_m64n32_b_transposed(const uint32_t (&a)[4], uint64_t b, float (&d)[4][4]) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, "
+      "1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
 }  // namespace dsinfer::cuda::common

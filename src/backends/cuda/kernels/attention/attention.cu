@@ -272,12 +272,14 @@ __global__ void __launch_bounds__(kWarps* kWarp)
 
 // The three passes in one kernel, with the same bits (calls of many tokens): a block per (token,
 // 64 heads) holds the token's q in shared memory and streams its softmax blocks' rows through two
-// stages, reading each row once for both products and keeping the scores and P on chip. For each
-// block: the scores (warp (tile, half): its 16 heads and 32 of the block's slots, the scores
-// pass's mma chain over d), the block's maxima of both halves, P as the softmax pass forms it (and
-// its block sums by the same xor tree: warp w sums heads 8w .. 8w + 7), then the value sums (warp
-// (tile, half): its 16 heads and half the dims, the value pass's chains over the block's 16-row
-// steps) folded into the accumulators with alpha.
+// stages, reading each row once for both products and keeping the scores and P on chip. Both
+// products run on wgmma, a warpgroup per half of the slots or dims, in the passes' K steps and
+// chains (common/wgmma.cuh: the same bits as their mma.sync chains). For each block: the scores
+// (warp (tile, half): its 16 heads and 32 of the block's slots, the scores pass's chain over d),
+// the block's maxima of both halves, P as the softmax pass forms it (and its block sums by the
+// same xor tree: warp w sums heads 8w .. 8w + 7), then the value sums (warp (tile, half): its 16
+// heads and half the dims, the value pass's chains over the block's 16-row steps) folded into the
+// accumulators with alpha.
 constexpr int kFusedHeads = 16 * kFusedHeadTiles;
 // Floats a row of P in fp32: a half warp's 8-byte stores on distinct banks.
 constexpr int kPfStride = kSoftmaxBlock + 8;
@@ -308,15 +310,16 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
     const bool in = h0 + r < p.heads;
     cp_async16(qs + core_offset<kFusedHeads>(r, c), in ? qt + static_cast<int64_t>(r) * d + c : p.q, in);
   }
-  // Starts copying block b's rows into its stage (zeros for empty slots and rows past k).
+  // Starts copying block b's rows into its stage (zeros for empty slots and rows past k), as q:
+  // a thread takes one slot's 16-byte pieces 8 (t % 2) + 16 (t / 128) + 32 m, so it finds the row once.
+  static_assert(kFusedWarps * kWarp == 4 * kSoftmaxBlock);
   const auto stage = [&](int b) {
     uint16_t* to = rows + (b % 2) * kSoftmaxBlock * d;
-    for (int i = threadIdx.x; i < kSoftmaxBlock * pieces; i += blockDim.x) {
-      const int j = i / 2 % kSoftmaxBlock, c = 8 * (2 * (i / (2 * kSoftmaxBlock)) + i % 2);
-      const int slot = b * kSoftmaxBlock + j;
-      const uint16_t* row = slot < k ? kv_row(p, idx[slot]) : nullptr;
+    const int j = threadIdx.x / 2 % kSoftmaxBlock, slot = b * kSoftmaxBlock + j;
+    const uint16_t* row = slot < k ? kv_row(p, idx[slot]) : nullptr;
+#pragma unroll 4
+    for (int c = 8 * (threadIdx.x % 2) + 16 * (threadIdx.x / (2 * kSoftmaxBlock)); c < d; c += 32)
       cp_async16(to + core_offset<kSoftmaxBlock>(j, c), row ? row + c : p.q, row != nullptr);
-    }
   };
   if (threadIdx.x < kFusedHeads) l[threadIdx.x] = 0.0f;
   if (nb > 0) stage(0);
@@ -389,7 +392,9 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
       for (int o = kWarp / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       if (lane == 0) l[h] = l[h] * alpha[h] + static_cast<float>(sum);
     }
-    // The value sums of the warp's 16 heads and dims over the block: 4 chained mma (16 rows each).
+    // The value sums of the warp's 16 heads and dims over the block: warpgroup `half` takes the 64
+    // heads and its dims 32 at a time, one wgmma a 16-slot step (the value pass's mma chains, the
+    // same bits), P from registers, the rows read transposed from their stage.
     uint32_t pa[kSoftmaxBlock / 16][4];
 #pragma unroll
     for (int s = 0; s < kSoftmaxBlock / 16; ++s) {
@@ -399,23 +404,22 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
       pa[s][2] = *reinterpret_cast<const uint32_t*>(pp + 8);
       pa[s][3] = *reinterpret_cast<const uint32_t*>(pp + 8 * kPStride + 8);
     }
-    // Lanes 8m .. 8m + 7 address matrix m: rows 8 (m % 2) + lane % 8 of a step, dims 8 (m / 2) of a
-    // pair (a core matrix: one 128-byte run).
-    const uint16_t* vrow = vs + core_offset<kSoftmaxBlock>(8 * ((lane / 8) % 2) + lane % 8, dim0 + 8 * (lane / 16));
 #pragma unroll
-    for (int c = 0; c < pairs; ++c) {
-      float d0[4] = {}, d1[4] = {};
+    for (int c0 = 0; c0 < d / 2; c0 += 32) {
+      float dv[4][4] = {};
+      wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < kSoftmaxBlock / 16; ++s) {
-        uint32_t r[4];
-        ldmatrix_x4_trans(r, vrow + core_offset<kSoftmaxBlock>(16 * s, 16 * c));
-        mma_bf16(pa[s], r[0], r[1], d0);
-        mma_bf16(pa[s], r[2], r[3], d1);
+      for (int s = 0; s < kSoftmaxBlock / 16; ++s)
+        wgmma_bf16_m64n32_b_transposed(
+            pa[s], core_descriptor_transposed<kSoftmaxBlock>(vs + core_offset<kSoftmaxBlock>(16 * s, dim0 + c0)), dv);
+      wgmma_commit();
+      wgmma_wait_all();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float(&a)[4] = acc[c0 / 8 + j];
+        a[0] = a[0] * al_a + dv[j][0], a[1] = a[1] * al_a + dv[j][1];
+        a[2] = a[2] * al_b + dv[j][2], a[3] = a[3] * al_b + dv[j][3];
       }
-      acc[2 * c][0] = acc[2 * c][0] * al_a + d0[0], acc[2 * c][1] = acc[2 * c][1] * al_a + d0[1];
-      acc[2 * c][2] = acc[2 * c][2] * al_b + d0[2], acc[2 * c][3] = acc[2 * c][3] * al_b + d0[3];
-      acc[2 * c + 1][0] = acc[2 * c + 1][0] * al_a + d1[0], acc[2 * c + 1][1] = acc[2 * c + 1][1] * al_a + d1[1];
-      acc[2 * c + 1][2] = acc[2 * c + 1][2] * al_b + d1[2], acc[2 * c + 1][3] = acc[2 * c + 1][3] * al_b + d1[3];
     }
   }
   __syncthreads();  // the last block's sums
