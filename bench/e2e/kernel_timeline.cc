@@ -54,7 +54,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    recorded().push_back({base_name(k->name), static_cast<int64_t>(k->gridX) * k->gridY * k->gridZ, k->start, k->end});
+    recorded().push_back(
+        {base_name(k->name), static_cast<int64_t>(k->gridX) * k->gridY * k->gridZ, k->streamId, k->start, k->end});
   }
   std::free(buffer);
 }
@@ -97,15 +98,23 @@ void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top) 
     int64_t calls = 0;
     double exclusive_us = 0, span_us = 0;
   };
-  std::map<std::string, Share> by_name, by_launch;
+  std::map<std::string, Share> by_name, by_launch, by_gap;
   uint64_t first = by_end.front().start_ns;
   for (const KernelSpan& k : by_end) first = std::min(first, k.start_ns);
-  uint64_t covered = first;  // the GPU's time accounted for: up to the latest end so far
+  uint64_t covered = first;          // the GPU's time accounted for: up to the latest end so far
+  const KernelSpan* last = nullptr;  // the kernel that ended there
   double gaps_us = 0;
+  const auto named = [](const KernelSpan& k) { return k.name + " (stream " + std::to_string(k.stream) + ")"; };
   for (const KernelSpan& k : by_end) {
-    if (k.start_ns > covered) gaps_us += (k.start_ns - covered) * 1e-3;
+    if (k.start_ns > covered) {
+      const double gap = (k.start_ns - covered) * 1e-3;
+      gaps_us += gap;
+      Share& s = by_gap[(last ? named(*last) : std::string("the start")) + " -> " + named(k)];
+      ++s.calls, s.exclusive_us += gap, s.span_us += gap;
+    }
     const uint64_t from = std::max(covered, k.start_ns);
     const double exclusive = k.end_ns > from ? (k.end_ns - from) * 1e-3 : 0.0;
+    if (k.end_ns >= covered) last = &k;
     covered = std::max(covered, k.end_ns);
     for (Share* s : {&by_name[k.name], &by_launch[k.name + " [" + std::to_string(k.grid) + " CTAs]"]}) {
       ++s->calls;
@@ -135,6 +144,9 @@ void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top) 
   };
   table(by_name, "kernel", static_cast<int>(by_name.size()));
   table(by_launch, "kernel [grid]", top);
+  // Where the device sat idle: each gap under the kernel that ended before it and the one that
+  // started after it (its "exclusive" columns are the gaps' time).
+  table(by_gap, "no kernel running: after -> before", top);
 }
 
 }  // namespace dsinfer::bench

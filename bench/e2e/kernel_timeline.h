@@ -17,8 +17,9 @@
 namespace dsinfer::bench {
 
 struct KernelSpan {
-  std::string name;  // the function's name with its template arguments, no namespaces or parameters
-  int64_t grid = 0;  // CTAs
+  std::string name;     // the function's name with its template arguments, no namespaces or parameters
+  int64_t grid = 0;     // CTAs
+  uint32_t stream = 0;  // CUPTI's stream id
   uint64_t start_ns = 0, end_ns = 0;
 };
 
@@ -29,7 +30,8 @@ bool timeline_start();
 std::vector<KernelSpan> timeline_stop();
 
 /// Prints the stretch's time, its gaps, and each kernel's exclusive time summed by name (and the
-/// `top` largest by name and grid), as markdown tables. `repeats`: the steps the stretch held (the
+/// `top` largest by name and grid, and the `top` largest sums of gaps by the kernels around them),
+/// as markdown tables. `repeats`: the steps the stretch held (the
 /// figures are per step).
 void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top = 20);
 
