@@ -1,5 +1,5 @@
-// Hopper's warpgroup tensor-core operations (wgmma) on bf16 with fp32 accumulators, both operands
-// in shared memory in the no-swizzle core-matrix layout. A chain of these over K in steps of 16
+// Hopper's warpgroup tensor-core operations (wgmma) on bf16 with fp32 accumulators, B (and A, or
+// A from registers) in shared memory in the no-swizzle core-matrix layout. A chain of these over K in steps of 16
 // gives the bits of the mma.m16n8k16 chains over the same steps (measured: cuda_linear_bench
 // chain-bits), so a kernel may move from one to the other without changing its sums.
 #pragma once
@@ -20,14 +20,18 @@ __host__ __device__ constexpr int core_offset(int r, int c) {
   return (c / 8) * (8 * R) + (r / 8) * 64 + (r % 8) * 8 + c % 8;  // in 2-byte elements
 }
 
+/// A shared-memory matrix descriptor, no swizzle: the start address (bits 0-13), the leading-byte
+/// offset (bits 16-29) and the stride-byte offset (bits 32-45), each in 16-byte units.
+__device__ inline uint64_t smem_descriptor(const void* smem, uint64_t lead, uint64_t stride) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (lead >> 4) << 16 | (stride >> 4) << 32;
+}
+
 /// The descriptor of a K step of such an operand starting at `smem` (its first row and K value):
-/// the leading-byte offset (bits 16-29) steps along K (16 R bytes), the stride-byte offset (bits
-/// 32-45) along the rows (128 bytes), no swizzle.
+/// the leading-byte offset steps along K (16 R bytes), the stride-byte offset along the rows (128).
 template <int R>
 __device__ inline uint64_t core_descriptor(const void* smem) {
-  constexpr uint64_t kLead = 16 * R, kStride = 128;
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (kLead >> 4) << 16 | (kStride >> 4) << 32;
+  return smem_descriptor(smem, 16 * R, 128);
 }
 
 /// The descriptor of a K step of the transposed reading of such an operand (B MN-major: the rows
@@ -36,9 +40,7 @@ __device__ inline uint64_t core_descriptor(const void* smem) {
 /// bytes), no swizzle (measured: cuda_linear_bench chain-bits; the other reading is off by far).
 template <int R>
 __device__ inline uint64_t core_descriptor_transposed(const void* smem) {
-  constexpr uint64_t kLead = 128, kStride = 16 * R;
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (kLead >> 4) << 16 | (kStride >> 4) << 32;
+  return smem_descriptor(smem, 128, 16 * R);
 }
 
 /// Makes this thread's shared-memory writes (stores, cp.async) visible to the wgmmas that follow
