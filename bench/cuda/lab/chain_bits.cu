@@ -21,6 +21,7 @@
 
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/mma.cuh"
+#include "backends/cuda/common/wgmma.cuh"
 #include "lab/lab.h"
 
 namespace dsinfer::cuda::lab {
@@ -40,9 +41,7 @@ constexpr int kStepBytes = kCols * 16 * 2;  // B's 64 columns x 16 K values of o
 // dimension is what the two layouts try: 1 as K-major, 2 swapped.
 enum Layout { kKMajor, kMnMajor, kMnMajorSwapped };
 __device__ inline uint64_t descriptor(const void* smem, Layout layout) {
-  const uint64_t lead = layout == kMnMajorSwapped ? 256 : 128, stride = layout == kMnMajorSwapped ? 128 : 256;
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (lead >> 4) << 16 | (stride >> 4) << 32;
+  return layout == kMnMajorSwapped ? smem_descriptor(smem, 256, 128) : smem_descriptor(smem, 128, 256);
 }
 
 template <int kTransB>
@@ -93,15 +92,15 @@ __global__ void __launch_bounds__(kThreads)
             b[static_cast<int64_t>(n) * k + 16 * s + x];
       }
     }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the stores, seen by the async proxy
+    fence_shared_for_wgmma();
     __syncthreads();
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    wgmma_fence();
     if (layout == kKMajor)
       wgmma_bf16_n64<0>(frag, descriptor(bs, layout), dw);
     else
       wgmma_bf16_n64<1>(frag, descriptor(bs, layout), dw);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    wgmma_commit();
+    wgmma_wait_all();
   }
   // Both D fragments: n8 tile j holds row g, columns 8j + 2q, + 1 and row g + 8, the same columns.
   for (int j = 0; j < kCols / 8; ++j)
