@@ -37,24 +37,10 @@ __device__ inline T block_sum_of_warps(T v, T* partial) {
   return total;
 }
 
-/// The sum over a block of kThreads threads (a power of two) as a tree in shared memory:
-/// scratch[i] += scratch[i + s] for s = kThreads / 2, ..., 1 (scratch: kThreads values). Every
-/// thread gets the total; scratch may be reused on return.
-template <int kThreads, class T>
-__device__ inline T block_sum_tree(T v, T* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) scratch[threadIdx.x] += scratch[threadIdx.x + s];
-    __syncthreads();
-  }
-  const T total = scratch[0];
-  __syncthreads();
-  return total;
-}
-
-/// K sums of block_sum_tree at once (the same tree for each, so the same bits as K calls), with
-/// one set of barriers: every thread gets the K totals in v. scratch: K * kThreads values.
+/// K sums over a block of kThreads threads (a power of two) as trees in shared memory, with one set
+/// of barriers: scratch[k][i] += scratch[k][i + s] for s = kThreads / 2, ..., 1 (scratch: K *
+/// kThreads values). Every thread gets the K totals in v (each sum the bits of block_sum_tree's);
+/// scratch may be reused on return.
 template <int kThreads, int K, class T>
 __device__ inline void block_sum_trees(T (&v)[K], T* scratch) {
 #pragma unroll
@@ -69,6 +55,15 @@ __device__ inline void block_sum_trees(T (&v)[K], T* scratch) {
 #pragma unroll
   for (int k = 0; k < K; ++k) v[k] = scratch[k * kThreads];
   __syncthreads();
+}
+
+/// The sum over a block of kThreads threads (a power of two) as a tree in shared memory (one of
+/// block_sum_trees' trees; scratch: kThreads values). Every thread gets the total.
+template <int kThreads, class T>
+__device__ inline T block_sum_tree(T v, T* scratch) {
+  T one[1] = {v};
+  block_sum_trees<kThreads>(one, scratch);
+  return one[0];
 }
 
 }  // namespace dsinfer::cuda::common

@@ -484,8 +484,10 @@ cudaError_t launch_fused(const SparseAttnParams& p) {
       return launch_fused<128>(p);
     case 256:
       return launch_fused<256>(p);
-    default:
+    case 512:
       return launch_fused<512>(p);
+    default:  // fused() takes no other
+      return cudaErrorInvalidValue;
   }
 }
 
