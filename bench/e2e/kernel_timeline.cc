@@ -42,6 +42,21 @@ std::string base_name(const char* mangled) {
   return s.substr(begin, end - begin);
 }
 
+// Copies and memsets are recorded beside the kernels: a stream's upload between two kernels is time
+// with no kernel running that is not the host's.
+std::string copy_name(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "[copy host to device]";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "[copy device to host]";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "[copy device to device]";
+    default:
+      return "[copy, CUPTI kind " + std::to_string(kind) + "]";
+  }
+}
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(kAlign, kBufferBytes));
   *size = kBufferBytes;
@@ -52,10 +67,17 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   CUpti_Activity* record = nullptr;
   std::lock_guard<std::mutex> lock(recorded_mutex);
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
-    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
-    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-    recorded().push_back(
-        {base_name(k->name), static_cast<int64_t>(k->gridX) * k->gridY * k->gridZ, k->streamId, k->start, k->end});
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      recorded().push_back(
+          {base_name(k->name), static_cast<int64_t>(k->gridX) * k->gridY * k->gridZ, k->streamId, k->start, k->end});
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {  // start 0: no timestamps
+      const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+      if (c->start != 0) recorded().push_back({copy_name(c->copyKind), 0, c->streamId, c->start, c->end});
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      if (m->start != 0) recorded().push_back({"[memset]", 0, m->streamId, m->start, m->end});
+    }
   }
   std::free(buffer);
 }
@@ -79,12 +101,17 @@ bool timeline_start() {
     recorded().clear();
   }
   cudaDeviceSynchronize();
+  // The copies are extra: without them the kernels' tables stand (their gaps then include the copies).
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enabling copy records");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enabling memset records");
   return check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel records");
 }
 
 std::vector<KernelSpan> timeline_stop() {
   cudaDeviceSynchronize();
   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "disabling kernel records");
+  check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY), "disabling copy records");
+  check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET), "disabling memset records");
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flushing the records");
   std::lock_guard<std::mutex> lock(recorded_mutex);
   return std::move(recorded());
@@ -124,8 +151,8 @@ void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top) 
   }
   const double total_us = (covered - first) * 1e-3, per = 1.0 / repeats;
   std::printf(
-      "timeline: %zu kernels a step, %.3f ms from the first kernel's start to the last one's end, "
-      "%.3f ms of it with no kernel running (a step: the mean of %d)\n",
+      "timeline: %zu kernels and copies a step, %.3f ms from the first one's start to the last one's end, "
+      "%.3f ms of it with none running (a step: the mean of %d)\n",
       spans.size() / static_cast<size_t>(repeats), total_us * per * 1e-3, gaps_us * per * 1e-3, repeats);
   const auto table = [&](const std::map<std::string, Share>& shares, const char* what, int rows) {
     std::vector<std::pair<std::string, Share>> sorted(shares.begin(), shares.end());
@@ -146,7 +173,7 @@ void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top) 
   table(by_launch, "kernel [grid]", top);
   // Where the device sat idle: each gap under the kernel that ended before it and the one that
   // started after it (its "exclusive" columns are the gaps' time).
-  table(by_gap, "no kernel running: after -> before", top);
+  table(by_gap, "nothing running: after -> before", top);
 }
 
 }  // namespace dsinfer::bench

@@ -1,13 +1,14 @@
 // Where a stretch of GPU work spends its time, kernel by kernel, from CUPTI's activity records of
-// the kernels as they ran (concurrent records: nothing serialised, the dependent launches overlap
-// as in a real step). ncu replays each kernel alone; this sees the stream as it is.
+// the kernels (and the copies and memsets, named "[copy ...]", "[memset]") as they ran (concurrent
+// records: nothing serialised, the dependent launches overlap as in a real step). ncu replays
+// each kernel alone; this sees the stream as it is.
 //
 // A kernel's share is its exclusive time: from the later of its start and the previous kernel's
 // end to its own end, in order of ends. Under programmatic dependent launches a kernel starts
 // while the one before it runs and waits for it, so its own span would count that wait twice; the
-// shares add up to the stretch's time on the GPU, and the gaps where no kernel ran are counted
-// apart (the host's launches and reads, or the device's idle time). Built where CMake finds CUPTI
-// (DSINFER_BENCH_CUPTI).
+// shares add up to the stretch's time on the GPU, and the gaps where nothing ran are counted apart
+// (the host's launches and reads, or the device's idle time), and summed by the kernels around them.
+// Built where CMake finds CUPTI (DSINFER_BENCH_CUPTI).
 #pragma once
 
 #include <cstdint>
