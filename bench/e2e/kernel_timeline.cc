@@ -22,6 +22,11 @@ std::vector<KernelSpan>& recorded() {
   static std::vector<KernelSpan> spans;
   return spans;
 }
+// The runtime calls' ends on the host, by correlation id (the launches, the copies).
+std::map<uint32_t, uint64_t>& calls_returned() {
+  static std::map<uint32_t, uint64_t> ends;
+  return ends;
+}
 
 // "void ns::(anonymous namespace)::kernel<1, true>(Params, int)" -> "kernel<1, true>".
 std::string base_name(const char* mangled) {
@@ -69,14 +74,18 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      recorded().push_back(
-          {base_name(k->name), static_cast<int64_t>(k->gridX) * k->gridY * k->gridZ, k->streamId, k->start, k->end});
+      recorded().push_back({base_name(k->name), static_cast<int64_t>(k->gridX) * k->gridY * k->gridZ, k->streamId,
+                            k->start, k->end, k->correlationId});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {  // start 0: no timestamps
       const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      if (c->start != 0) recorded().push_back({copy_name(c->copyKind), 0, c->streamId, c->start, c->end});
+      if (c->start != 0)
+        recorded().push_back({copy_name(c->copyKind), 0, c->streamId, c->start, c->end, c->correlationId});
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-      if (m->start != 0) recorded().push_back({"[memset]", 0, m->streamId, m->start, m->end});
+      if (m->start != 0) recorded().push_back({"[memset]", 0, m->streamId, m->start, m->end, m->correlationId});
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      calls_returned()[api->correlationId] = api->end;
     }
   }
   std::free(buffer);
@@ -99,11 +108,13 @@ bool timeline_start() {
   {
     std::lock_guard<std::mutex> lock(recorded_mutex);
     recorded().clear();
+    calls_returned().clear();
   }
   cudaDeviceSynchronize();
   // The copies are extra: without them the kernels' tables stand (their gaps then include the copies).
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enabling copy records");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enabling memset records");
+  check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enabling runtime call records");
   return check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel records");
 }
 
@@ -112,8 +123,11 @@ std::vector<KernelSpan> timeline_stop() {
   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "disabling kernel records");
   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY), "disabling copy records");
   check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET), "disabling memset records");
+  check(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME), "disabling runtime call records");
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flushing the records");
   std::lock_guard<std::mutex> lock(recorded_mutex);
+  for (KernelSpan& k : recorded())
+    if (const auto at = calls_returned().find(k.correlation); at != calls_returned().end()) k.launched_ns = at->second;
   return std::move(recorded());
 }
 
@@ -130,12 +144,13 @@ void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top) 
   for (const KernelSpan& k : by_end) first = std::min(first, k.start_ns);
   uint64_t covered = first;          // the GPU's time accounted for: up to the latest end so far
   const KernelSpan* last = nullptr;  // the kernel that ended there
-  double gaps_us = 0;
+  double gaps_us = 0, late_us = 0;   // the gaps, and of them the time before the next one was even launched
   const auto named = [](const KernelSpan& k) { return k.name + " (stream " + std::to_string(k.stream) + ")"; };
   for (const KernelSpan& k : by_end) {
     if (k.start_ns > covered) {
       const double gap = (k.start_ns - covered) * 1e-3;
       gaps_us += gap;
+      if (k.launched_ns > covered) late_us += (std::min(k.launched_ns, k.start_ns) - covered) * 1e-3;
       Share& s = by_gap[(last ? named(*last) : std::string("the start")) + " -> " + named(k)];
       ++s.calls, s.exclusive_us += gap, s.span_us += gap;
     }
@@ -152,8 +167,10 @@ void print_timeline(const std::vector<KernelSpan>& spans, int repeats, int top) 
   const double total_us = (covered - first) * 1e-3, per = 1.0 / repeats;
   std::printf(
       "timeline: %zu kernels and copies a step, %.3f ms from the first one's start to the last one's end, "
-      "%.3f ms of it with none running (a step: the mean of %d)\n",
-      spans.size() / static_cast<size_t>(repeats), total_us * per * 1e-3, gaps_us * per * 1e-3, repeats);
+      "%.3f ms of it with none running, %.3f ms of those before the host had launched the next one (a step: the "
+      "mean of %d)\n",
+      spans.size() / static_cast<size_t>(repeats), total_us * per * 1e-3, gaps_us * per * 1e-3, late_us * per * 1e-3,
+      repeats);
   const auto table = [&](const std::map<std::string, Share>& shares, const char* what, int rows) {
     std::vector<std::pair<std::string, Share>> sorted(shares.begin(), shares.end());
     std::sort(sorted.begin(), sorted.end(),

@@ -7,7 +7,9 @@
 // end to its own end, in order of ends. Under programmatic dependent launches a kernel starts
 // while the one before it runs and waits for it, so its own span would count that wait twice; the
 // shares add up to the stretch's time on the GPU, and the gaps where nothing ran are counted apart
-// (the host's launches and reads, or the device's idle time), and summed by the kernels around them.
+// (the host's launches and reads, or the device's idle time), and summed by the kernels around them;
+// from the runtime calls' records, the part of the gaps before the host had even launched the next
+// kernel is said apart (the host behind the device, not the device waiting).
 // Built where CMake finds CUPTI (DSINFER_BENCH_CUPTI).
 #pragma once
 
@@ -22,6 +24,8 @@ struct KernelSpan {
   int64_t grid = 0;     // CTAs
   uint32_t stream = 0;  // CUPTI's stream id
   uint64_t start_ns = 0, end_ns = 0;
+  uint32_t correlation = 0;  // CUPTI's id of the runtime call that launched it
+  uint64_t launched_ns = 0;  // when that call returned on the host (0: not recorded)
 };
 
 /// Starts recording the kernels of every stream; false with a message on stderr if CUPTI refuses.
