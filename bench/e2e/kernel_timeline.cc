@@ -111,7 +111,8 @@ bool timeline_start() {
     calls_returned().clear();
   }
   cudaDeviceSynchronize();
-  // The copies are extra: without them the kernels' tables stand (their gaps then include the copies).
+  // Copies and memsets too, so that an upload between two kernels is not counted as idle time; the
+  // runtime calls, for when the host launched each kernel.
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enabling copy records");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enabling memset records");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enabling runtime call records");

@@ -6,10 +6,9 @@
 // A kernel's share is its exclusive time: from the later of its start and the previous kernel's
 // end to its own end, in order of ends. Under programmatic dependent launches a kernel starts
 // while the one before it runs and waits for it, so its own span would count that wait twice; the
-// shares add up to the stretch's time on the GPU, and the gaps where nothing ran are counted apart
-// (the host's launches and reads, or the device's idle time), and summed by the kernels around them;
-// from the runtime calls' records, the part of the gaps before the host had even launched the next
-// kernel is said apart (the host behind the device, not the device waiting).
+// shares add up to the stretch's time on the GPU. The gaps where nothing ran are counted apart and
+// summed by the kernels around them, and of them the time before the host had even launched the
+// next kernel (the runtime calls' records: the host behind the device, not the device waiting).
 // Built where CMake finds CUPTI (DSINFER_BENCH_CUPTI).
 #pragma once
 

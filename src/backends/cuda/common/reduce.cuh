@@ -39,7 +39,7 @@ __device__ inline T block_sum_of_warps(T v, T* partial) {
 
 /// K sums over a block of kThreads threads (a power of two) as trees in shared memory, with one set
 /// of barriers: scratch[k][i] += scratch[k][i + s] for s = kThreads / 2, ..., 1 (scratch: K *
-/// kThreads values). Every thread gets the K totals in v (each sum the bits of block_sum_tree's);
+/// kThreads values). Every thread gets the K totals in v, each sum's bits whatever the others are;
 /// scratch may be reused on return.
 template <int kThreads, int K, class T>
 __device__ inline void block_sum_trees(T (&v)[K], T* scratch) {
