@@ -9,6 +9,7 @@
 
 #include "core/quant.h"
 #include "core/tensor.h"
+#include "core/token_draw.h"
 #include "ops/linear_weight.h"
 
 namespace dsinfer {
@@ -178,6 +179,28 @@ struct GreedyPickArgs {
   bool operator==(const GreedyPickArgs&) const = default;
 };
 
+/// The engine's draws at temperature > 0 on the device, so that a sampled row reads back a token
+/// instead of its logits: picks[d.row] = the token core/token_draw.h draws from logits row d.row
+/// with d.params (the host's draw_token, bit for bit), or -1 when that row holds a NaN or an
+/// infinity, for each d in `draws` (distinct rows); the other picks are left as they are.
+struct RowDraw {
+  int32_t row = 0;
+  DrawParams params;
+  bool operator==(const RowDraw& o) const {
+    return row == o.row && params.temperature == o.params.temperature && params.top_k == o.params.top_k &&
+           params.top_p == o.params.top_p && params.min_p == o.params.min_p && params.bits == o.params.bits;
+  }
+};
+struct DrawTokensArgs {
+  TensorView logits;  // [n, V] f32, V <= kMaxDrawVocab
+  std::span<const RowDraw> draws;
+  TensorView picks;  // [n] int32, the drawn rows' written
+  bool operator==(const DrawTokensArgs& o) const {
+    return logits == o.logits && std::equal(draws.begin(), draws.end(), o.draws.begin(), o.draws.end()) &&
+           picks == o.picks;
+  }
+};
+
 /// Positions of a paged cache to rows of its pool: out[i][j] = -1 for position -1, else row i's
 /// row of position p in `table`.
 struct PagedRowsArgs {
@@ -322,4 +345,5 @@ struct SideQueueArgs {
   X(routed_experts, RoutedExpertsArgs)     \
   X(markov_draft, MarkovDraftArgs)         \
   X(greedy_pick, GreedyPickArgs)           \
+  X(draw_tokens, DrawTokensArgs)           \
   X(side_queue, SideQueueArgs)

@@ -44,10 +44,17 @@ struct Engine::Live {
     if (!all_finite(logits)) return std::nullopt;
     return take(forced_token());
   }
-  /// Whether the device's greedy pick of its rows (Backend::greedy_pick) is all it needs of them:
-  /// what `sample` would pick, and no logprobs to report.
-  bool picks_on_device() const { return sampler.picks_greedily() && req.logprobs < 0; }
-  /// next_token where the device picked `pick` (-1: the row is not all finite).
+  /// What a step reads back of a row it samples from: the device's greedy pick
+  /// (Backend::greedy_pick) or its draw (Backend::draw_tokens) where that is what `sample` would
+  /// give and no logprobs are reported; else the logits (a verify row at temperature > 0 is
+  /// judged against its draft's law on the host).
+  RowReadback readback(bool verify) const {
+    if (req.logprobs >= 0) return RowReadback::kWhole;
+    if (sampler.picks_greedily()) return RowReadback::kPick;
+    if (!verify && forced.empty() && sampler.draws_on_device()) return RowReadback::kDraw;
+    return RowReadback::kWhole;
+  }
+  /// next_token where the device picked or drew `pick` (-1: the row is not all finite).
   std::optional<int32_t> next_token(int32_t pick) {
     if (pick < 0) return std::nullopt;
     return take(forced.empty() ? pick : forced_token());
@@ -215,20 +222,21 @@ bool Engine::step() {
   const int64_t vocab = model_.config().vocab_size, width = model_.main_hidden_width();
   // The step's logits in a buffer kept between steps: a batch of 64 rows of a 129K vocabulary is
   // 33 MB, which a new vector would zero and fault in, page by page, at every step. Only the rows
-  // the host samples from come back whole; a greedy request's row comes back as its pick, a
-  // prompt's piece before its end as nothing.
+  // the host samples from come back whole (logprobs, penalties, a verify row at temperature > 0);
+  // another request's row comes back as its greedy pick or its draw, a prompt's piece before its
+  // end as nothing.
   const int64_t rows = Model::logit_rows(chunks);
   const size_t logit_floats = static_cast<size_t>(rows * vocab);
   if (logits_.size() < logit_floats) logits_.resize(logit_floats);
   const std::span<float> logits(logits_.data(), logit_floats);
   readback_.clear();
+  draws_.clear();
   for (size_t i = 0; i < plan.size(); ++i) {
-    const Live& r = *requests_.at(plan[i].id);
+    Live& r = *requests_.at(plan[i].id);
     const bool samples = plan[i].start + plan[i].count >= static_cast<int64_t>(r.tokens.size());
-    readback_.insert(readback_.end(), chunks[i].verify ? plan[i].count : 1,
-                     !samples              ? RowReadback::kNone
-                     : r.picks_on_device() ? RowReadback::kPick
-                                           : RowReadback::kWhole);
+    const RowReadback kind = samples ? r.readback(chunks[i].verify) : RowReadback::kNone;
+    if (kind == RowReadback::kDraw) draws_.push_back({static_cast<int32_t>(readback_.size()), r.sampler.next_draw()});
+    readback_.insert(readback_.end(), chunks[i].verify ? plan[i].count : 1, kind);
   }
   picks_.resize(rows);
   TensorView hidden;
@@ -237,7 +245,7 @@ bool Engine::step() {
       main_hidden_ = DeviceArray<uint16_t>::uninitialized(model_.backend(), tokens * width);
     hidden = main_hidden_.view(DType::kBF16, {tokens, width});
   }
-  if (Status s = runner_.forward(chunks, LogitsReadback{logits, readback_, picks_}, ids, hidden); !s.ok()) {
+  if (Status s = runner_.forward(chunks, LogitsReadback{logits, readback_, picks_, draws_}, ids, hidden); !s.ok()) {
     // On several ranks a failed collective or step message leaves the ranks apart: nothing more runs.
     if (runner_.leads_followers() && s.kind() == ErrorKind::kUnavailable) {
       broken_ = s;
@@ -259,7 +267,7 @@ bool Engine::step() {
     // A verify chunk's rows in order: each row's token is the model's own next one; the next row
     // counts only while the draft it ran on is that token.
     for (int64_t j = 0;; ++j) {
-      const bool picked = readback_[row + j] == RowReadback::kPick;
+      const bool picked = readback_[row + j] == RowReadback::kPick || readback_[row + j] == RowReadback::kDraw;
       const std::span<const float> rowj = picked ? std::span<const float>() : logits.subspan((row + j) * vocab, vocab);
       const bool drafted = chunks[i].verify && j + 1 < plan[i].count;  // row j's token was drafted
       // A NaN or an infinity (a broken checkpoint, an overflow) ends the request: sampling from it

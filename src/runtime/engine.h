@@ -127,7 +127,8 @@ class Engine {
   DeviceArray<uint16_t> main_hidden_;
   std::vector<float> logits_;          // a step's logits (Engine::step), kept for the next
   std::vector<RowReadback> readback_;  // what a step reads back of each logit row
-  std::vector<int32_t> picks_;         // the device's greedy picks of a step's rows
+  std::vector<int32_t> picks_;         // the device's greedy picks and draws of a step's rows
+  std::vector<RowDraw> draws_;         // the draws a step asks of the device
   DeviceArray<int32_t> draft_out_;
   DeviceArray<float> draft_base_, draft_confidence_;
   const double min_confidence_, min_accepted_per_call_;  // SpeculativeConfig's

@@ -31,6 +31,11 @@ Status ModelRunner::forward(std::span<ForwardChunk> chunks, const LogitsReadback
     return error(ErrorKind::kInvalidArgument, "logits buffer must hold logit_rows x vocab floats");
   if (!out.rows.empty() && (out.rows.size() != static_cast<size_t>(n) || out.picks.size() != static_cast<size_t>(n)))
     return error(ErrorKind::kInvalidArgument, "a readback names each logit row's part and has a pick a row");
+  if (std::count(out.rows.begin(), out.rows.end(), RowReadback::kDraw) !=
+          static_cast<std::ptrdiff_t>(out.draws.size()) ||
+      std::any_of(out.draws.begin(), out.draws.end(),
+                  [&](const RowDraw& d) { return d.row < 0 || d.row >= n || out.rows[d.row] != RowReadback::kDraw; }))
+    return error(ErrorKind::kInvalidArgument, "a readback has a draw for each row it draws, and for no other");
   const bool speculates =
       main_hidden.data || std::any_of(chunks.begin(), chunks.end(), [](const ForwardChunk& ch) { return ch.verify; });
   if (followers_ && speculates)
@@ -81,9 +86,13 @@ void ModelRunner::read_back(const LogitsReadback& out, int64_t n, int64_t vocab)
     backend.copy_to_host(out.logits.data() + r * vocab, logits_.data() + r * vocab, (end - r) * vocab * sizeof(float));
     r = end;
   }
-  if (std::none_of(out.rows.begin(), out.rows.end(), [](RowReadback w) { return w == RowReadback::kPick; })) return;
+  const bool picks =
+      std::any_of(out.rows.begin(), out.rows.end(), [](RowReadback w) { return w == RowReadback::kPick; });
+  if (!picks && out.draws.empty()) return;
   if (picks_.size() < static_cast<size_t>(n)) picks_ = DeviceArray<int32_t>::uninitialized(backend, n);
-  backend.greedy_pick({logits_.view(DType::kF32, {n, vocab}), picks_.view(DType::kI32, {n})});
+  const TensorView all = logits_.view(DType::kF32, {n, vocab}), tokens = picks_.view(DType::kI32, {n});
+  if (picks) backend.greedy_pick({all, tokens});
+  backend.draw_tokens({all, out.draws, tokens});
   backend.copy_to_host(out.picks.data(), picks_.data(), n * sizeof(int32_t));
 }
 

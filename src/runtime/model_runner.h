@@ -27,15 +27,18 @@ namespace dsinfer {
 enum class RowReadback : uint8_t {
   kWhole,  // the row's logits (sampling, penalties, logprobs)
   kPick,   // its greedy pick alone (Backend::greedy_pick: the first maximum, -1 when not all finite)
+  kDraw,   // the token drawn from it on the device (Backend::draw_tokens, the draw in `draws`)
   kNone,   // nothing (a prompt's piece before its end: nothing is sampled from it)
 };
 
 /// Where a forward's logits go on the host: `logits` [rows, V] gets the kWhole rows, `picks`
-/// [rows] the kPick rows' picks; with `rows` empty every row is whole.
+/// [rows] the kPick and kDraw rows' tokens; with `rows` empty every row is whole. `draws`: a
+/// draw for each kDraw row, naming it.
 struct LogitsReadback {
   std::span<float> logits;
   std::span<const RowReadback> rows = {};
   std::span<int32_t> picks = {};
+  std::span<const RowDraw> draws = {};
 };
 
 class ModelRunner {

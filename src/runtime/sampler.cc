@@ -1,4 +1,4 @@
-// Sampler: penalties, then greedy or temperature + top-k + top-p + min-p + inverse-CDF draw.
+// Sampler: penalties, then greedy or core/token_draw.h's draw (temperature, top-k, top-p, min-p).
 #include "runtime/sampler.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "core/first_maximum.h"
 #include "core/hash.h"
+#include "core/token_draw.h"
 
 namespace dsinfer {
 
@@ -76,54 +77,34 @@ bool SamplerState::penalise(std::span<const float> logits) {
   return all_finite(work_);
 }
 
-TokenDistribution SamplerState::shape(int32_t max_candidates) {
-  const SamplingParams& p = params_;
-  const int32_t vocab = static_cast<int32_t>(work_.size());
-  const int32_t top_k = std::min(p.top_k > 0 ? p.top_k : vocab, max_candidates);
-  const auto likelier = [&](int32_t a, int32_t b) { return work_[a] > work_[b] || (work_[a] == work_[b] && a < b); };
-  order_.resize(vocab);
-  std::iota(order_.begin(), order_.end(), 0);
-  // The candidates: the top_k likeliest, in order, or every token, ordered below only as far as
-  // the nucleus cut needs (a nucleus is usually far smaller than the vocabulary).
-  int32_t k = vocab, sorted = 0;
-  if (top_k < vocab) {
-    k = sorted = top_k;
-    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), likelier);
-    order_.resize(k);
-  }
-  // Softmax weights in double (the likeliest weighs 1), then the nucleus and min-p cuts on them.
-  const double mx = sorted > 0 ? work_[order_[0]] : *std::max_element(work_.begin(), work_.end());
-  weight_.resize(vocab);
-  double sum = 0;
-  for (int32_t t : order_) sum += weight_[t] = std::exp((work_[t] - mx) / p.temperature);
-  int32_t keep = k;
-  if (p.top_p < 1.0f) {
-    double cum = 0;
-    for (int32_t i = 0, end = 64; keep == k && i < k; end *= 16) {
-      end = std::min(end, k);
-      if (sorted < end) {  // the next likeliest, after those in order
-        std::partial_sort(order_.begin() + sorted, order_.begin() + end, order_.end(), likelier);
-        sorted = end;
-      }
-      for (; i < end; ++i) {
-        cum += weight_[order_[i]] / sum;
-        if (cum >= p.top_p) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-  }
-  TokenDistribution d;
-  double kept = 0;
-  for (int32_t i = 0; i < keep; ++i)
-    if (const int32_t t = order_[i]; weight_[t] >= p.min_p) {  // min-p: the likeliest weighs 1
-      d.ids.push_back(t);
-      d.probs.push_back(weight_[t]);
-      kept += weight_[t];
-    }
-  for (double& q : d.probs) q /= kept;
+DrawParams SamplerState::draw_params() const {
+  return {.temperature = params_.temperature, .top_k = params_.top_k, .top_p = params_.top_p, .min_p = params_.min_p};
+}
+
+DrawParams SamplerState::next_draw() {
+  DrawParams d = draw_params();
+  d.bits = splitmix64(rng_);
   return d;
+}
+
+TokenDistribution SamplerState::shape(int32_t max_candidates) {
+  DrawParams p = draw_params();
+  const int64_t vocab = static_cast<int64_t>(work_.size());
+  if (max_candidates < vocab && (p.top_k == 0 || p.top_k > max_candidates)) p.top_k = max_candidates;
+  masses_.resize(work_.size());
+  const uint64_t total = draw_masses(work_, p, masses_);
+  TokenDistribution d;
+  for (int64_t t = 0; t < vocab; ++t)
+    if (masses_[t] > 0) {
+      d.ids.push_back(static_cast<int32_t>(t));
+      d.probs.push_back(static_cast<double>(masses_[t]) / static_cast<double>(total));
+    }
+  return d;
+}
+
+int32_t SamplerState::draw(const DrawParams& p) {
+  masses_.resize(work_.size());
+  return draw_from(masses_, draw_masses(work_, p, masses_), p.bits);
 }
 
 int32_t SamplerState::draw(const TokenDistribution& d) {
@@ -149,7 +130,7 @@ std::optional<int32_t> SamplerState::sample(std::span<const float> logits) {
   if (!penalise(logits)) return std::nullopt;
   const int32_t chosen = params_.temperature == 0.0f
                              ? static_cast<int32_t>(std::max_element(work_.begin(), work_.end()) - work_.begin())
-                             : draw(shape());  // greedy: the first maximum
+                             : draw(next_draw());  // greedy: the first maximum
   accept(chosen);
   return chosen;
 }
@@ -160,6 +141,7 @@ int32_t SamplerState::draw_draft(std::span<const float> logits, TokenDistributio
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   work_.assign(logits.begin(), logits.end());
   *q = shape(kDraftCandidates);
+  if (q->ids.empty()) *q = {{0}, {1.0}};  // a row that is not all finite: a draft of token 0, which verification judges
   return draw(*q);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/token_draw.h"
 
 namespace dsinfer {
 
@@ -64,8 +65,8 @@ class SamplerState {
   std::optional<int32_t> sample(std::span<const float> logits);
   /// Records a token chosen elsewhere (a forced continuation) as output, for the penalties.
   void accept(int32_t token);
-  /// The distribution `sample` draws from at temperature > 0 (penalties, temperature, top-k, top-p,
-  /// min-p); none where the penalised logits are not all finite.
+  /// The distribution `sample` draws from at temperature > 0 (penalties, then core/token_draw.h's
+  /// cuts and masses); none where the penalised logits are not all finite.
   std::optional<TokenDistribution> law(std::span<const float> logits);
 
   /// A draft token drawn from a drafter's `logits` with the temperature, top-k, top-p and min-p
@@ -80,27 +81,34 @@ class SamplerState {
   /// from, so the token is distributed as `sample`'s. Recorded as output; none where `sample` gives none.
   std::optional<int32_t> verify_draft(std::span<const float> logits, int32_t draft, const TokenDistribution& q);
   const SamplingParams& params() const { return params_; }
+  /// The next draw's parameters, its random bits taken from this request's stream: a draw of
+  /// core/token_draw.h (on a device: Backend::draw_tokens) with them picks what `sample` would
+  /// where there are no penalties. Record the token with accept().
+  DrawParams next_draw();
+  /// Whether draws on a device give `sample`'s tokens: temperature > 0 and no penalties.
+  bool draws_on_device() const { return params_.temperature > 0.0f && !has_penalties(); }
   /// Greedy without penalties: `sample` picks the first maximum of the raw logits.
-  bool picks_greedily() const {
-    return params_.temperature == 0.0f && params_.repetition_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
-           params_.presence_penalty == 0.0f;
-  }
+  bool picks_greedily() const { return params_.temperature == 0.0f && !has_penalties(); }
 
  private:
-  double uniform();  // [0, 1), splitmix64 stream
+  double uniform();             // [0, 1), splitmix64 stream
+  bool has_penalties() const {  // any penalty on
+    return params_.repetition_penalty != 1.0f || params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  }
+  DrawParams draw_params() const;  // the request's cuts, no bits
   /// The penalised logits in work_; false when they are not all finite.
   bool penalise(std::span<const float> logits);
   /// The distribution at temperature > 0 of the logits in work_ after top-k (at most
-  /// max_candidates), top-p and min-p.
+  /// max_candidates), top-p and min-p: core/token_draw.h's masses, in id order.
   TokenDistribution shape(int32_t max_candidates = std::numeric_limits<int32_t>::max());
   int32_t draw(const TokenDistribution& d);
+  int32_t draw(const DrawParams& p);  // core/token_draw.h's draw from work_
   SamplingParams params_;
   uint64_t rng_;
   std::unordered_map<int32_t, int> output_counts_;
   std::vector<int32_t> seen_;  // prompt and output tokens, for the repetition penalty
   std::vector<float> work_;
-  std::vector<int32_t> order_;
-  std::vector<double> weight_;  // by token: the softmax weights of shape's candidates
+  std::vector<uint64_t> masses_;  // the draw's, by token
 };
 
 }  // namespace dsinfer

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "runtime/bigram_checkpoint.h"
@@ -270,6 +271,60 @@ TEST(Engine, ReportsLogprobsOfEveryGeneratedToken) {
   EXPECT_EQ(tokens, 5);
   r.logprobs = -1;
   for (const RequestOutput& o : run_alone(*tiny.model, *tiny.tok, r)) EXPECT_TRUE(o.logprobs.empty());
+}
+
+// A sampled request without logprobs is drawn on the device (Backend::draw_tokens), one with
+// them on the host from its logits: the same tokens, alone and among others; other seeds differ.
+TEST(Engine, DrawsOnTheDeviceAreTheHostsDraws) {
+  testing::TinyModel tiny(4);
+  ASSERT_TRUE(tiny.ok());
+  const auto tokens = [](const std::vector<RequestOutput>& outs) {
+    std::vector<int32_t> t;
+    for (const RequestOutput& o : outs)
+      for (const SampledLogprobs& lp : o.logprobs) t.push_back(lp.chosen.token);
+    return t;
+  };
+  EngineRequest r;
+  r.prompt = tiny.tok->encode("Once upon a time");
+  r.sampling.temperature = 0.9f;
+  r.sampling.top_p = 0.95f;
+  r.max_tokens = 12;
+  std::set<std::string> texts;
+  for (const uint64_t seed : {7u, 8u, 9u}) {
+    r.sampling.seed = seed;
+    r.logprobs = 0;
+    const std::vector<RequestOutput> host = run_alone(*tiny.model, *tiny.tok, r);
+    ASSERT_EQ(tokens(host).size(), 12u);
+    r.logprobs = -1;
+    const std::string drawn = joined_text(run_alone(*tiny.model, *tiny.tok, r));
+    EXPECT_EQ(drawn, joined_text(host)) << seed;
+    texts.insert(drawn);
+  }
+  EXPECT_GT(texts.size(), 1u);  // the seeds decide: the draws are not one fixed pick
+
+  // Among greedy requests and one with logprobs, in one engine: the same text as alone.
+  Engine engine(*tiny.model, *tiny.tok, {512, 16});
+  r.sampling.seed = 7;
+  std::map<uint64_t, std::string> text;
+  const auto add = [&](EngineRequest q) {
+    q.on_output = [&text](const RequestOutput& o) { text[o.id] += o.text; };
+    const Result<uint64_t> id = engine.submit(std::move(q));
+    EXPECT_TRUE(id.ok());
+    return id.ok() ? *id : 0;
+  };
+  EngineRequest greedy = r;
+  greedy.sampling.temperature = 0;
+  add(greedy);
+  const uint64_t drawn = add(r);
+  EngineRequest with_logprobs = r;
+  with_logprobs.sampling.seed = 8;
+  with_logprobs.logprobs = 1;
+  const uint64_t on_host = add(with_logprobs);
+  for (int steps = 0; engine.step();) ASSERT_LT(++steps, 1000);
+  r.logprobs = -1;
+  EXPECT_EQ(text[drawn], joined_text(run_alone(*tiny.model, *tiny.tok, r)));
+  r.sampling.seed = 8;
+  EXPECT_EQ(text[on_host], joined_text(run_alone(*tiny.model, *tiny.tok, r)));
 }
 
 TEST(Engine, ForcedContinuationReplacesSampling) {

@@ -1,5 +1,5 @@
 // ModelRunner's readback: of a step's logit rows the host gets the whole rows it asks for, the
-// device's greedy pick of others (the sampler's pick of the same row), and nothing of the rest.
+// device's greedy pick or draw of others (the sampler's of the same row), and nothing of the rest.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -13,7 +13,7 @@
 namespace dsinfer {
 namespace {
 
-TEST(ModelRunner, ReadsBackWholeRowsPicksOrNothing) {
+TEST(ModelRunner, ReadsBackWholeRowsPicksDrawsOrNothing) {
   CpuBackend backend(2);
   LocalCommunicator comm;
   auto model = Model::load(testing::data_dir() / "v41-tiny-a" / "checkpoint", backend, comm);
@@ -53,6 +53,17 @@ TEST(ModelRunner, ReadsBackWholeRowsPicksOrNothing) {
 
   std::vector<int32_t> too_few(2);
   EXPECT_EQ(run({got, rows, too_few}).kind(), ErrorKind::kInvalidArgument);
+
+  // A drawn row comes back as the token the draw gives on the host; a greedy pick beside it.
+  const std::vector<RowReadback> drawn = {RowReadback::kPick, RowReadback::kDraw, RowReadback::kNone};
+  const std::vector<RowDraw> draws = {{1, {.temperature = 0.8f, .top_p = 0.9f, .bits = 0x0123456789ABCDEFull}}};
+  ASSERT_TRUE(run({got, drawn, picks, draws}).ok());
+  EXPECT_EQ(picks[0], greedy.sample(std::span<const float>(whole).first(vocab)));
+  EXPECT_EQ(picks[1], draw_token(std::span<const float>(whole).subspan(vocab, vocab), draws[0].params));
+  // A draw for a row not marked as drawn, or none for one that is: refused.
+  const std::vector<RowDraw> misplaced = {{2, draws[0].params}};
+  EXPECT_EQ(run({got, drawn, picks, misplaced}).kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(run({got, drawn, picks}).kind(), ErrorKind::kInvalidArgument);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "core/hash.h"
+#include "core/token_draw.h"
 
 namespace dsinfer {
 namespace {
@@ -78,58 +81,38 @@ TEST(Sampler, TopKTopPAndMinPCut) {
   EXPECT_TRUE(f.count(0));
 }
 
-// Over a large vocabulary the nucleus cut orders only as many tokens as it needs; the kept set
-// is that of a full sort (nuclei of about a hundred, of a thousand and more
-// tokens, with equal logits among them, and with top-k and min-p).
-TEST(Sampler, TheNucleusOfALargeVocabularyIsAFullSorts) {
+// The law `sample` draws from and a draft's law are core/token_draw.h's kept masses (the cuts
+// themselves: tests/core/token_draw_test.cc), a draft's among its 64 likeliest; without
+// penalties `sample` is draw_token with the request's next random bits, as a device's draw is.
+TEST(Sampler, TheLawsAreTheDrawsMasses) {
   std::vector<float> logits(20000);
   uint64_t state = 5;
   for (float& l : logits) l = static_cast<float>(std::floor(splitmix64_uniform(state) * 400) / 40);  // ties
-  for (const auto& [top_p, top_k, min_p] : {std::tuple{0.05f, 0, 0.0f},
-                                            {0.5f, 0, 0.0f},
-                                            {0.97f, 0, 0.0f},
-                                            {0.9f, 3000, 0.0f},
-                                            {0.9f, 0, 0.002f},
-                                            {1.0f, 0, 0.01f}}) {
+  for (const auto& [top_p, top_k, min_p] :
+       {std::tuple{0.05f, 0, 0.0f}, {0.97f, 0, 0.0f}, {0.9f, 3000, 0.0f}, {0.9f, 0, 0.002f}, {1.0f, 0, 0.01f}}) {
     SamplingParams p;
     p.top_p = top_p, p.top_k = top_k, p.min_p = min_p;
+    const auto expect_law = [&](const TokenDistribution& got, int32_t k) {
+      DrawParams d{.temperature = p.temperature, .top_k = k, .top_p = p.top_p, .min_p = p.min_p};
+      std::vector<uint64_t> masses(logits.size());
+      const uint64_t total = draw_masses(logits, d, masses);
+      std::vector<int32_t> ids;
+      for (size_t t = 0; t < masses.size(); ++t)
+        if (masses[t] > 0) ids.push_back(static_cast<int32_t>(t));
+      ASSERT_EQ(got.ids, ids) << top_p << " " << top_k << " " << min_p;
+      for (size_t i = 0; i < ids.size(); ++i)
+        EXPECT_EQ(got.probs[i], static_cast<double>(masses[ids[i]]) / static_cast<double>(total));
+    };
     SamplerState s(p, 1, {});
-    // The reference: every token sorted (likeliest first, ties by the lower id), then the cuts.
-    const auto reference = [&](size_t k) {
-      std::vector<int32_t> order(logits.size());
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-      order.resize(std::min(order.size(), k));
-      double sum = 0, cum = 0;
-      for (int32_t t : order) sum += std::exp(logits[t] - logits[order[0]]);
-      size_t keep = order.size();
-      for (size_t i = 0; i < order.size(); ++i)
-        if ((cum += std::exp(logits[order[i]] - logits[order[0]]) / sum) >= top_p) {
-          keep = i + 1;
-          break;
-        }
-      std::vector<int32_t> want;
-      for (size_t i = 0; i < keep; ++i)
-        if (std::exp(logits[order[i]] - logits[order[0]]) >= min_p) want.push_back(order[i]);
-      std::sort(want.begin(), want.end());
-      return want;
-    };
-    const auto ids = [](const TokenDistribution& d) {
-      std::vector<int32_t> got = d.ids;
-      std::sort(got.begin(), got.end());
-      double total = 0;
-      for (double v : d.probs) total += v;
-      EXPECT_NEAR(total, 1.0, 1e-9);
-      return got;
-    };
-    const size_t k = top_k > 0 ? static_cast<size_t>(top_k) : logits.size();
     const std::optional<TokenDistribution> law = s.law(logits);
     ASSERT_TRUE(law.has_value());
-    EXPECT_EQ(ids(*law), reference(k)) << top_p << " " << top_k << " " << min_p;
-    // A draft's law: the same among the drafter's likeliest few.
+    expect_law(*law, top_k);
     TokenDistribution q;
     s.draw_draft(logits, &q);
-    EXPECT_EQ(ids(q), reference(std::min<size_t>(k, SamplerState::kDraftCandidates)));
+    expect_law(q, top_k > 0 ? std::min(top_k, SamplerState::kDraftCandidates) : SamplerState::kDraftCandidates);
+    // sample: the draw with the stream's next bits, recorded as output.
+    SamplerState a(p, 77, {}), b(p, 77, {});
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(a.sample(logits), draw_token(logits, b.next_draw()));
     std::printf("top-p %.2f, top-k %d, min-p %.3f: %zu tokens\n", top_p, top_k, min_p, law->ids.size());
   }
 }

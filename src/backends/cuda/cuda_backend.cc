@@ -12,6 +12,7 @@
 #include "backends/cuda/kernels/dspark/markov.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
 #include "backends/cuda/kernels/moe/router.h"
+#include "backends/cuda/kernels/sampling/draw_tokens.h"
 #include "backends/cuda/kernels/sampling/greedy_pick.h"
 #include "backends/cuda/linear_dispatch.h"
 #include "core/check.h"
@@ -410,6 +411,33 @@ void CudaBackend::greedy_pick(const GreedyPickArgs& a) {
                                      .V = size_of(a.logits, 1),
                                      .stream = stream_}),
            "greedy_pick");
+}
+
+void CudaBackend::draw_tokens(const DrawTokensArgs& a) {
+  check_device({&a.logits, &a.picks}, "draw_tokens");
+  const int64_t n = a.logits.size(0), V = a.logits.size(1);
+  DSINFER_CHECK(a.logits.dtype == DType::kF32 && a.logits.stride[1] == 1 && a.picks.dtype == DType::kI32 &&
+                    a.picks.size(0) == n && a.picks.is_contiguous() && V > 0 && V <= kMaxDrawVocab,
+                "draw_tokens: [n, V] f32 rows (V <= 2^23), [n] int32 picks");
+  if (a.draws.empty()) return;
+  std::vector<cuda::DrawRow> rows(a.draws.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    DSINFER_CHECK(a.draws[i].row >= 0 && a.draws[i].row < n, "draw_tokens: a draw's row is out of range");
+    rows[i] = {a.draws[i].row, a.draws[i].params};
+  }
+  const size_t bytes = rows.size() * sizeof(cuda::DrawRow);
+  auto* on_device = static_cast<cuda::DrawRow*>(scratch(scratch_->draws, bytes));
+  copy_to_device(on_device, rows.data(), bytes);
+  auto* masses = static_cast<uint64_t*>(scratch(scratch_->draw_masses, rows.size() * V * sizeof(uint64_t)));
+  launched(cuda::launch_draw_tokens({.logits = a.logits.as<const float>(),
+                                     .row_stride = a.logits.stride[0],
+                                     .draws = on_device,
+                                     .picks = a.picks.as<int32_t>(),
+                                     .masses = masses,
+                                     .n = static_cast<int>(rows.size()),
+                                     .V = static_cast<int>(V),
+                                     .stream = stream_}),
+           "draw_tokens");
 }
 
 // Side work on a stream of its own (with scratch of its own), forked from the current one and
