@@ -106,7 +106,9 @@ fi
 # zeros, its random head and padded tokenizer stream text) served on the GPU, and bench-serve with
 # ~1K-token prompts and 256 output tokens at concurrency 1, 16 and 64, LOAD_ROUNDS requests a
 # client (default 2: the second round meets the first's decodes), sent at once or, with LOAD_RATE,
-# at that many requests a second; SERVE_ARGS adds serve options (e.g. "--prefill-with-decodes 2048").
+# at that many requests a second; SERVE_ARGS adds serve options (e.g. "--prefill-with-decodes 2048"),
+# LOAD_ARGS bench-serve's (e.g. "--temperature 1 --top-p 0.95": sampled requests, drawn on the GPU),
+# LOAD_LEVELS the concurrencies (default "1 16 64").
 if has underload; then
   flash=/tmp/dsinfer_flash_bench
   [ -f $flash/config.json ] || build-cuda/bench/cuda_decode_bench --flash 64 --steps 8 --batch 1 --context 4096 >/dev/null
@@ -114,9 +116,9 @@ if has underload; then
     >"$out/flash_serve.log" 2>&1 &
   server=$!
   for _ in $(seq 600); do curl -sf localhost:8124/health >/dev/null && break; sleep 0.5; done
-  for c in 1 16 64; do
+  for c in ${LOAD_LEVELS:-1 16 64}; do
     $dsinfer bench-serve --port 8124 --input-len 340 --output-len 256 --num-prompts $((c * ${LOAD_ROUNDS:-2})) \
-      --concurrency $c ${LOAD_RATE:+--request-rate $LOAD_RATE} 2>&1 | tee "$out/flash_bench_serve_c$c.txt"
+      --concurrency $c ${LOAD_RATE:+--request-rate $LOAD_RATE} ${LOAD_ARGS:-} 2>&1 | tee "$out/flash_bench_serve_c$c.txt"
   done
   kill $server; wait $server 2>/dev/null
 fi

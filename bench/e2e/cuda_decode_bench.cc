@@ -11,9 +11,13 @@
 // step of 1 .. verify_tokens tokens a sequence at each batch; --drafter-only 1 leaves the decode
 // table out (a profiler's run). --timeline B1,B2: each kernel's exclusive time in a launched step
 // of those batches at the first context (bench/e2e/kernel_timeline.h: CUPTI's records of the steps
-// as they ran, the mean of --steps), after the table.
+// as they ran, the mean of --steps), after the table. --readback: what a decode step reads back of
+// each row: `whole` (the default: the logits, as for a row the host samples from), `pick` (the
+// greedy pick) or `draw` (a draw at temperature 1, top-p 0.95 on the device: Backend::draw_tokens);
+// several, comma-separated: a row of the table each.
 //   cuda_decode_bench [--layers N] [--flash E] [--steps N] [--batch 1,8,32] [--context 128,4096]
-//                     [--prefill 4096] [--chunk 4096] [--drafter-only 1] [--timeline 1,64] [--dir PATH]
+//                     [--prefill 4096] [--chunk 4096] [--drafter-only 1] [--timeline 1,64]
+//                     [--readback whole,pick,draw] [--dir PATH]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -31,6 +35,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "core/float_formats.h"
+#include "core/hash.h"
 #include "e2e/kernel_timeline.h"
 #include "e2e/synthetic_model.h"
 #include "model/model.h"
@@ -42,10 +47,16 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+std::vector<std::string> word_list(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(item);
+  return v;
+}
+
 std::vector<int> int_list(const std::string& s) {
   std::vector<int> v;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) v.push_back(std::stoi(item));
+  for (const std::string& item : word_list(s)) v.push_back(std::stoi(item));
   return v;
 }
 
@@ -104,6 +115,7 @@ int main(int argc, char** argv) {
   std::vector<int> batches = {1, 8, 32}, contexts = {128, 4096}, prefills, timeline_batches;
   bool drafter_only = false;  // the drafter's table alone (for a profiler)
   std::string dir;
+  std::vector<std::string> readbacks = {"whole"};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--layers")
@@ -124,6 +136,8 @@ int main(int argc, char** argv) {
       chunk = std::stoi(argv[i + 1]);
     else if (k == "--timeline")
       timeline_batches = int_list(argv[i + 1]);
+    else if (k == "--readback")
+      readbacks = word_list(argv[i + 1]);
     else if (k == "--drafter-only")
       drafter_only = std::stoi(argv[i + 1]) != 0;
   }
@@ -131,6 +145,9 @@ int main(int argc, char** argv) {
   if (!timeline_batches.empty())
     return std::fprintf(stderr, "--timeline: this build has no CUPTI (CMake did not find CUDA::cupti)\n"), 1;
 #endif
+  for (const std::string& r : readbacks)
+    if (r != "whole" && r != "pick" && r != "draw")
+      return std::fprintf(stderr, "--readback: whole, pick or draw, not '%s'\n", r.c_str()), 1;
   if (flash_experts > 0) layers = 40;
   if (dir.empty())
     dir = (std::filesystem::temp_directory_path() /
@@ -186,73 +203,85 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, std::vector<bench::KernelSpan>>> timelines;  // (batch, its steps' kernels)
   for (const int context : contexts)
     for (const int batch : drafter_only ? std::vector<int>{} : batches)
-      for (const bool graphs : {false, true}) {  // each batch's steps also as CUDA graphs
-        runner.set_replay_steps(graphs);         // the step recorder in front of the backend's graphs, or none
-        std::vector<SequenceState> seqs;
-        for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
-        std::vector<ForwardChunk> chunks(batch);
-        std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
-        double sum = 0, best = 1e30;
-        CudaBackend::Stats before;
-        StepRecorder::Stats steps_before;
-        // Steps -4 .. -1 warm up: the allocator's pool and the experts' tables (CudaBackend runs its
-        // first single-token step as it is), then with graphs the recorder's arena, the graphs'
-        // upload buffer and a kept graph of each of the two shapes decode steps alternate between
-        // (at a context of a multiple of 1024 the ratio-2 layers' padded width grows at step -3).
-        const auto decode_step = [&](int step) {
-          for (int b = 0; b < batch; ++b) {
-            chunks[b].state = &seqs[b];
-            chunks[b].start_pos = seqs[b].length;
-            chunks[b].decode = true;
-            chunks[b].tokens = {static_cast<int32_t>(3 + (step + b + 8) % 200)};
-          }
-          return runner.forward(chunks, logits);
-        };
-        for (int step = -4; step < steps; ++step) {
-          if (step == 0) before = backend.stats(), steps_before = runner.step_stats();
-          const auto s0 = Clock::now();
-          if (Status s = decode_step(step); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
-          const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
-          if (step >= 0) sum += dt, best = std::min(best, dt);
-        }
-        const double mean = sum / steps;
-        const CudaBackend::Stats& after = backend.stats();
-        const double bytes = step_bytes(batch);
-        const int64_t captured = after.graph_steps - before.graph_steps;
-        const double replay = captured ? backend.replay_last_step(steps) : 0;
-        std::printf(
-            "| %d | %d | %s | %.2f | %.2f | %.1f | %.2f GB | %.0f GB/s = %.1f %% of copy | %lld, %lld, %lld, %lld "
-            "(%.1f "
-            "ms) | ",
-            context, batch, graphs ? "graphs" : "launched", mean * 1e3, best * 1e3, batch / mean, bytes / 1e9,
-            bytes / mean / 1e9, 100.0 * bytes / mean / 1e12 / copy,
-            static_cast<long long>((after.ops - before.ops) / steps),
-            static_cast<long long>((after.allocations - before.allocations) / steps),
-            static_cast<long long>((after.uploads - before.uploads) / steps),
-            static_cast<long long>((after.downloads - before.downloads) / steps),
-            (after.download_wait_s - before.download_wait_s) / steps * 1e3);
-        const StepRecorder::Stats& steps_after = runner.step_stats();
-        if (captured)
-          std::printf("%lld / %lld; %lld; %.2f |\n",
-                      static_cast<long long>(steps_after.relaunched - steps_before.relaunched),
-                      static_cast<long long>(steps_after.recorded - steps_before.recorded),
-                      static_cast<long long>(after.graph_instantiations - before.graph_instantiations), replay * 1e3);
-        else
-          std::printf("- |\n");
-#ifdef DSINFER_BENCH_CUPTI
-        if (!graphs && context == contexts.front() &&
-            std::find(timeline_batches.begin(), timeline_batches.end(), batch) != timeline_batches.end()) {
-          // Fresh sequences at the same context (the checkpoint's length holds the table's steps): two
-          // steps to warm up, then the recorded ones.
-          for (SequenceState& seq : seqs) seq = filled_sequence(**model, pool, context);
-          for (int step = -2; step < steps; ++step) {
-            if (step == 0 && !bench::timeline_start()) return 1;
+      for (const std::string& readback : readbacks)
+        for (const bool graphs : {false, true}) {  // each batch's steps also as CUDA graphs
+          runner.set_replay_steps(graphs);         // the step recorder in front of the backend's graphs, or none
+          std::vector<SequenceState> seqs;
+          for (int b = 0; b < batch; ++b) seqs.push_back(filled_sequence(**model, pool, context));
+          std::vector<ForwardChunk> chunks(batch);
+          std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
+          const RowReadback kind = readback == "pick"   ? RowReadback::kPick
+                                   : readback == "draw" ? RowReadback::kDraw
+                                                        : RowReadback::kWhole;
+          const std::vector<RowReadback> rows(batch, kind);
+          std::vector<int32_t> picks(batch);
+          std::vector<RowDraw> draws;
+          double sum = 0, best = 1e30;
+          CudaBackend::Stats before;
+          StepRecorder::Stats steps_before;
+          // Steps -4 .. -1 warm up: the allocator's pool and the experts' tables (CudaBackend runs its
+          // first single-token step as it is), then with graphs the recorder's arena, the graphs'
+          // upload buffer and a kept graph of each of the two shapes decode steps alternate between
+          // (at a context of a multiple of 1024 the ratio-2 layers' padded width grows at step -3).
+          const auto decode_step = [&](int step) {
+            for (int b = 0; b < batch; ++b) {
+              chunks[b].state = &seqs[b];
+              chunks[b].start_pos = seqs[b].length;
+              chunks[b].decode = true;
+              chunks[b].tokens = {static_cast<int32_t>(3 + (step + b + 8) % 200)};
+            }
+            draws.clear();
+            if (kind == RowReadback::kDraw)
+              for (int b = 0; b < batch; ++b)
+                draws.push_back({b, {.top_p = 0.95f, .bits = mix64(static_cast<uint64_t>(step * 1000 + b))}});
+            return runner.forward(chunks, LogitsReadback{logits, rows, picks, draws});
+          };
+          for (int step = -4; step < steps; ++step) {
+            if (step == 0) before = backend.stats(), steps_before = runner.step_stats();
+            const auto s0 = Clock::now();
             if (Status s = decode_step(step); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+            const double dt = std::chrono::duration<double>(Clock::now() - s0).count();
+            if (step >= 0) sum += dt, best = std::min(best, dt);
           }
-          timelines.emplace_back(batch, bench::timeline_stop());
-        }
+          const double mean = sum / steps;
+          const CudaBackend::Stats& after = backend.stats();
+          const double bytes = step_bytes(batch);
+          const int64_t captured = after.graph_steps - before.graph_steps;
+          const double replay = captured ? backend.replay_last_step(steps) : 0;
+          std::printf(
+              "| %d | %d | %s | %.2f | %.2f | %.1f | %.2f GB | %.0f GB/s = %.1f %% of copy | %lld, %lld, %lld, %lld "
+              "(%.1f "
+              "ms) | ",
+              context, batch,
+              (std::string(graphs ? "graphs" : "launched") + (readbacks.size() > 1 ? ", " + readback : "")).c_str(),
+              mean * 1e3, best * 1e3, batch / mean, bytes / 1e9, bytes / mean / 1e9, 100.0 * bytes / mean / 1e12 / copy,
+              static_cast<long long>((after.ops - before.ops) / steps),
+              static_cast<long long>((after.allocations - before.allocations) / steps),
+              static_cast<long long>((after.uploads - before.uploads) / steps),
+              static_cast<long long>((after.downloads - before.downloads) / steps),
+              (after.download_wait_s - before.download_wait_s) / steps * 1e3);
+          const StepRecorder::Stats& steps_after = runner.step_stats();
+          if (captured)
+            std::printf("%lld / %lld; %lld; %.2f |\n",
+                        static_cast<long long>(steps_after.relaunched - steps_before.relaunched),
+                        static_cast<long long>(steps_after.recorded - steps_before.recorded),
+                        static_cast<long long>(after.graph_instantiations - before.graph_instantiations), replay * 1e3);
+          else
+            std::printf("- |\n");
+#ifdef DSINFER_BENCH_CUPTI
+          if (!graphs && context == contexts.front() && readback == readbacks.front() &&
+              std::find(timeline_batches.begin(), timeline_batches.end(), batch) != timeline_batches.end()) {
+            // Fresh sequences at the same context (the checkpoint's length holds the table's steps): two
+            // steps to warm up, then the recorded ones.
+            for (SequenceState& seq : seqs) seq = filled_sequence(**model, pool, context);
+            for (int step = -2; step < steps; ++step) {
+              if (step == 0 && !bench::timeline_start()) return 1;
+              if (Status s = decode_step(step); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+            }
+            timelines.emplace_back(batch, bench::timeline_stop());
+          }
 #endif
-      }
+        }
 #ifdef DSINFER_BENCH_CUPTI
   for (const auto& [batch, spans] : timelines) {
     std::printf("\nbatch %d, context %d, launched:\n", batch, contexts.front());

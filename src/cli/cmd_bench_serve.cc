@@ -1,6 +1,7 @@
 // `dsinfer bench-serve`: load on a running server (like `vllm bench serve`): random prompts of
-// about --input-len words, --output-len tokens each, --concurrency clients at once, sent all at
-// once or at --request-rate requests a second (Poisson arrivals); prints request
+// about --input-len words, --output-len tokens each (greedy, or sampled with --temperature and
+// --top-p), --concurrency clients at once, sent all at once or at --request-rate requests a
+// second (Poisson arrivals); prints request
 // and token throughput and TTFT / TPOT / ITL mean, median and p99 (streamed text completions, so
 // the times are what a client sees).
 #include <httplib.h>
@@ -32,6 +33,7 @@ struct BenchServeOptions {
   int port = 8000, input_len = 128, output_len = 64, num_prompts = 32, concurrency = 8;
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 1;
+  double temperature = 0, top_p = 1;
 };
 
 std::string random_prompt(int words, std::mt19937_64& rng) {
@@ -58,8 +60,13 @@ std::string error_message(const std::string& body, const std::string& reason) {
 // One request on the client thread's connection `c` (kept alive between its requests, as a
 // benchmark client's pool does: `concurrency` connections in all, not one a request).
 StreamSample run_one(const BenchServeOptions& o, httplib::Client& c, const std::string& prompt) {
-  Json body = {{"model", o.model}, {"prompt", prompt}, {"max_tokens", o.output_len},
-               {"temperature", 0}, {"stream", true},   {"stream_options", {{"include_usage", true}}}};
+  Json body = {{"model", o.model},
+               {"prompt", prompt},
+               {"max_tokens", o.output_len},
+               {"temperature", o.temperature},
+               {"top_p", o.top_p},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
@@ -196,6 +203,10 @@ void register_bench_serve(CLI::App& app, CommandResult& result) {
   cmd->add_option("--request-rate", o->request_rate,
                   "Requests a second, sent at Poisson arrival times (default: all at once)");
   cmd->add_option("--seed", o->seed)->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "Sampling temperature of every request (0: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-p", o->top_p, "Nucleus of every request")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->callback([o, &result] { result.exit_code = run_bench_serve(*o); });
 }
 
