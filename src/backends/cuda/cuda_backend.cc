@@ -428,12 +428,10 @@ void CudaBackend::draw_tokens(const DrawTokensArgs& a) {
   const size_t bytes = rows.size() * sizeof(cuda::DrawRow);
   auto* on_device = static_cast<cuda::DrawRow*>(scratch(scratch_->draws, bytes));
   copy_to_device(on_device, rows.data(), bytes);
-  auto* masses = static_cast<uint64_t*>(scratch(scratch_->draw_masses, rows.size() * V * sizeof(uint64_t)));
   launched(cuda::launch_draw_tokens({.logits = a.logits.as<const float>(),
                                      .row_stride = a.logits.stride[0],
                                      .draws = on_device,
                                      .picks = a.picks.as<int32_t>(),
-                                     .masses = masses,
                                      .n = static_cast<int>(rows.size()),
                                      .V = static_cast<int>(V),
                                      .stream = stream_}),

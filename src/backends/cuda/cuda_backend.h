@@ -124,7 +124,7 @@ class CudaBackend final : public Backend {
     cuda::Scratch routed_gate, routed_up, routed_act, routed_out;  // the routed experts' rows
     cuda::Scratch routed_x, routed_order;  // the grouped experts' sorted inputs, their tokens and groups
     cuda::Scratch markov;                  // the Markov chain's best column of each tile
-    cuda::Scratch draws, draw_masses;      // draw_tokens' rows and their parameters, its masses
+    cuda::Scratch draws;                   // draw_tokens' rows and their parameters
     cublasContext* cublas = nullptr;       // made on the first large batch
   };
   StreamScratch main_scratch_, side_scratch_;

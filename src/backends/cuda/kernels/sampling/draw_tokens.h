@@ -20,12 +20,11 @@ struct DrawTokensParams {
   int64_t row_stride = 0;
   const DrawRow* draws = nullptr;  // [n], on the device
   int32_t* picks = nullptr;        // [rows]: picks[draws[i].row] written
-  uint64_t* masses = nullptr;      // [n, V] workspace
   int n = 0, V = 0;
   cudaStream_t stream = nullptr;
 };
 
-/// A block per draw. cudaErrorInvalidValue for V outside [1, kMaxDrawVocab].
+/// A cluster of blocks per draw. cudaErrorInvalidValue for V outside [1, kMaxDrawVocab].
 cudaError_t launch_draw_tokens(const DrawTokensParams& p);
 
 }  // namespace dsinfer::cuda
