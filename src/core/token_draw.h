@@ -35,6 +35,7 @@ struct DrawParams {
   float top_p = 1.0f;        // (0, 1]; 1: off
   float min_p = 0.0f;        // [0, 1]; 0: off
   uint64_t bits = 0;         // uniform random bits: where the draw lands
+  bool operator==(const DrawParams&) const = default;
 };
 
 /// A token's mass is its weight times 2^kDrawMassBits, truncated; a row of up to 2^23 tokens sums

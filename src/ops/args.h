@@ -186,10 +186,7 @@ struct GreedyPickArgs {
 struct RowDraw {
   int32_t row = 0;
   DrawParams params;
-  bool operator==(const RowDraw& o) const {
-    return row == o.row && params.temperature == o.params.temperature && params.top_k == o.params.top_k &&
-           params.top_p == o.params.top_p && params.min_p == o.params.min_p && params.bits == o.params.bits;
-  }
+  bool operator==(const RowDraw&) const = default;
 };
 struct DrawTokensArgs {
   TensorView logits;  // [n, V] f32, V <= kMaxDrawVocab
