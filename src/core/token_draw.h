@@ -38,6 +38,13 @@ struct DrawParams {
   bool operator==(const DrawParams&) const = default;
 };
 
+/// A draw from row `row` of a matrix of logits (Backend::draw_tokens: the engine's sampled rows).
+struct RowDraw {
+  int32_t row = 0;
+  DrawParams params;
+  bool operator==(const RowDraw&) const = default;
+};
+
 /// A token's mass is its weight times 2^kDrawMassBits, truncated; a row of up to 2^23 tokens sums
 /// below 2^63.
 inline constexpr int kDrawMassBits = 40;

@@ -183,11 +183,6 @@ struct GreedyPickArgs {
 /// instead of its logits: picks[d.row] = the token core/token_draw.h draws from logits row d.row
 /// with d.params (the host's draw_token, bit for bit), or -1 when that row holds a NaN or an
 /// infinity, for each d in `draws` (distinct rows); the other picks are left as they are.
-struct RowDraw {
-  int32_t row = 0;
-  DrawParams params;
-  bool operator==(const RowDraw&) const = default;
-};
 struct DrawTokensArgs {
   TensorView logits;  // [n, V] f32, V <= kMaxDrawVocab
   std::span<const RowDraw> draws;

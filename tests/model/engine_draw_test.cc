@@ -1,6 +1,7 @@
-// Sampled requests through the engine on the test backend (the CPU here; the GPU in
-// golden_cuda_test): a request drawn on the device (no logprobs: Backend::draw_tokens) gives the
-// text the host draws from the same logits (with logprobs: the sampler), batched and alone.
+// Sampled requests through the engine on the GPU (golden_cuda_test only: on the CPU,
+// runtime_test's Engine.DrawsOnTheDeviceAreTheHostsDraws): a request drawn on the device (no
+// logprobs: Backend::draw_tokens) gives the text the host draws from the same logits (with
+// logprobs: the sampler), batched and alone.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -420,19 +420,15 @@ void CudaBackend::draw_tokens(const DrawTokensArgs& a) {
                     a.picks.size(0) == n && a.picks.is_contiguous() && V > 0 && V <= kMaxDrawVocab,
                 "draw_tokens: [n, V] f32 rows (V <= 2^23), [n] int32 picks");
   if (a.draws.empty()) return;
-  std::vector<cuda::DrawRow> rows(a.draws.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    DSINFER_CHECK(a.draws[i].row >= 0 && a.draws[i].row < n, "draw_tokens: a draw's row is out of range");
-    rows[i] = {a.draws[i].row, a.draws[i].params};
-  }
-  const size_t bytes = rows.size() * sizeof(cuda::DrawRow);
-  auto* on_device = static_cast<cuda::DrawRow*>(scratch(scratch_->draws, bytes));
-  copy_to_device(on_device, rows.data(), bytes);
+  for (const RowDraw& d : a.draws) DSINFER_CHECK(d.row >= 0 && d.row < n, "draw_tokens: a draw's row is out of range");
+  const size_t bytes = a.draws.size() * sizeof(RowDraw);
+  auto* on_device = static_cast<RowDraw*>(scratch(scratch_->draws, bytes));
+  copy_to_device(on_device, a.draws.data(), bytes);
   launched(cuda::launch_draw_tokens({.logits = a.logits.as<const float>(),
                                      .row_stride = a.logits.stride[0],
                                      .draws = on_device,
                                      .picks = a.picks.as<int32_t>(),
-                                     .n = static_cast<int>(rows.size()),
+                                     .n = static_cast<int>(a.draws.size()),
                                      .V = static_cast<int>(V),
                                      .stream = stream_}),
            "draw_tokens");

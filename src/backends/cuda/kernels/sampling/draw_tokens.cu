@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kThreads) sm90_f32_draw_tokens(DrawTokensParam
   const bool stage = per <= kMaxStaged;
   if (threadIdx.x == 0) s.max_key = 0, s.finite = 1;
   after_prior_grids();  // the logits come from the step's last kernels
-  const DrawRow d = p.draws[blockIdx.y];
+  const RowDraw d = p.draws[blockIdx.y];
   const float* row = p.logits + static_cast<int64_t>(d.row) * p.row_stride;
   Part part{nullptr, min(p.V, rank * per), 0, 0.0f, d.params.temperature};
   part.count = min(p.V, part.begin + per) - part.begin;

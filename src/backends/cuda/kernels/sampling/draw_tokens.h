@@ -10,15 +10,10 @@
 
 namespace dsinfer::cuda {
 
-struct DrawRow {
-  int32_t row = 0;  // of logits
-  DrawParams params;
-};
-
 struct DrawTokensParams {
   const float* logits = nullptr;  // [rows, V], row stride row_stride
   int64_t row_stride = 0;
-  const DrawRow* draws = nullptr;  // [n], on the device
+  const RowDraw* draws = nullptr;  // [n], on the device
   int32_t* picks = nullptr;        // [rows]: picks[draws[i].row] written
   int n = 0, V = 0;
   cudaStream_t stream = nullptr;
