@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cuda/common/launch_policy.h"
 #include "backends/cuda/cuda_check.h"
@@ -421,6 +422,8 @@ void CudaBackend::draw_tokens(const DrawTokensArgs& a) {
                 "draw_tokens: [n, V] f32 rows (V <= 2^23), [n] int32 picks");
   if (a.draws.empty()) return;
   for (const RowDraw& d : a.draws) DSINFER_CHECK(d.row >= 0 && d.row < n, "draw_tokens: a draw's row is out of range");
+  // The kernel reads the draws as uploaded, byte for byte (kernels/sampling/draw_tokens.h).
+  static_assert(std::is_trivially_copyable_v<RowDraw>);
   const size_t bytes = a.draws.size() * sizeof(RowDraw);
   auto* on_device = static_cast<RowDraw*>(scratch(scratch_->draws, bytes));
   copy_to_device(on_device, a.draws.data(), bytes);
