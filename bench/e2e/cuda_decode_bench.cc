@@ -11,13 +11,14 @@
 // step of 1 .. verify_tokens tokens a sequence at each batch; --drafter-only 1 leaves the decode
 // table out (a profiler's run). --timeline B1,B2: each kernel's exclusive time in a launched step
 // of those batches at the first context (bench/e2e/kernel_timeline.h: CUPTI's records of the steps
-// as they ran, the mean of --steps), after the table. --readback: what a decode step reads back of
-// each row: `whole` (the default: the logits, as for a row the host samples from), `pick` (the
-// greedy pick) or `draw` (a draw at temperature 1, top-p 0.95 on the device: Backend::draw_tokens);
-// several, comma-separated: a row of the table each.
+// as they ran, the mean of --steps), after the table; --timeline-prefill 1: the same for the
+// first timed prompt of --prefill (all its chunks; the recording slows the host a little).
+// --readback: what a decode step reads back of each row: `whole` (the default: the logits, as for
+// a row the host samples from), `pick` (the greedy pick) or `draw` (a draw at temperature 1, top-p
+// 0.95 on the device: Backend::draw_tokens); several, comma-separated: a row of the table each.
 //   cuda_decode_bench [--layers N] [--flash E] [--steps N] [--batch 1,8,32] [--context 128,4096]
 //                     [--prefill 4096] [--chunk 4096] [--drafter-only 1] [--timeline 1,64]
-//                     [--readback whole,pick,draw] [--dir PATH]
+//                     [--timeline-prefill 1] [--readback whole,pick,draw] [--dir PATH]
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -113,7 +114,8 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows survive a run cut short by a time limit
   int layers = 24, steps = 8, flash_experts = 0, chunk = 4096;
   std::vector<int> batches = {1, 8, 32}, contexts = {128, 4096}, prefills, timeline_batches;
-  bool drafter_only = false;  // the drafter's table alone (for a profiler)
+  bool drafter_only = false;      // the drafter's table alone (for a profiler)
+  bool timeline_prefill = false;  // the first timed prompt's kernels (--timeline-prefill)
   std::string dir;
   std::vector<std::string> readbacks = {"whole"};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -136,13 +138,15 @@ int main(int argc, char** argv) {
       chunk = std::stoi(argv[i + 1]);
     else if (k == "--timeline")
       timeline_batches = int_list(argv[i + 1]);
+    else if (k == "--timeline-prefill")
+      timeline_prefill = std::stoi(argv[i + 1]) != 0;
     else if (k == "--readback")
       readbacks = word_list(argv[i + 1]);
     else if (k == "--drafter-only")
       drafter_only = std::stoi(argv[i + 1]) != 0;
   }
 #ifndef DSINFER_BENCH_CUPTI
-  if (!timeline_batches.empty())
+  if (!timeline_batches.empty() || timeline_prefill)
     return std::fprintf(stderr, "--timeline: this build has no CUPTI (CMake did not find CUDA::cupti)\n"), 1;
 #endif
   for (const std::string& r : readbacks)
@@ -388,6 +392,10 @@ int main(int argc, char** argv) {
     SequenceState seq = (*model)->new_sequence();
     std::vector<float> last(c.vocab_size);
     const CudaBackend::Stats before = backend.stats();
+    [[maybe_unused]] const bool recorded = timeline_prefill && prompt == prefills.front();
+#ifdef DSINFER_BENCH_CUPTI
+    if (recorded && !bench::timeline_start()) return 1;
+#endif
     const auto p0 = Clock::now();
     cudaProfilerStart();  // a profiler started with --profile-from-start off sees the timed prompts only
     for (int at = 0; at < prompt; at += chunk) {
@@ -408,6 +416,12 @@ int main(int argc, char** argv) {
         prompt, chunk, dt, prompt / dt, linear_flops * prompt / dt / 1e12, linear_flops / 1e9,
         static_cast<long long>(after.ops - before.ops), static_cast<long long>(after.downloads - before.downloads),
         after.download_wait_s - before.download_wait_s);
+#ifdef DSINFER_BENCH_CUPTI
+    if (recorded) {
+      std::printf("\nprefill of %d tokens as it ran (chunks of %d):\n", prompt, chunk);
+      bench::print_timeline(bench::timeline_stop(), 1, 30);
+    }
+#endif
   }
   return 0;
 }
