@@ -147,7 +147,9 @@ int main(int argc, char** argv) {
   }
 #ifndef DSINFER_BENCH_CUPTI
   if (!timeline_batches.empty() || timeline_prefill)
-    return std::fprintf(stderr, "--timeline: this build has no CUPTI (CMake did not find CUDA::cupti)\n"), 1;
+    return std::fprintf(stderr,
+                        "--timeline, --timeline-prefill: this build has no CUPTI (CMake did not find CUDA::cupti)\n"),
+           1;
 #endif
   for (const std::string& r : readbacks)
     if (r != "whole" && r != "pick" && r != "draw")
