@@ -4,7 +4,8 @@
 // the dense kernels (the head; wo_a's eight groups in one launch) and the sparse attention. The
 // block-scaled rows are the library's kernels where the variant is what its dispatch runs, else
 // the kernel lab's (bench/cuda/lab: wgmma, the other loads-in-flight counts and grids).
-//   cuda_linear_bench [--batches 1,8,32,64 | --skip-block-scaled]
+//   cuda_linear_bench [--batches 1,8,32,64 | --skip-block-scaled]   (from 65 rows: the wgmma kernel
+//   against the weights dequantised for cuBLAS, as prefill chunks ran before it)
 //   BENCH_QUICK=1: the library's kernels alone (tiled, mma, the gemv the dispatch would run), not
 //   the lab's variants; BENCH_SLICES=20,40,...: the tiled kernel with K slices of at most that many blocks too;
 //   BENCH_STAGED=8,32: the tiled kernel's 64-row passes with other parts of a slice staged at once
@@ -25,7 +26,9 @@
 
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/attention/attention.h"
+#include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/dense.h"
+#include "backends/cuda/kernels/linear/dequant.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "lab/lab.h"
 
@@ -325,7 +328,7 @@ int main(int argc, char** argv) {
       // defaults, else the lab's)
       constexpr int kGemvVariant = 100, kTiledVariant = -1000;
       auto run = [&](bool quantize, int in_flight, int blocks_per_sm, int gemv_rows = 0, int slice_blocks = 0,
-                     int staged_blocks = 0) {
+                     int staged_blocks = 0, bool auto_kernel = false) {
         int turn = 0;
         return graph_time_us([&](cudaStream_t stream) {
           q.stream = stream;
@@ -334,11 +337,18 @@ int main(int argc, char** argv) {
           for (int g = 0; g < s.groups; ++g) {
             const int c = (turn + g) % copies;
             p.op[g] = {vals, xs, w[c], ws[c], y + static_cast<size_t>(g) * n * s.out, codes};
+            p.op[g].x_operand = vals;  // the wgmma kernel's (its calls quantise into vals alone)
           }
           p.groups = s.groups, p.n = n, p.k = s.k, p.out = s.out, p.fp4 = s.fp4;
           p.w_stride = s.fp4 ? s.k / 2 : s.k, p.s_stride = s.k / 32, p.y_stride = s.out, p.stream = stream;
           p.kernel = in_flight == 0 ? dsinfer::cuda::LinearKernel::kMma : dsinfer::cuda::LinearKernel::kFma;
           p.gemv_rows = gemv_rows;
+          if (auto_kernel) {  // the dispatch's own choice
+            p.kernel = dsinfer::cuda::LinearKernel::kAuto;
+            CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
+            turn = (turn + s.groups) % copies;
+            return;
+          }
           if (in_flight == kTiledVariant) {
             p.kernel = dsinfer::cuda::LinearKernel::kTiled, p.tiled_slice_blocks = slice_blocks;
             p.tiled_staged_blocks = staged_blocks;
@@ -372,6 +382,41 @@ int main(int argc, char** argv) {
         std::printf("%-28s %5d %6d %5d %-16s %8.2f %8.0f %7.1f%% %7.2f\n", s.name, s.out, s.k, n, variant, us, gbs,
                     100 * gbs / copy, 2.0 * s.groups * n * s.out * s.k / us / 1e6);
       };
+      if (n >= dsinfer::cuda::linear_config::wgmma_kernel::kMinRows) {                // a prefill chunk's rows
+        q.values = nullptr, q.codes = nullptr, q.scales = nullptr, q.operand = vals;  // what the kernel reads
+        CHECK_CUDA(dsinfer::cuda::launch_quantize_input(q));
+        report("wgmma", run(false, 1, 0, 0, 0, 0, /*auto_kernel=*/true));
+        report("quant + wgmma", run(true, 1, 0, 0, 0, 0, /*auto_kernel=*/true));
+        // What the dispatch ran before the wgmma kernel: the weights dequantised to bf16 for each
+        // call, then cuBLAS's bf16 GEMM on the activations' values (the input act_quant left out).
+        uint16_t* wb = nullptr;
+        CHECK_CUDA(cudaMalloc(&wb, static_cast<size_t>(s.out) * s.k * 2));
+        int turn = 0;
+        const double us = graph_time_us([&](cudaStream_t stream) {
+          cublasSetStream(blas, stream);
+          for (int g = 0; g < s.groups; ++g) {
+            const int c = (turn + g) % copies;
+            CHECK_CUDA(dsinfer::cuda::launch_dequant_weight({.codes = w[c],
+                                                             .w_stride = s.fp4 ? s.k / 2 : s.k,
+                                                             .scales = ws[c],
+                                                             .s_stride = s.k / 32,
+                                                             .fp4 = s.fp4,
+                                                             .out = wb,
+                                                             .rows = s.out,
+                                                             .k = s.k,
+                                                             .stream = stream}));
+            const float one = 1.0f, zero = 0.0f;
+            cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.out, n, s.k, &one, wb, CUDA_R_16BF, s.k, vals, CUDA_R_16BF,
+                         s.k, &zero, y + static_cast<size_t>(g) * n * s.out, CUDA_R_16BF, s.out, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT);
+          }
+          turn = (turn + s.groups) % copies;
+        });
+        report("dequant + cuBLAS", us);
+        cudaFree(wb);
+        cudaFree(x), cudaFree(vals), cudaFree(codes), cudaFree(wgmma_ws), cudaFree(xs), cudaFree(y);
+        continue;
+      }
       report("tiled", run(false, kTiledVariant, 0));
       for (const int slice : slice_sweep) {  // BENCH_SLICES: other splits
         char variant[32];

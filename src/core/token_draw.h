@@ -21,11 +21,7 @@
 #include <cstdint>
 #include <span>
 
-#if defined(__CUDACC__)
-#define DSINFER_HOST_DEVICE __host__ __device__
-#else
-#define DSINFER_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace dsinfer {
 

@@ -1,6 +1,6 @@
 // The runs of a call's rows that the model hands the row-count-sensitive ops one at a time
 // (Backend::max_invariant_rows): on a backend whose kernels depend on how many rows a call holds
-// (the GPU's: cuBLAS past 64 rows, the tiled kernels below), a sequence's results then do not
+// (the GPU's: the prefill kernels past 64 rows, the tiled kernels below), a sequence's results then do not
 // depend on what else shares its step.
 #pragma once
 

@@ -212,11 +212,10 @@ TEST_F(CudaBackendTest, DeviceArrayKeepsItsRowsWhenItGrows) {
   EXPECT_EQ(a.download(5, 3), std::vector<float>(want.begin() + 5, want.begin() + 8));
 }
 
-// The routed experts of up to kDeviceRoutedTokens tokens run on the device's choice (no read back),
-// more through the grouping by expert on the host (one read; with 300 tokens the experts' rows go
-// to cuBLAS, their inputs quantised once for all, and the result is routed_experts_by_expert's,
-// bit for bit); all as the CPU's grouping (fp4 experts, choices out of order), and a token alone
-// as in a batch, bit for bit.
+// The routed experts run on the device's choice (no read back): up to kDeviceRoutedTokens tokens on
+// the tiled kernel, a prefill chunk's (from 65) on the wgmma kernel; all as the CPU's grouping (fp4
+// experts, choices out of order) within the bound, and a token alone as in a batch, or a chunk's
+// tokens as in a larger chunk, bit for bit.
 TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
   std::mt19937 rng(7);
   const int64_t experts = 10, dim = 512, ff = 256, k = 6;
@@ -244,8 +243,7 @@ TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
     fp4_weight(dim, ff, host[e].w2, dev[e].w2);
   }
   const int64_t batch = CudaBackend::kDeviceRoutedTokens;
-  for (const int64_t n :
-       {int64_t{1}, int64_t{3}, batch, batch + 4, int64_t{300}}) {  // the last two grouped on the host
+  for (const int64_t n : {int64_t{1}, int64_t{3}, batch, batch + 4, int64_t{300}}) {
     const std::vector<uint16_t> x = testing::random_bf16(n * dim, 8, 1.0f);
     std::vector<int32_t> choice(2 * n * k);  // ids, then the weights' f32 bits (as the model keeps them)
     for (int64_t t = 0; t < n; ++t) {
@@ -274,17 +272,22 @@ TEST_F(CudaBackendTest, RoutedExpertsAsTheCpuWithoutReadingTheChoice) {
     const int64_t reads = gpu_->stats().downloads;
     gpu_->routed_experts(args(true));
     const std::vector<uint8_t> got = macc.fetch();
-    if (n <= CudaBackend::kDeviceRoutedTokens) {
-      EXPECT_EQ(gpu_->stats().downloads, reads) << "a few tokens' choice stays on the device";
-    } else {
-      EXPECT_EQ(gpu_->stats().downloads, reads + 1) << "ids and weights in one read";
-      Mirror composite(n * dim * 4, std::vector<float>(n * dim, 0.25f).data());
-      RoutedExpertsArgs c = args(true);
-      c.acc = composite.view(true, DType::kF32, {n, dim});
-      routed_experts_by_expert(*gpu_, c);
-      EXPECT_EQ(composite.fetch(), got) << "n=" << n << ": not the expert-by-expert sums";
-    }
+    EXPECT_EQ(gpu_->stats().downloads, reads) << "the choice stays on the device";
     const auto* g = reinterpret_cast<const float*>(got.data());
+    if (n == 300) {  // tokens 100 .. 167 as a chunk of their own (68 tokens: the wgmma kernel too)
+      const int64_t t0 = 100, m = 68;
+      std::vector<int32_t> part(choice.begin() + t0 * k, choice.begin() + (t0 + m) * k);
+      part.insert(part.end(), choice.begin() + n * k + t0 * k, choice.begin() + n * k + (t0 + m) * k);
+      Mirror px(m * dim * 2, x.data() + t0 * dim), pc(part.size() * 4, part.data());
+      Mirror pacc(m * dim * 4, std::vector<float>(m * dim, 0.25f).data());
+      TensorView weights = pc.view(true, DType::kF32, {m, k});
+      weights.data = static_cast<uint8_t*>(weights.data) + m * k * 4;
+      gpu_->routed_experts({px.view(true, DType::kBF16, {m, dim}), pc.view(true, DType::kI32, {m, k}), weights, dev,
+                            10.0f, pacc.view(true, DType::kF32, {m, dim})});
+      const std::vector<uint8_t> alone = pacc.fetch();
+      EXPECT_EQ(std::memcmp(alone.data(), g + t0 * dim, m * dim * 4), 0)
+          << "a chunk's tokens differ from the same tokens in a larger chunk";
+    }
     const auto* w = reinterpret_cast<const float*>(macc.host.data());
     double sq = 0;
     for (int64_t j = 0; j < n * dim; ++j) sq += double{w[j]} * w[j];

@@ -17,6 +17,7 @@
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/linear/dequant.h"
+#include "backends/cuda/kernels/linear/kernels.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "core/float_formats.h"
 #include "cuda/cuda_test_util.h"
@@ -33,6 +34,10 @@ struct DeviceBuffer {
 };
 
 constexpr double kExactBitEqual = 0.95, kTiledBitEqual = 0.60;
+// The wgmma kernel multiplies exactly (bf16 operands) and sums all of K in fp32 in the tensor
+// cores' order, not block by block: an output may round to the neighbouring bf16 of the exact
+// block sums', where its sum cancels by up to 1e-3 of the outputs' RMS.
+constexpr double kWgmmaBitEqual = 0.95, kWgmmaRmsTolerance = 1e-3;
 
 int ulps(uint16_t a, uint16_t b) {
   const auto key = [](uint16_t x) { return x & 0x8000 ? -static_cast<int>(x & 0x7FFF) : static_cast<int>(x); };
@@ -255,6 +260,148 @@ TEST(CudaLinear, RowsDoNotDependOnTheBatch) {
       }
     }
   }
+}
+
+// Weights of `count` matrices of one shape, as the tests above make them.
+struct RandomWeights {
+  std::vector<uint8_t> w, ws;
+  int64_t s_stride, w_bytes, s_bytes;  // one matrix's
+  RandomWeights(std::mt19937& rng, int count, int64_t o, int64_t k, bool fp4)
+      : s_stride(k / 32), w_bytes(fp4 ? o * k / 2 : o * k), s_bytes(fp4 ? o * s_stride : ((o + 31) / 32) * s_stride) {
+    w.resize(count * w_bytes), ws.resize(count * s_bytes);
+    for (auto& b : w) b = fp4 ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));
+    for (auto& b : ws) b = static_cast<uint8_t>(112 + rng() % 12);
+  }
+};
+
+// The wgmma kernel (a prefill chunk's linears, from kMinRows rows) against the CPU at Flash
+// shapes and at a shape that ends in a partial tile (1000 weight rows; K 1152: 9 stages), within
+// its bound (kWgmmaBitEqual); a row's outputs are the same bits whatever rows share its call
+// (alone in a forced call, among 65 or 300, at any place in a 128-row tile).
+TEST(CudaLinear, ManyRowsOnWarpgroupTensorCores) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  CpuBackend cpu(0);
+  std::mt19937 rng(31);
+  struct Shape {
+    int out, k;
+    bool fp4;
+  };
+  for (const Shape s : {Shape{2304, 5120, false}, Shape{1280, 5120, false}, Shape{2304, 5120, true},
+                        Shape{5120, 2304, true}, Shape{1000, 1152, false}, Shape{1000, 1152, true}}) {
+    const int64_t o = s.out, k = s.k, rows = 300;
+    RandomWeights rw(rng, 1, o, k, s.fp4);
+    if (!s.fp4)  // zeros and subnormal codes too (the kernel decodes them by their bits)
+      for (size_t i = 0; i < rw.w.size(); i += 7) rw.w[i] = static_cast<uint8_t>((rng() & 0x80) | rng() % 8);
+    LinearWeight lw{
+        s.fp4 ? LinearFormat::kFp4 : LinearFormat::kFp8, o, k,
+        TensorView::contiguous(const_cast<uint8_t*>(rw.w.data()), DType::kU8, {o, s.fp4 ? k / 2 : k}),
+        TensorView::contiguous(const_cast<uint8_t*>(rw.ws.data()), DType::kU8, {s.fp4 ? o : (o + 31) / 32, k / 32})};
+    uint8_t *dw = testing::to_device(rw.w), *dws = testing::to_device(rw.ws);
+    const std::vector<uint16_t> x = testing::random_bf16(rows * k, 300 + s.out, 2.0f);
+    DeviceBuffer<uint16_t> dx(x.size()), dop(x.size()), dy(rows * o);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::QuantizeInputParams q;
+    q.x = dx.p, q.x_stride = k, q.operand = dop.p, q.n = static_cast<int>(rows), q.k = static_cast<int>(k);
+    ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+    const auto run = [&](int64_t first, int64_t n, cuda::LinearKernel kernel) {
+      ASSERT_EQ(cudaMemset(dy.p, 0xFF, rows * o * 2), cudaSuccess);  // the poison: every output must be written
+      cuda::BlockLinearParams p;
+      p.op[0] = {.w = dw, .w_scales = dws, .y = dy.p, .x_operand = dop.p + first * k};
+      p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k;
+      p.s_stride = rw.s_stride, p.out = static_cast<int>(o), p.y_stride = o, p.kernel = kernel;
+      ASSERT_TRUE(cuda::wgmma_applies(p));
+      ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+    };
+    const auto rows_of = [&](int64_t n) { return testing::from_device(dy.p, n * o); };
+    const char* name = s.fp4 ? "fp4" : "fp8";
+    run(0, rows, cuda::LinearKernel::kAuto);  // from kMinRows rows the dispatch's choice
+    const std::vector<uint16_t> all = rows_of(rows);
+    for (const int64_t n : {int64_t{65}, int64_t{131}}) {  // one row tile and a partial one; two and a partial
+      std::vector<uint16_t> want(n * o);
+      cpu.linear({TensorView::contiguous(const_cast<uint16_t*>(x.data()), DType::kBF16, {n, k}), &lw,
+                  TensorView::contiguous(want.data(), DType::kBF16, {n, o})});
+      const std::vector<uint16_t> got(all.begin(), all.begin() + n * o);
+      const Agreement a = agreement(got, want, kWgmmaRmsTolerance);
+      EXPECT_EQ(a.outside, 0) << name << " " << o << "x" << k << " n=" << n;
+      EXPECT_GE(a.equal, static_cast<int>(got.size() * kWgmmaBitEqual)) << name << " " << o << "x" << k;
+      std::printf("%s %5ld x %5ld n=%ld wgmma   : %5.1f %% bit-equal, max %d ulp, max |error| / rms %.2g\n", name,
+                  static_cast<long>(o), static_cast<long>(k), static_cast<long>(n), 100.0 * a.equal / got.size(),
+                  a.worst, a.max_rel);
+    }
+    for (const auto& [first, n, kernel] : {std::tuple{int64_t{0}, int64_t{65}, cuda::LinearKernel::kAuto},
+                                           {int64_t{37}, int64_t{200}, cuda::LinearKernel::kAuto},
+                                           {int64_t{130}, int64_t{1}, cuda::LinearKernel::kWgmma}}) {
+      run(first, n, kernel);
+      const std::vector<uint16_t> some = rows_of(n);
+      EXPECT_TRUE(std::equal(some.begin(), some.end(), all.begin() + first * o))
+          << name << " " << o << "x" << k << ": rows " << first << " .. " << first + n - 1
+          << " differ from the call of " << rows;
+    }
+    cudaFree(dw), cudaFree(dws);
+  }
+}
+
+// The routed experts of a prefill chunk: one wgmma launch over every expert's rows (sorted by
+// expert, counts in device memory) gives each expert's rows the bits of a call of their own; w1
+// and w3 share the launch (two parts), and entries without rows, or with an id outside the table,
+// write nothing.
+TEST(CudaLinear, ExpertsGroupedOnWarpgroupTensorCores) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(41);
+  const int64_t o = 1000, k = 1152, experts = 4;
+  const RandomWeights rw(rng, 2 * experts, o, k, /*fp4=*/true);
+  uint8_t *dw = testing::to_device(rw.w), *dws = testing::to_device(rw.ws);
+  std::vector<cuda::RoutedWeight> table(2 * experts);
+  for (int64_t m = 0; m < 2 * experts; ++m) table[m] = {dw + m * rw.w_bytes, dws + m * rw.s_bytes};
+  cuda::RoutedWeight* dtable = testing::to_device(table);
+  std::vector<uint8_t> maps(2 * experts * cuda::kTensorMapBytes + 64);  // the TMA's maps, 64-byte aligned
+  uint8_t* map0 = maps.data() + (64 - reinterpret_cast<uintptr_t>(maps.data()) % 64) % 64;
+  for (int64_t m = 0; m < 2 * experts; ++m)
+    ASSERT_TRUE(cuda::wgmma_weight_map(map0 + m * cuda::kTensorMapBytes, dw + m * rw.w_bytes, static_cast<int>(o),
+                                       static_cast<int>(k), k / 2, /*fp4=*/true));
+  uint8_t* dmaps = testing::to_device(std::vector<uint8_t>(map0, map0 + 2 * experts * cuda::kTensorMapBytes));
+  // Entries: expert 2 with 70 rows, an empty one, expert 0 with 200, expert 9 (outside), expert 3 with 5.
+  const std::vector<cuda::ExpertGroup> entries = {{2, 0, 70}, {1, 70, 0}, {0, 70, 200}, {9, 270, 3}, {3, 273, 5}};
+  const int64_t rows = 278;
+  cuda::ExpertGroup* dentries = testing::to_device(entries);
+  const std::vector<uint16_t> x = testing::random_bf16(rows * k, 77, 2.0f);
+  DeviceBuffer<uint16_t> dx(x.size()), dop(x.size()), dy(2 * rows * o), dalone(rows * o);
+  ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::QuantizeInputParams q;
+  q.x = dx.p, q.x_stride = k, q.operand = dop.p, q.n = static_cast<int>(rows), q.k = static_cast<int>(k);
+  ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dy.p, 0xFF, 2 * rows * o * 2), cudaSuccess);
+  cuda::BlockLinearParams p;
+  p.n = static_cast<int>(rows), p.k = static_cast<int>(k), p.out = static_cast<int>(o), p.fp4 = true;
+  p.w_stride = k / 2, p.s_stride = rw.s_stride, p.y_stride = o;
+  p.route_table = dtable, p.route_maps = dmaps, p.per_route = 2, p.route_count = static_cast<int>(experts);
+  p.expert_groups = dentries, p.groups = static_cast<int>(2 * entries.size()), p.max_group_rows = 4096;
+  p.op[0] = {.y = dy.p, .x_operand = dop.p};
+  p.op[1] = {.y = dy.p + rows * o, .x_operand = dop.p};
+  ASSERT_TRUE(cuda::wgmma_applies(p));
+  ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+  const std::vector<uint16_t> grouped = testing::from_device(dy.p, 2 * rows * o);
+  for (const cuda::ExpertGroup& e : entries)
+    for (int part = 0; part < 2; ++part) {
+      if (e.count == 0) continue;
+      const int64_t at = part * rows * o + e.first * o;
+      if (e.expert >= experts) {  // nothing written: the poison stays
+        EXPECT_TRUE(std::all_of(grouped.begin() + at, grouped.begin() + at + e.count * o,
+                                [](uint16_t v) { return v == 0xFFFF; }));
+        continue;
+      }
+      cuda::BlockLinearParams alone;
+      alone.n = e.count, alone.k = p.k, alone.out = p.out, alone.fp4 = true, alone.w_stride = p.w_stride;
+      alone.s_stride = p.s_stride, alone.y_stride = o, alone.kernel = cuda::LinearKernel::kWgmma;
+      const int64_t m = 2 * e.expert + part;
+      alone.op[0] = {
+          .w = dw + m * rw.w_bytes, .w_scales = dws + m * rw.s_bytes, .y = dalone.p, .x_operand = dop.p + e.first * k};
+      ASSERT_EQ(cuda::launch_block_linear(alone), cudaSuccess);
+      const std::vector<uint16_t> want = testing::from_device(dalone.p, e.count * o);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), grouped.begin() + at))
+          << "expert " << e.expert << " part " << part;
+    }
+  cudaFree(dw), cudaFree(dws), cudaFree(dtable), cudaFree(dentries), cudaFree(dmaps);
 }
 
 // The weights as bf16 for cuBLAS (a prefill chunk's linears): every code (but e4m3's NaN) times its

@@ -2,9 +2,11 @@
 // and the routed experts take. Views only (nothing is read), so it runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
+#include "backends/cuda/kernels/linear/wgmma_order.h"
 #include "backends/cuda/linear_dispatch.h"
 #include "backends/cuda/options.h"
 
@@ -46,7 +48,11 @@ TEST(LinearDispatch, OneLinear) {
   EXPECT_EQ(cuda::linear_path(args(fp8, 0), LinearKernel::kAuto), LinearPath::kNothing);
   EXPECT_EQ(cuda::linear_path(args(fp8, 1), LinearKernel::kAuto), LinearPath::kBlockScaled);
   EXPECT_EQ(cuda::linear_path(args(fp8, cuda::kTensorCoreRows - 1), LinearKernel::kAuto), LinearPath::kBlockScaled);
-  EXPECT_EQ(cuda::linear_path(args(fp8, cuda::kTensorCoreRows), LinearKernel::kAuto), LinearPath::kTensorCores);
+  EXPECT_EQ(cuda::linear_path(args(fp8, cuda::kTensorCoreRows), LinearKernel::kAuto), LinearPath::kBlockScaled)
+      << "a prefill chunk: the wgmma kernel, the weights as stored";
+  const LinearWeight fp8_as_bf16 = weight(LinearFormat::kFp8AsBf16, 256, 512, 0);
+  EXPECT_EQ(cuda::linear_path(args(fp8_as_bf16, cuda::kTensorCoreRows), LinearKernel::kAuto), LinearPath::kTensorCores);
+  EXPECT_EQ(cuda::linear_path(args(fp8_as_bf16, 64), LinearKernel::kAuto), LinearPath::kDense);
   EXPECT_EQ(cuda::linear_path(args(fp8, 512), LinearKernel::kMma), LinearPath::kBlockScaled) << "a forced kernel";
   EXPECT_EQ(cuda::linear_path(args(bf16, 1), LinearKernel::kAuto), LinearPath::kDense);
   EXPECT_EQ(cuda::linear_path(args(bf16, 64), LinearKernel::kAuto), LinearPath::kDense) << "a decode step of 64";
@@ -60,14 +66,13 @@ TEST(LinearDispatch, GroupsOfLinears) {
   const LinearWeight w1 = weight(LinearFormat::kFp4, 256, 512, 0), w3 = weight(LinearFormat::kFp4, 256, 512, 1 << 20);
   const LinearWeight other = weight(LinearFormat::kFp4, 128, 512, 2 << 20);
   const std::vector<LinearArgs> pair = {args(w1, 1, 0, 1 << 28), args(w3, 1, 0, 2 << 28)};
-  EXPECT_EQ(cuda::group_path(pair, LinearKernel::kAuto), GroupPath::kBlockScaled);
+  EXPECT_EQ(cuda::group_path(pair), GroupPath::kBlockScaled);
   const std::vector<LinearArgs> large = {args(w1, cuda::kTensorCoreRows, 0, 1 << 28),
                                          args(w3, cuda::kTensorCoreRows, 0, 2 << 28)};
-  EXPECT_EQ(cuda::group_path(large, LinearKernel::kAuto), GroupPath::kEach) << "each on cuBLAS";
-  EXPECT_EQ(cuda::group_path(large, LinearKernel::kFma), GroupPath::kBlockScaled);
+  EXPECT_EQ(cuda::group_path(large), GroupPath::kBlockScaled) << "one wgmma launch";
   const std::vector<LinearArgs> mixed = {args(w1, 1, 0, 1 << 28), args(other, 1, 0, 2 << 28)};
-  EXPECT_EQ(cuda::group_path(mixed, LinearKernel::kAuto), GroupPath::kEach);
-  EXPECT_EQ(cuda::group_path(std::vector<LinearArgs>{pair[0]}, LinearKernel::kAuto), GroupPath::kEach);
+  EXPECT_EQ(cuda::group_path(mixed), GroupPath::kEach);
+  EXPECT_EQ(cuda::group_path(std::vector<LinearArgs>{pair[0]}), GroupPath::kEach);
 
   // Dense weights of one shape on consecutive column blocks of one input and one output.
   const LinearWeight d0 = weight(LinearFormat::kBf16, 64, 128, 0), d1 = weight(LinearFormat::kBf16, 64, 128, 1 << 20);
@@ -78,12 +83,12 @@ TEST(LinearDispatch, GroupsOfLinears) {
     return LinearArgs{x, &w, y};
   };
   const std::vector<LinearArgs> diagonal = {block(d0, 0, 2, 3), block(d1, 1, 2, 3)};
-  EXPECT_EQ(cuda::group_path(diagonal, LinearKernel::kAuto), GroupPath::kBlockDiagonal);
+  EXPECT_EQ(cuda::group_path(diagonal), GroupPath::kBlockDiagonal);
   const std::vector<LinearArgs> apart = {block(d0, 0, 2, 3), block(d1, 0, 2, 3)};
-  EXPECT_EQ(cuda::group_path(apart, LinearKernel::kAuto), GroupPath::kEach);
+  EXPECT_EQ(cuda::group_path(apart), GroupPath::kEach);
   const std::vector<LinearArgs> prefill = {block(d0, 0, 2, cuda::kTensorCoreRows),
                                            block(d1, 1, 2, cuda::kTensorCoreRows)};
-  EXPECT_EQ(cuda::group_path(prefill, LinearKernel::kAuto), GroupPath::kEach);
+  EXPECT_EQ(cuda::group_path(prefill), GroupPath::kEach);
 }
 
 TEST(LinearDispatch, RoutedExperts) {
@@ -91,6 +96,9 @@ TEST(LinearDispatch, RoutedExperts) {
   EXPECT_TRUE(cuda::few_routed_tokens(1, 0)) << "one token always may";
   EXPECT_TRUE(cuda::few_routed_tokens(8, 8));
   EXPECT_FALSE(cuda::few_routed_tokens(9, 8));
+  EXPECT_FALSE(cuda::many_routed_tokens(cuda::kTensorCoreRows - 1, LinearKernel::kAuto));
+  EXPECT_TRUE(cuda::many_routed_tokens(cuda::kTensorCoreRows, LinearKernel::kAuto)) << "a prefill chunk";
+  EXPECT_FALSE(cuda::many_routed_tokens(4096, LinearKernel::kMma)) << "a forced kernel";
 
   std::vector<ExpertWeights> experts(4);
   for (size_t e = 0; e < experts.size(); ++e) {
@@ -114,8 +122,8 @@ TEST(LinearDispatch, RoutedExperts) {
   EXPECT_FALSE(cuda::experts_on_device(routed(6))) << "experts of two formats";
 }
 
-// DSINFER_CUDA_LINEAR as the CLI reads it: each kernel by name, anything else (wgmma, whose kernel
-// the backend no longer runs, a typo) or nothing is auto, the tiled kernel.
+// DSINFER_CUDA_LINEAR as the CLI reads it: each kernel by name, anything else (wgmma, which auto
+// picks by the row count, a typo) or nothing is auto.
 TEST(LinearDispatch, KernelSwitch) {
   const auto kernel = [](const char* value) {
     return CudaBackendOptions::from_switches(
@@ -129,6 +137,32 @@ TEST(LinearDispatch, KernelSwitch) {
   EXPECT_EQ(kernel("fma"), LinearKernel::kFma);
   EXPECT_EQ(kernel("wgmma"), LinearKernel::kAuto);
   EXPECT_EQ(kernel(nullptr), LinearKernel::kAuto);
+}
+
+// The wgmma kernel's K order: within each 64 a permutation (every column once), an even K index
+// and the next in adjacent columns (act_quant writes them as one word), and a thread's run of 4
+// codes at K 16c + 4j landing in wgmma's A-fragment columns 2c, 2c + 1, 2c + 8, 2c + 9 of step j.
+TEST(WgmmaOrder, EachSpanPermutedAsTheFragmentsRead) {
+  const int span = cuda::kWgmmaOrderSpan;
+  for (const int base : {0, span, 7 * span}) {
+    std::vector<int> seen(span, 0);
+    for (int k = base; k < base + span; ++k) {
+      const int col = cuda::wgmma_operand_column(k);
+      ASSERT_GE(col, base);
+      ASSERT_LT(col, base + span);
+      ++seen[col - base];
+      if (k % 2 == 0) {
+        EXPECT_EQ(cuda::wgmma_operand_column(k + 1), col + 1);
+      }
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    for (int c = 0; c < 4; ++c)
+      for (int j = 0; j < 4; ++j) {
+        const int k = base + 16 * c + 4 * j, step = base + 16 * j;
+        EXPECT_EQ(cuda::wgmma_operand_column(k), step + 2 * c);
+        EXPECT_EQ(cuda::wgmma_operand_column(k + 2), step + 2 * c + 8);
+      }
+  }
 }
 
 }  // namespace

@@ -75,7 +75,8 @@ CudaBackend::~CudaBackend() {
 }
 
 // Up to a decode step's rows every row-wise op runs kernels whose per-row sums do not depend on
-// the rows beside them; from kTensorCoreRows the linears go to cuBLAS, chosen by the row count.
+// the rows beside them; from kTensorCoreRows the linears take other kernels (wgmma, cuBLAS),
+// chosen by the row count.
 int64_t CudaBackend::max_invariant_rows() const {
   return cuda::kTensorCoreRows - 1;
 }

@@ -88,26 +88,26 @@ class CudaBackend final : public Backend {
     float* scales;
   };
   Quantized quant_scratch(int64_t rows, int64_t k);
-  // `rows` contiguous rows of k quantised into quant_scratch (the routed experts' inputs).
-  Quantized quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what);
+  // `rows` contiguous rows of k quantised into quant_scratch (the routed experts' inputs); for the
+  // wgmma kernel (wgmma_takes) as its operand, in the values' buffer, and nothing else.
+  Quantized quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what, bool wgmma = false);
   // A block-scaled launch of `groups` matrices shaped as w over n rows: its shape, the weights'
   // strides, outputs w.out apart, the backend's kernel choice and stream (operands: the caller's).
   cuda::BlockLinearParams block_params(const LinearWeight& w, int64_t groups, int64_t n) const;
   // The paths of linear_dispatch.h. Block-scaled weights of one format and shape with equal row
   // counts, in one launch after the input quantisation (each distinct input once).
   void block_linear(std::span<const LinearArgs> ops);
-  // cuBLAS; a block-scaled weight's input act_quant-ised on the way unless `input_quantised` says
-  // the caller did (the fake-quantised bf16 values).
-  void tensor_core_linear(const LinearArgs& a, bool input_quantised = false);
+  // cuBLAS (dense weights; fp8 read as bf16 dequantised first).
+  void tensor_core_linear(const LinearArgs& a);
   // Dense weights (bf16, or fp8 read as bf16) with double sums; several ops: one launch, op g
   // reading and writing the g-th column block of op 0's input and output (block-diagonal).
   void dense_linear(std::span<const LinearArgs> ops);
-  // routed_experts of up to routed_tokens tokens sorted by expert on the device, each used
-  // expert's rows in one grouped mma launch (routed_experts.cc).
+  // routed_experts of up to routed_tokens tokens, or of a prefill chunk, sorted by expert on the
+  // device, each used expert's rows in one grouped launch a matrix kind (routed_experts.cc).
   void grouped_routed_experts(const RoutedExpertsArgs& a, const cuda::ExpertTable& table);
-  // routed_experts of more tokens (a prefill chunk): grouped by expert on the host (composite.h's
-  // group_by_expert), each expert's matrices on the path linear_dispatch.h picks for its rows, the
-  // inputs of those on cuBLAS quantised once for all experts, the outputs added in one launch.
+  // routed_experts of tokens the device cannot group (a table it cannot index, or a step size
+  // between the two above): grouped by expert on the host (composite.h's group_by_expert), each
+  // expert's matrices on the path linear_dispatch.h picks for its rows, the outputs added in one launch.
   void routed_experts_grouped_on_host(const RoutedExpertsArgs& a);
 
   CudaBackendOptions options_;
@@ -120,7 +120,7 @@ class CudaBackend final : public Backend {
   // runs beside the main stream's ops, so it has buffers of its own.
   struct StreamScratch {
     cuda::Scratch quant_values, quant_codes, quant_scales;  // block-scaled inputs (QuantizeInputParams)
-    cuda::Scratch dense_x, hc_mix, tc_weights, tc_inputs, attn_scores, router_logits;
+    cuda::Scratch dense_x, hc_mix, tc_weights, attn_scores, router_logits;
     cuda::Scratch routed_gate, routed_up, routed_act, routed_out;  // the routed experts' rows
     cuda::Scratch routed_x, routed_order;  // the grouped experts' sorted inputs, their tokens and groups
     cuda::Scratch markov;                  // the Markov chain's best column of each tile

@@ -32,7 +32,7 @@ void CudaBackend::linear(const LinearArgs& a) {
 }
 
 void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
-  switch (cuda::group_path(a.ops, options_.linear_kernel)) {
+  switch (cuda::group_path(a.ops)) {
     case cuda::GroupPath::kBlockScaled:
       return block_linear(a.ops);
     case cuda::GroupPath::kBlockDiagonal:
@@ -90,28 +90,34 @@ void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
   }
   const size_t m = inputs.size();
   const auto [values, codes, scales] = quant_scratch(static_cast<int64_t>(m) * n, k);
+  // The wgmma kernel reads the inputs as bf16 values in its K order (in the values' buffer), the
+  // others as codes, scales and fp16 values.
+  const bool wgmma = cuda::wgmma_takes(p);
   for (size_t i = 0; i < m;) {
     size_t run = 1;  // inputs i .. i + run - 1 are consecutive rows of one array
     while (i + run < m && x_stride == k && inputs[i + run] == inputs[i] + run * n * k) ++run;
-    launched(cuda::launch_quantize_input({.x = inputs[i],
-                                          .x_stride = x_stride,
-                                          .values = values + i * n * k,
-                                          .codes = codes + i * n * k,
-                                          .scales = scales + i * n * (k / 32),
-                                          .n = static_cast<int>(run * n),
-                                          .k = static_cast<int>(k),
-                                          .stream = stream_}),
-             "linear (input quantisation)");
+    cuda::QuantizeInputParams q{.x = inputs[i],
+                                .x_stride = x_stride,
+                                .n = static_cast<int>(run * n),
+                                .k = static_cast<int>(k),
+                                .stream = stream_};
+    if (wgmma)
+      q.operand = values + i * n * k;
+    else
+      q.values = values + i * n * k, q.codes = codes + i * n * k, q.scales = scales + i * n * (k / 32);
+    launched(cuda::launch_quantize_input(q), "linear (input quantisation)");
     i += run;
   }
   for (size_t g = 0; g < ops.size(); ++g) {
     const int64_t at = slot[g];
-    p.op[g] = {.x_values = values + at * n * k,
-               .x_scales = scales + at * n * (k / 32),
-               .w = ops[g].w->weight.as<const uint8_t>(),
+    p.op[g] = {.w = ops[g].w->weight.as<const uint8_t>(),
                .w_scales = ops[g].w->scale.as<const uint8_t>(),
-               .y = ops[g].out.as<uint16_t>(),
-               .x_codes = codes + at * n * k};
+               .y = ops[g].out.as<uint16_t>()};
+    if (wgmma)
+      p.op[g].x_operand = values + at * n * k;
+    else
+      p.op[g].x_values = values + at * n * k, p.op[g].x_scales = scales + at * n * (k / 32),
+      p.op[g].x_codes = codes + at * n * k;
   }
   launched(cuda::launch_block_linear(p), "linear");
 }
@@ -146,10 +152,9 @@ void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {
   launched(cuda::launch_dense_linear(p), "linear (dense)");
 }
 
-void CudaBackend::tensor_core_linear(const LinearArgs& a, bool input_quantised) {
+void CudaBackend::tensor_core_linear(const LinearArgs& a) {
   const LinearWeight& w = *a.w;
   const int64_t n = a.x.size(0), k = w.in, o = w.out;
-  const bool block_scaled = is_block_scaled(w.format);
   if (!scratch_->cublas) {
     DSINFER_CHECK(cublasCreate(&scratch_->cublas) == CUBLAS_STATUS_SUCCESS, "cuBLAS could not start");
   }
@@ -157,13 +162,13 @@ void CudaBackend::tensor_core_linear(const LinearArgs& a, bool input_quantised) 
                 "cuBLAS stream");  // a capture's, maybe
   const uint16_t* wb = w.weight.as<const uint16_t>();
   int64_t ldw = w.weight.stride[0];
-  if (block_scaled || w.format == LinearFormat::kFp8AsBf16) {  // the weights as bf16, exactly
+  if (w.format == LinearFormat::kFp8AsBf16) {  // the weights as bf16, exactly
     auto* dequantised = static_cast<uint16_t*>(scratch(scratch_->tc_weights, o * k * 2));
     launched(cuda::launch_dequant_weight({.codes = w.weight.as<const uint8_t>(),
                                           .w_stride = w.weight.stride[0],
                                           .scales = w.scale.as<const uint8_t>(),
                                           .s_stride = w.scale.stride[0],
-                                          .fp4 = w.format == LinearFormat::kFp4,
+                                          .fp4 = false,
                                           .out = dequantised,
                                           .rows = static_cast<int>(o),
                                           .k = static_cast<int>(k),
@@ -172,13 +177,7 @@ void CudaBackend::tensor_core_linear(const LinearArgs& a, bool input_quantised) 
     wb = dequantised, ldw = k;
   }
   const uint16_t* xb = a.x.as<const uint16_t>();
-  int64_t ldx = a.x.stride[0];
-  if (block_scaled && !input_quantised) {  // the input as act_quant leaves it: code * scale, exact in bf16
-    auto* xq = static_cast<uint16_t*>(scratch(scratch_->tc_inputs, n * k * 2));
-    cuda::check_cuda(cudaMemcpy2DAsync(xq, k * 2, xb, ldx * 2, k * 2, n, cudaMemcpyDeviceToDevice, stream_), "linear");
-    launched(cuda::launch_act_quant({.x = xq, .fake = xq, .n = n * k, .stream = stream_}), "linear (input act_quant)");
-    xb = xq, ldx = k;
-  }
+  const int64_t ldx = a.x.stride[0];
   const float one = 1.0f, zero = 0.0f;
   const bool y32 = a.out.dtype == DType::kF32;
   // Row-major Y[n, o] = X[n, k] W[o, k]^T is column-major Y^T = W^T(op T of W's storage) X^T.

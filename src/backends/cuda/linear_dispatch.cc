@@ -6,23 +6,22 @@
 namespace dsinfer::cuda {
 namespace {
 
-// cuBLAS takes bf16 inputs, bf16 or f32 outputs, K in whole blocks, and weights it can read as
-// bf16 (block-scaled and fp8 ones dequantised first); a forced kernel keeps every batch off it.
+// cuBLAS takes bf16 inputs, bf16 or f32 outputs, K in whole blocks, and dense weights it can read
+// as bf16 (fp8 ones dequantised first); a forced kernel keeps every batch off it.
 bool tensor_cores_take(const LinearArgs& a, LinearKernel forced) {
   const LinearWeight& w = *a.w;
-  const bool dequantised = is_block_scaled(w.format) || w.format == LinearFormat::kFp8AsBf16;
   return forced == LinearKernel::kAuto && a.x.dtype == DType::kBF16 && w.in % 32 == 0 &&
-         (a.out.dtype == DType::kBF16 || a.out.dtype == DType::kF32) && (dequantised || w.weight.dtype == DType::kBF16);
+         (a.out.dtype == DType::kBF16 || a.out.dtype == DType::kF32) && !is_block_scaled(w.format) &&
+         (w.format == LinearFormat::kFp8AsBf16 || w.weight.dtype == DType::kBF16);
 }
 
 // Block-scaled weights of one format and shape, inputs and outputs of one row count and stride:
-// one launch (each distinct input quantised once). Large batches go to cuBLAS one by one instead.
-bool one_block_scaled_launch(std::span<const LinearArgs> ops, LinearKernel forced) {
+// one launch (each distinct input quantised once).
+bool one_block_scaled_launch(std::span<const LinearArgs> ops) {
   if (ops.size() < 2 || ops.size() > static_cast<size_t>(kMaxLinearGroups)) return false;
   const LinearArgs& o0 = ops[0];
   const LinearWeight& w0 = *o0.w;
   if (!is_block_scaled(w0.format) || o0.x.size(0) == 0) return false;
-  if (o0.x.size(0) >= kTensorCoreRows && forced == LinearKernel::kAuto) return false;
   for (const LinearArgs& op : ops) {
     const LinearWeight& w = *op.w;
     if (w.format != w0.format || w.in != w0.in || w.out != w0.out || w.weight.stride[0] != w0.weight.stride[0] ||
@@ -68,10 +67,14 @@ LinearPath linear_path(const LinearArgs& a, LinearKernel forced) {
   return is_block_scaled(a.w->format) ? LinearPath::kBlockScaled : LinearPath::kDense;
 }
 
-GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced) {
-  if (one_block_scaled_launch(ops, forced)) return GroupPath::kBlockScaled;
+GroupPath group_path(std::span<const LinearArgs> ops) {
+  if (one_block_scaled_launch(ops)) return GroupPath::kBlockScaled;
   if (ops.size() > 1 && block_diagonal_dense(ops)) return GroupPath::kBlockDiagonal;
   return GroupPath::kEach;
+}
+
+bool many_routed_tokens(int64_t n, LinearKernel forced) {
+  return n >= kTensorCoreRows && forced == LinearKernel::kAuto;
 }
 
 bool few_routed_tokens(int64_t n, int64_t routed_tokens) {

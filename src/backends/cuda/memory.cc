@@ -68,17 +68,16 @@ CudaBackend::Quantized CudaBackend::quant_scratch(int64_t rows, int64_t k) {
           static_cast<float*>(scratch(scratch_->quant_scales, rows * (k / 32) * 4))};
 }
 
-CudaBackend::Quantized CudaBackend::quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what) {
+CudaBackend::Quantized CudaBackend::quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what,
+                                                  bool wgmma) {
   const Quantized q = quant_scratch(rows, k);
-  launched(cuda::launch_quantize_input({.x = x,
-                                        .x_stride = k,
-                                        .values = q.values,
-                                        .codes = q.codes,
-                                        .scales = q.scales,
-                                        .n = static_cast<int>(rows),
-                                        .k = static_cast<int>(k),
-                                        .stream = stream_}),
-           what);
+  cuda::QuantizeInputParams p{
+      .x = x, .x_stride = k, .n = static_cast<int>(rows), .k = static_cast<int>(k), .stream = stream_};
+  if (wgmma)
+    p.operand = q.values;
+  else
+    p.values = q.values, p.codes = q.codes, p.scales = q.scales;
+  launched(cuda::launch_quantize_input(p), what);
   return q;
 }
 

@@ -4,8 +4,10 @@
 // matrix. The tiled kernel's per-row sums do not depend on the rows beside them, so a token's
 // outputs are the same bits on either path. With the fma or gemv kernel forced (they take one
 // row a group) every token runs on its own; with the exact kernels, up to kExactTokenByToken.
-// Steps of more tokens (prefill chunks) read the choice back and group the tokens by expert on the
-// host, to give each expert's rows to cuBLAS or the block-scaled kernels by their count.
+// A prefill chunk's tokens (many_routed_tokens) are sorted by expert on the device too, and each
+// matrix kind runs as one grouped launch of the wgmma kernel. Tables the device cannot index, and
+// step sizes between the two (DSINFER_CUDA_ROUTED_TOKENS below 64), read the choice back and group
+// the tokens by expert on the host.
 #include "backends/cuda/routed_experts.h"
 
 #include <algorithm>
@@ -28,8 +30,35 @@ namespace dsinfer {
 namespace cuda {
 
 ExpertTables::~ExpertTables() {
-  for (ExpertTable& t : tables_) cudaFree(t.device);
+  for (ExpertTable& t : tables_) cudaFree(t.device), cudaFree(t.maps);
 }
+
+namespace {
+
+// The experts' weights as the wgmma kernel's tensor maps (linear_wgmma.cu), in device memory; null
+// if some weight's layout keeps them from the TMA.
+void* weight_maps(std::span<const ExpertWeights> experts) {
+  struct alignas(64) Map {
+    uint8_t bytes[kTensorMapBytes];
+  };
+  const size_t count = experts.size();
+  std::vector<Map> host(3 * count);
+  for (size_t e = 0; e < count; ++e) {
+    const ExpertWeights& ew = experts[e];
+    for (const auto& [w, at] : {std::pair{&ew.w1, 2 * e}, {&ew.w3, 2 * e + 1}, {&ew.w2, 2 * count + e}}) {
+      const bool fp4 = w->format == LinearFormat::kFp4;
+      if (!wgmma_weight_map(host[at].bytes, w->weight.as<const uint8_t>(), static_cast<int>(w->out),
+                            static_cast<int>(w->in), w->weight.stride[0], fp4))
+        return nullptr;
+    }
+  }
+  void* device = nullptr;
+  check_cuda(cudaMalloc(&device, host.size() * sizeof(Map)), "expert tensor maps");
+  check_cuda(cudaMemcpy(device, host.data(), host.size() * sizeof(Map), cudaMemcpyHostToDevice), "expert tensor maps");
+  return device;
+}
+
+}  // namespace
 
 const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a) {
   const std::span<const ExpertWeights> experts = a.experts;
@@ -58,6 +87,7 @@ const ExpertTable& ExpertTables::find(const RoutedExpertsArgs& a) {
     check_cuda(cudaMalloc(&t.device, host.size() * sizeof(RoutedWeight)), "route table");
     check_cuda(cudaMemcpy(t.device, host.data(), host.size() * sizeof(RoutedWeight), cudaMemcpyHostToDevice),
                "route table");
+    t.maps = weight_maps(experts);
   }
   // Capture consults this (CudaStepGraphs' may_capture): the first decode step makes the tables
   // as it runs uncaptured, so the answer is known before any capture begins.
@@ -73,23 +103,27 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   DSINFER_CHECK(a.first_expert == 0, "routed_experts: a table from expert {} (expert parallelism) on the GPU",
                 a.first_expert);
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
-  if (!cuda::few_routed_tokens(n, options_.routed_tokens)) {
+  const cuda::LinearKernel forced = options_.linear_kernel;
+  const bool many = cuda::many_routed_tokens(n, forced);
+  if (!many && !cuda::few_routed_tokens(n, options_.routed_tokens)) {
     // The sums' launch takes up to moe_config::kMaxK experts a token (V4.1 chooses 6).
     k <= cuda::moe_config::kMaxK ? routed_experts_grouped_on_host(a) : routed_experts_by_expert(*this, a);
     return;
   }
   const cuda::ExpertTable* table = &experts_.find(a);
   if (!table->on_device) {
-    routed_experts_by_expert(*this, a);
+    if (many && k <= cuda::moe_config::kMaxK)
+      routed_experts_grouped_on_host(a);
+    else
+      routed_experts_by_expert(*this, a);
     return;
   }
   check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
   DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32 &&
                     a.acc.is_contiguous() && a.x.stride[1] == 1,
                 "routed_experts: contiguous choices, an f32 accumulator");
-  const cuda::LinearKernel forced = options_.linear_kernel;
   const bool tiled = forced == cuda::LinearKernel::kAuto || forced == cuda::LinearKernel::kTiled;
-  if ((tiled && n > 1) || (forced == cuda::LinearKernel::kExact && n > kExactTokenByToken) ||
+  if (many || (tiled && n > 1) || (forced == cuda::LinearKernel::kExact && n > kExactTokenByToken) ||
       forced == cuda::LinearKernel::kMma) {
     grouped_routed_experts(a, *table);
     return;
@@ -179,31 +213,38 @@ void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda:
   gather_rows({a.x, TensorView::contiguous(token, DType::kI32, {m}, Device::kCuda),
                TensorView::contiguous(xs, DType::kBF16, {m, dim}, Device::kCuda)});
   // One launch a matrix kind over every used expert's rows; `parts` matrices share the input.
-  const auto grouped = [&](const uint16_t* x, int64_t in, const LinearWeight& w, const cuda::RoutedWeight* entries,
+  const auto grouped = [&](const uint16_t* x, int64_t in, const LinearWeight& w, int64_t first,
                            std::initializer_list<uint16_t*> outs) {
-    const auto [values, codes, scales] = quantize_rows(x, m, in, "routed experts (input quantisation)");
     cuda::BlockLinearParams p = block_params(w, max_groups * static_cast<int64_t>(outs.size()), m);
-    p.route_table = entries, p.per_route = static_cast<int>(outs.size()), p.route_count = static_cast<int>(experts);
+    p.route_table = table.device + first, p.per_route = static_cast<int>(outs.size());
+    p.route_count = static_cast<int>(experts);
+    if (table.maps) p.route_maps = static_cast<const uint8_t*>(table.maps) + first * cuda::kTensorMapBytes;
     p.expert_groups = groups, p.max_group_rows = static_cast<int>(n);  // an expert takes a token once
+    const bool wgmma = cuda::wgmma_takes(p);
+    const auto [values, codes, scales] = quantize_rows(x, m, in, "routed experts (input quantisation)", wgmma);
     int part = 0;
-    for (uint16_t* y : outs) p.op[part++] = {.x_values = values, .x_scales = scales, .y = y, .x_codes = codes};
+    for (uint16_t* y : outs)
+      p.op[part++] = wgmma ? cuda::LinearOperands{.y = y, .x_operand = values}
+                           : cuda::LinearOperands{.x_values = values, .x_scales = scales, .y = y, .x_codes = codes};
     launched(cuda::launch_block_linear(p), "routed experts");
   };
-  grouped(xs, dim, w1, table.device, {gate, up});
+  grouped(xs, dim, w1, 0, {gate, up});
   swiglu({TensorView::contiguous(gate, DType::kBF16, {m, ff}, Device::kCuda),
           TensorView::contiguous(up, DType::kBF16, {m, ff}, Device::kCuda),
           TensorView::contiguous(weight, DType::kF32, {m}, Device::kCuda), a.swiglu_limit,
           TensorView::contiguous(act, DType::kBF16, {m, ff}, Device::kCuda)});
-  grouped(act, ff, w2, table.device + 2 * experts, {o});
-  launched(cuda::launch_routed_combine({.o = o,
-                                        .rows = row,
-                                        .indices = a.indices.as<const int32_t>(),
-                                        .acc = a.acc.as<float>(),
-                                        .n = static_cast<int>(n),
-                                        .k = static_cast<int>(k),
-                                        .dim = static_cast<int>(dim),
-                                        .stream = stream_}),
-           "routed experts (sum)");
+  grouped(act, ff, w2, 2 * experts, {o});
+  for (int64_t t0 = 0; t0 < n; t0 += cuda::kMaxCombineTokens) {  // in pieces of the launch's most tokens
+    launched(cuda::launch_routed_combine({.o = o,
+                                          .rows = row + t0 * k,
+                                          .indices = a.indices.as<const int32_t>() + t0 * k,
+                                          .acc = a.acc.as<float>() + t0 * dim,
+                                          .n = static_cast<int>(std::min(n - t0, cuda::kMaxCombineTokens)),
+                                          .k = static_cast<int>(k),
+                                          .dim = static_cast<int>(dim),
+                                          .stream = stream_}),
+             "routed experts (sum)");
+  }
 }
 
 void CudaBackend::routed_experts_grouped_on_host(const RoutedExpertsArgs& a) {
@@ -224,52 +265,22 @@ void CudaBackend::routed_experts_grouped_on_host(const RoutedExpertsArgs& a) {
                         o = rows(m * dim);
   gather_rows({a.x, tokens.view(DType::kI32, {m}), xe.view(DType::kBF16, {m, dim})});
 
-  // Expert e's rows of an [m, cols] array, and whether a matrix over them goes to cuBLAS.
+  // Expert e's rows of an [m, cols] array.
   const auto part = [&](const DeviceArray<uint16_t>& v, size_t e, int64_t cols) {
     return v.view(DType::kBF16, {groups.rows_of(e), cols}, groups.first[e] * cols);
   };
-  const auto on_tensor_cores = [&](const LinearArgs& op) {
-    return cuda::linear_path(op, options_.linear_kernel) == cuda::LinearPath::kTensorCores;
-  };
-  // The inputs of the matrices on cuBLAS, act_quant-ised (fake, exact in bf16) in one launch for
-  // every expert instead of a copy and a launch per matrix.
-  const auto fake_quantised = [&](const DeviceArray<uint16_t>& x, int64_t cols) {
-    DeviceArray<uint16_t> q = rows(m * cols);
-    launched(cuda::launch_act_quant({.x = x.data(), .fake = q.data(), .n = m * cols, .stream = stream_}),
-             "routed experts (input act_quant)");
-    return q;
-  };
-  const auto run = [&](std::span<const LinearArgs> ops, const DeviceArray<uint16_t>* quantised, size_t e) {
-    if (!on_tensor_cores(ops[0])) return grouped_linear({ops});
-    for (const LinearArgs& op : ops)
-      tensor_core_linear({part(*quantised, e, op.w->in), op.w, op.out}, /*input_quantised=*/true);
-  };
   const size_t experts = a.experts.size();
-  const auto any_on_tensor_cores = [&](auto op_of) {
-    for (size_t e = 0; e < experts; ++e)
-      if (groups.rows_of(e) > 0 && on_tensor_cores(op_of(e))) return true;
-    return false;
-  };
-  const auto up_op = [&](size_t e, const LinearWeight& w, const DeviceArray<uint16_t>& y) {
-    return LinearArgs{part(xe, e, dim), &w, part(y, e, ff)};
-  };
-  const auto down_op = [&](size_t e) { return LinearArgs{part(act, e, ff), &a.experts[e].w2, part(o, e, dim)}; };
-
-  DeviceArray<uint16_t> xq;
-  if (any_on_tensor_cores([&](size_t e) { return up_op(e, a.experts[e].w1, gate); })) xq = fake_quantised(xe, dim);
   for (size_t e = 0; e < experts; ++e) {
     if (groups.rows_of(e) == 0) continue;
-    const LinearArgs ops[] = {up_op(e, a.experts[e].w1, gate), up_op(e, a.experts[e].w3, up)};
-    run(ops, &xq, e);
+    const LinearArgs ops[] = {{part(xe, e, dim), &a.experts[e].w1, part(gate, e, ff)},
+                              {part(xe, e, dim), &a.experts[e].w3, part(up, e, ff)}};
+    grouped_linear({ops});
   }
   swiglu({gate.view(DType::kBF16, {m, ff}), up.view(DType::kBF16, {m, ff}), weights.view(DType::kF32, {m}),
           a.swiglu_limit, act.view(DType::kBF16, {m, ff})});
-  DeviceArray<uint16_t> actq;
-  if (any_on_tensor_cores(down_op)) actq = fake_quantised(act, ff);
   for (size_t e = 0; e < experts; ++e) {
     if (groups.rows_of(e) == 0) continue;
-    const LinearArgs ops[] = {down_op(e)};
-    run(ops, &actq, e);
+    linear({part(act, e, ff), &a.experts[e].w2, part(o, e, dim)});
   }
   // Each token's experts added in ascending id (the order of routed_experts_by_expert's adds), in
   // pieces of the launch's most tokens.

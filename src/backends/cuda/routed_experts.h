@@ -26,6 +26,10 @@ struct ExpertTable {
   /// by expert, which reads the choice back.
   bool on_device = false;
   RoutedWeight* device = nullptr;  // the table in device memory (on_device only)
+  /// The same weights as the wgmma kernel's TMA tensor maps (kTensorMapBytes each, the same
+  /// indexing), for prefill chunks; null where the TMA cannot read them (their steps then take the
+  /// tiled kernel).
+  void* maps = nullptr;
 };
 
 /// The tables of the MoE layers seen, each made at the layer's first call of a few tokens (the

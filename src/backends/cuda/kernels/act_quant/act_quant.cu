@@ -12,6 +12,7 @@
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/act_quant/config.h"
+#include "backends/cuda/kernels/linear/wgmma_order.h"
 
 namespace dsinfer::cuda {
 namespace {
@@ -30,6 +31,7 @@ struct Fp8ActQuantArgs {
   uint8_t* codes = nullptr;        // [rows, k] e4m3, contiguous
   uint8_t* scale_bytes = nullptr;  // [rows * k / 32] e8m0
   float* scales = nullptr;         // [rows * k / 32] the scales as floats
+  uint16_t* operand = nullptr;     // [rows, k] bf16 code * scale in wgmma_order.h's K order, contiguous
   cudaStream_t stream = nullptr;
 };
 
@@ -81,6 +83,9 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
         if (p.fake) p.fake[at + v] = static_cast<uint16_t>(fake[v / 2] >> (16 * (v % 2)));
       }
     }
+    if (p.operand)  // a pair of consecutive K indices (the first even) stays a pair in that order
+      for (int v = 0; v < 4; ++v)
+        *reinterpret_cast<uint32_t*>(p.operand + i * p.k + wgmma_operand_column(static_cast<int>(c) + 2 * v)) = fake[v];
   }
 }
 
@@ -89,6 +94,7 @@ cudaError_t launch_fp8_act_quant(const Fp8ActQuantArgs& p) {
   const auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
   const bool vector =
       aligned(p.x, 16) && p.x_stride % 8 == 0 && aligned(p.fake, 16) && aligned(p.values, 16) && aligned(p.codes, 8);
+  if (p.operand && (p.k % kWgmmaOrderSpan != 0 || !aligned(p.operand, 4))) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((p.k / 8 + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<int64_t>(p.rows, 65535)));
   if (vector) return launch_kernel(sm90_fp8_act_quant<true>, grid, kThreads, 0, p.stream, p);
@@ -143,7 +149,7 @@ cudaError_t launch_quantize_input(const QuantizeInputParams& p) {
   if (p.k % kGroup != 0 || p.k <= 0 || p.n < 0) return cudaErrorInvalidValue;
   Fp8ActQuantArgs a;
   a.x = p.x, a.x_stride = p.x_stride, a.rows = p.n, a.k = p.k;
-  a.values = p.values, a.codes = p.codes, a.scales = p.scales, a.stream = p.stream;
+  a.values = p.values, a.codes = p.codes, a.scales = p.scales, a.operand = p.operand, a.stream = p.stream;
   return launch_fp8_act_quant(a);
 }
 

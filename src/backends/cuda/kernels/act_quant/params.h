@@ -24,7 +24,10 @@ struct QuantizeInputParams {
   uint16_t* values = nullptr;  // [n, k] fp16: the e4m3 code values, unscaled (exact in fp16); may be null
   uint8_t* codes = nullptr;    // [n, k] the e4m3 codes; may be null
   float* scales = nullptr;     // [n, k / 32] the power-of-two scales; may be null
-  int n = 0, k = 0;            // k a multiple of 32
+  // [n, k] bf16 code * scale (exact) in the wgmma kernel's K order (kernels/linear/wgmma_order.h;
+  // k a multiple of its span); may be null
+  uint16_t* operand = nullptr;
+  int n = 0, k = 0;  // k a multiple of 32
   cudaStream_t stream = nullptr;
 };
 

@@ -1,4 +1,5 @@
-// Weights as bf16 for cuBLAS's tensor-core GEMM (the large-batch path of CudaBackend::linear).
+// Weights as bf16 for cuBLAS's tensor-core GEMM (the large-batch path of CudaBackend::linear for
+// fp8 read as bf16: wo_a), and fp4 ones for the kernel benchmark's comparison.
 // Framework-free (nvcc compiles it in .cu files).
 #pragma once
 

@@ -40,7 +40,8 @@ __device__ inline bool expert_group_operands(const BlockLinearParams& p, int gro
         .w = w.w,
         .w_scales = w.w_scales,
         .y = sorted.y + static_cast<int64_t>(e.first) * p.y_stride,
-        .x_codes = sorted.x_codes ? sorted.x_codes + static_cast<int64_t>(e.first) * p.k : nullptr};
+        .x_codes = sorted.x_codes ? sorted.x_codes + static_cast<int64_t>(e.first) * p.k : nullptr,
+        .x_operand = sorted.x_operand ? sorted.x_operand + static_cast<int64_t>(e.first) * p.k : nullptr};
   n = e.count;
   return true;
 }

@@ -2,6 +2,7 @@
 // CUDA-core kernel's launch (linear_fma.cuh).
 #include <algorithm>
 
+#include "backends/cuda/kernels/linear/config.h"
 #include "backends/cuda/kernels/linear/kernels.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/kernels/linear/linear_fma.cuh"
@@ -16,6 +17,10 @@ cudaError_t launch_block_linear_fma(const BlockLinearParams& p) {
 
 cudaError_t launch_block_linear(const BlockLinearParams& p) {
   if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1) return cudaErrorInvalidValue;
+  // Auto: from wgmma_kernel::kMinRows rows (a grouped call: tokens) the wgmma kernel where it
+  // takes the shape, else the tiled kernel; either's row sums do not depend on the other rows.
+  if (wgmma_takes(p)) return launch_block_linear_wgmma(p);
+  if (p.kernel == LinearKernel::kWgmma) return cudaErrorInvalidValue;
   if (p.expert_groups) {  // row counts on the device
     if (p.out == 0) return cudaSuccess;
     const bool exact = p.kernel == LinearKernel::kMma || p.kernel == LinearKernel::kExact;
@@ -24,9 +29,10 @@ cudaError_t launch_block_linear(const BlockLinearParams& p) {
   if (p.groups > kMaxLinearGroups) return cudaErrorInvalidValue;
   if (p.n == 0 || p.out == 0) return cudaSuccess;
   LinearKernel kernel = p.kernel;
-  // Auto: the tiled kernel for every row count, so that a row's sums are the same whatever the
-  // batch (one kernel, split by shape). gemv, fma and mma equal the CPU's exact block sums and stay
-  // for comparisons (DSINFER_CUDA_LINEAR); a forced kGemv where it does not apply runs as kExact would.
+  // Auto below kMinRows: the tiled kernel for every row count, so that a row's sums are the same
+  // whatever the batch (one kernel, split by shape). gemv, fma and mma equal the CPU's exact block
+  // sums and stay for comparisons (DSINFER_CUDA_LINEAR); a forced kGemv where it does not apply runs
+  // as kExact would.
   if (kernel == LinearKernel::kGemv && !gemv_applies(p)) kernel = LinearKernel::kExact;
   if (kernel == LinearKernel::kExact)
     kernel = p.n > 1 ? LinearKernel::kMma : gemv_applies(p) ? LinearKernel::kGemv : LinearKernel::kFma;
@@ -45,6 +51,7 @@ cudaError_t launch_block_linear(const BlockLinearParams& p) {
       return launch_block_linear_tiled(p);
     case LinearKernel::kAuto:
     case LinearKernel::kExact:
+    case LinearKernel::kWgmma:
       break;
   }
   return cudaErrorInvalidValue;

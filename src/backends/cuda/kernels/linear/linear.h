@@ -32,4 +32,13 @@ inline bool bf16_rows_aligned(const void* x, int64_t stride) {
 /// kMaxLinearGroups (a grouped call, p.expert_groups: any number of groups, on the mma kernel).
 cudaError_t launch_block_linear(const BlockLinearParams& p);
 
+/// Whether launch_block_linear runs the wgmma kernel for this call (its kernel, shape and row
+/// count): its activations are then wanted as LinearOperands::x_operand (QuantizeInputParams::operand).
+bool wgmma_takes(const BlockLinearParams& p);
+
+/// The TMA tensor map (kTensorMapBytes at `map`) through which the wgmma kernel reads weights [out,
+/// k] (fp8, or fp4 [out, k / 2]) with rows w_stride bytes apart: what a grouped call's
+/// route_maps hold. false where the TMA cannot read them (alignment, strides).
+bool wgmma_weight_map(void* map, const uint8_t* w, int out, int k, int64_t w_stride, bool fp4);
+
 }  // namespace dsinfer::cuda

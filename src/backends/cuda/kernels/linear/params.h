@@ -18,9 +18,12 @@ struct LinearOperands {
   // Or, for the tiled kernel at one activation tile (tiled_quantises_input), the input itself: [n, k]
   // bf16, row stride x_bf16_stride, quantised by the kernel as it stages it (the above unused).
   const uint16_t* x_bf16 = nullptr;
+  // Or, for the wgmma kernel: [n, k] bf16 code * scale in its K order (QuantizeInputParams::operand).
+  const uint16_t* x_operand = nullptr;
 };
 
 inline constexpr int kMaxLinearGroups = 16;
+inline constexpr int kTensorMapBytes = 128;  // a CUtensorMap
 
 /// A weight matrix by address, in a device table of experts (routed calls).
 struct RoutedWeight {
@@ -42,6 +45,9 @@ enum class LinearKernel {
            // kGemv at n = 1 (kFma where it does not apply), kMma above; the dense linears' double sums
   kTiled,  // e4m3 tensor cores, fp32 sums: 64 weight rows a CTA, K split over a cluster by shape
            // alone, the activations staged in shared memory; any n (passes of 64), batch-invariant
+  kWgmma,  // bf16 warpgroup tensor cores, the weights decoded in registers, one fp32 sum over K: 128 x 128
+           // output tiles, for many rows (the dispatch's choice from wgmma_kernel::kMinRows); per-row
+           // sums independent of n and of the grouping
   kGemv,   // f16 tensor cores: n = 1 with out % 8 == 0 (fp4, or fp8 of many rows) 8 weight rows a warp,
            // else a warp per weight row (K split over a CTA's warps for short matrices), n <= 4, k % 64 == 0
   kFma,    // CUDA cores: one warp per output row, fp32 FMAs
@@ -73,11 +79,15 @@ struct BlockLinearParams {
   const int32_t* routes = nullptr;
   const RoutedWeight* route_table = nullptr;
   int per_route = 1, route_count = 0;
-  // Grouped (kTiled, kMma): group g is entry g / per_route of `expert_groups` (device memory), matrix
+  // Grouped (kTiled, kMma, kWgmma): group g is entry g / per_route of `expert_groups` (device memory), matrix
   // g % per_route: that entry's rows of op[g % per_route]'s x and y against route_table[expert *
   // per_route + g % per_route], n ignored; groups may exceed kMaxLinearGroups.
   const ExpertGroup* expert_groups = nullptr;
-  int max_group_rows = 0;  // grouped: the most rows an entry can have (a step's tokens), 0 unknown (any)
+  // Grouped kWgmma: route_table's weights as TMA tensor maps (CUtensorMap, kTensorMapBytes each, the
+  // same indexing; wgmma_weight_map), in device memory.
+  const void* route_maps = nullptr;
+  int max_group_rows = 0;  // grouped: the most rows an entry can have (a step's tokens: what picks
+                           // kWgmma under kAuto), 0 unknown (any)
   cudaStream_t stream = nullptr;
 };
 

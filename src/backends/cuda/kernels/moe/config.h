@@ -6,13 +6,16 @@ namespace dsinfer::cuda::moe_config {
 
 inline constexpr int kWarp = 32;
 inline constexpr int kThreads = 256, kWarps = kThreads / kWarp;
-inline constexpr int kMaxExperts = 1024;             // the select kernel's per-expert shared arrays
-inline constexpr int kMaxK = 16;                     // experts a token (the chosen ids and weights in registers)
-inline constexpr int kTiledRouterTokens = 128;       // steps from this many tokens (prefill): the tiled logits
-inline constexpr int kGroupThreads = 1024;           // the route grouping's one block
-inline constexpr int kMaxGroupedSlots = 64 * kMaxK;  // its slots (shared memory: ids), a decode step's
+inline constexpr int kMaxExperts = 1024;        // the select kernel's per-expert shared arrays
+inline constexpr int kMaxK = 16;                // experts a token (the chosen ids and weights in registers)
+inline constexpr int kTiledRouterTokens = 128;  // steps from this many tokens (prefill): the tiled logits
+inline constexpr int kGroupThreads = 1024;      // the route grouping's one block
+inline constexpr int kGroupSegments = 8;        // its runs of slots, a warp each
+inline constexpr int kMaxGroupExperts = 1024;   // its experts (shared memory: a count per segment and expert)
 static_assert(kThreads <= 1024 && kThreads % kWarp == 0 && kGroupThreads <= 1024);
-static_assert(kMaxGroupedSlots * 4 + kMaxExperts * 8 <= 48 * 1024);
+static_assert(kGroupSegments * kWarp <= kGroupThreads && kGroupSegments * kMaxGroupExperts * 4 <= 40 * 1024);
+// A thread an expert in the scans; warp 0 scans the warps' sums.
+static_assert(kMaxGroupExperts <= kGroupThreads && kGroupThreads == kWarp * kWarp);
 // Replayed selections: threads < k load the given ids.
 static_assert(kMaxK <= kThreads);
 // The select kernel's shared memory: scores and keys (floats), taken flags, the warps' best.

@@ -183,43 +183,88 @@ __global__ void sm90_f32_routed_combine(RoutedCombineParams p) {
   p.acc[tok * p.dim + c] = acc;
 }
 
-// One block: counts per expert, their offsets (a scan in expert order), then each slot's rank
-// among the earlier slots of its expert: a deterministic order, whatever the threads' timing.
+// The exclusive prefix sum of v over the block's threads in order (kGroupThreads of them), through
+// `sums` (a value a warp); every thread calls it.
+__device__ int exclusive_scan(int v, int* sums) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
+  int upto = v;
+#pragma unroll
+  for (int d = 1; d < kWarp; d *= 2) {
+    const int u = __shfl_up_sync(kFull, upto, d);
+    if (lane >= d) upto += u;
+  }
+  if (lane == kWarp - 1) sums[warp] = upto;
+  __syncthreads();
+  if (warp == 0) {
+    const int mine = lane < kGroupThreads / kWarp ? sums[lane] : 0;
+    int before = mine;
+#pragma unroll
+    for (int d = 1; d < kWarp; d *= 2) {
+      const int u = __shfl_up_sync(kFull, before, d);
+      if (lane >= d) before += u;
+    }
+    if (lane < kGroupThreads / kWarp) sums[lane] = before - mine;
+  }
+  __syncthreads();
+  return sums[warp] + upto - v;
+}
+
+// One block. The slots are cut into kGroupSegments runs in slot order; a segment's count of each
+// expert, the counts' scan in expert order (each expert's rows, and in them each segment's), then
+// each segment's warp walks its slots in order, placing a slot after the earlier slots of its
+// expert (their rank among the warp's lanes by match_any): a deterministic order, whatever the
+// threads' timing, in time linear in the slots (a prefill chunk's tens of thousands).
 __global__ void __launch_bounds__(kGroupThreads) sm90_i32_group_routes(GroupRoutesParams p) {
   after_prior_grids();
-  __shared__ int32_t ids[kMaxGroupedSlots];
-  __shared__ int32_t count[kMaxExperts], first[kMaxExperts];
-  const int m = p.n * p.k;
-  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) count[e] = 0;
-  __syncthreads();
-  for (int s = threadIdx.x; s < m; s += blockDim.x) {
+  __shared__ int32_t at[kGroupSegments][kMaxGroupExperts];  // counts, then each segment's next row of expert e
+  const int m = p.n * p.k, per_segment = (m + kGroupSegments - 1) / kGroupSegments;
+  const auto expert_of = [&](int s) {
     const int32_t e = p.indices[s];
-    ids[s] = e >= 0 && e < p.experts ? e : -1;
-    if (ids[s] >= 0) atomicAdd(&count[e], 1);
-  }
+    return e >= 0 && e < p.experts ? e : -1;
+  };
+  for (int i = threadIdx.x; i < kGroupSegments * p.experts; i += blockDim.x) at[i / p.experts][i % p.experts] = 0;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int at = 0, g = 0;
-    for (int e = 0; e < p.experts; ++e) {
-      first[e] = at;
-      if (count[e] > 0 && g < p.max_groups) p.groups[g++] = {e, at, count[e]};
-      at += count[e];
+  for (int s = threadIdx.x; s < m; s += blockDim.x)
+    if (const int e = expert_of(s); e >= 0) atomicAdd(&at[s / per_segment][e], 1);
+  __syncthreads();
+  {  // thread e: expert e's rows (a scan over the experts), its group's entry, each segment's first row
+    __shared__ int sums[2][kWarp], used;
+    const int e = static_cast<int>(threadIdx.x);
+    int total = 0;
+    if (e < p.experts)
+      for (int seg = 0; seg < kGroupSegments; ++seg) total += at[seg][e];
+    const int first = exclusive_scan(total, sums[0]), g = exclusive_scan(total > 0 ? 1 : 0, sums[1]);
+    if (e < p.experts) {
+      for (int seg = 0, row = first; seg < kGroupSegments; ++seg) {
+        const int count = at[seg][e];
+        at[seg][e] = row;
+        row += count;
+      }
+      if (total > 0 && g < p.max_groups) p.groups[g] = {e, first, total};
     }
-    for (; g < p.max_groups; ++g) p.groups[g] = {0, 0, 0};
+    if (e == p.experts - 1) used = g + (total > 0 ? 1 : 0);
+    __syncthreads();
+    for (int i = used + e; i < p.max_groups; i += blockDim.x) p.groups[i] = {0, 0, 0};
   }
   __syncthreads();
-  for (int s = threadIdx.x; s < m; s += blockDim.x) {
-    const int32_t e = ids[s];
-    if (e < 0) {
+  const int seg = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  if (seg >= kGroupSegments) return;
+  const int end = min(m, (seg + 1) * per_segment);
+  for (int s0 = seg * per_segment; s0 < end; s0 += kWarp) {
+    const int s = s0 + lane, e = s < end ? expert_of(s) : -1;
+    const unsigned peers = __match_any_sync(kFull, e);
+    const int rank = __popc(peers & ((1u << lane) - 1u));
+    if (e >= 0) {
+      const int row = at[seg][e] + rank;
+      p.row[s] = row;
+      p.token[row] = s / p.k;
+      p.weight[row] = p.weights[s];
+    } else if (s < end) {
       p.row[s] = -1;
-      continue;
     }
-    int rank = 0;
-    for (int q = 0; q < s; ++q) rank += ids[q] == e;
-    const int at = first[e] + rank;
-    p.row[s] = at;
-    p.token[at] = s / p.k;
-    p.weight[at] = p.weights[s];
+    __syncwarp();
+    if (e >= 0 && rank == 0) at[seg][e] += __popc(peers);
+    __syncwarp();
   }
 }
 
@@ -233,11 +278,11 @@ cudaError_t launch_routed_combine(const RoutedCombineParams& p) {
 }
 
 cudaError_t launch_group_routes(const GroupRoutesParams& p) {
-  if (p.k < 1 || p.k > kMaxK || p.n < 0 || p.n * p.k > kMaxGroupedSlots || p.experts < 1 || p.experts > kMaxExperts ||
-      p.max_groups < 0)
+  if (p.k < 1 || p.k > kMaxK || p.n < 0 || static_cast<int64_t>(p.n) * p.k > INT32_MAX || p.experts < 1 ||
+      p.experts > kMaxGroupExperts || p.max_groups < 0)
     return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
-  return launch_kernel(sm90_i32_group_routes, 1, kGroupThreads, 0, p.stream, p);
+  return launch_kernel(sm90_i32_group_routes, 1, kGroupThreads, 0, p.stream, p);  // every thread: the scans
 }
 
 cudaError_t launch_router(const RouterParams& p) {

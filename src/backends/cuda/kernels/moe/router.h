@@ -66,8 +66,8 @@ struct GroupRoutesParams {
   int n = 0, k = 0, experts = 0, max_groups = 0;
   cudaStream_t stream = nullptr;
 };
-/// One block. cudaErrorInvalidValue unless 1 <= k <= 16, n * k <= 1024 (moe_config::
-/// kMaxGroupedSlots) and 1 <= experts <= 1024.
+/// One block, in time linear in n * k. cudaErrorInvalidValue unless 1 <= k <= 16 and 1 <= experts
+/// <= 1024 (moe_config::kMaxGroupExperts).
 cudaError_t launch_group_routes(const GroupRoutesParams& p);
 
 }  // namespace dsinfer::cuda

@@ -1,0 +1,436 @@
+// sm90_block_linear_wgmma: the block-scaled linear of many activation rows (a prefill chunk's
+// linears, its routed experts grouped by expert on the device) on Hopper's warpgroup tensor cores,
+// the weights read as they are stored (no copy dequantised for another GEMM).
+//
+// Both operands are exact in bf16: an activation is act_quant's code times a power of two, a
+// weight its e4m3 or e2m1 code times its e8m0 scale. So the products are exact bf16 ones and each
+// output's sum runs in the fp32 accumulators over all of K as one chain: the numerics of a bf16
+// GEMM on the dequantised weights, in a fixed order of the kernel's own.
+//
+// A CTA computes 128 weight rows (two warpgroups of the wgmma's M = 64) by 128 activation rows
+// (its N). The tensor memory accelerator (TMA) brings each K stage of 64 through a ring of
+// shared-memory stages: the activations (bf16 in wgmma_order.h's K order, 128-byte swizzled, as
+// wgmma reads B) and the weights' codes as stored (64 or 32 bytes of a row). Each thread decodes
+// its two weight rows' codes of the stage to bf16 times their scale in registers, wgmma's A
+// fragment: the weights never pass through shared memory as bf16, and no proxy fence is needed.
+//
+// What fixes a row's sum: only the K order, so its outputs do not depend on the rows beside it, on
+// the tile it falls in or on how many rows or experts the call has. (They are not the tiled
+// kernel's bits: the dispatch picks this kernel by the call's row count alone, kMinRows.)
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cuda/common/bf16.cuh"
+#include "backends/cuda/common/dependent_launch.cuh"
+#include "backends/cuda/common/fp4.cuh"
+#include "backends/cuda/common/wgmma.cuh"
+#include "backends/cuda/kernels/linear/config.h"
+#include "backends/cuda/kernels/linear/device_helpers.cuh"
+#include "backends/cuda/kernels/linear/kernels.h"
+#include "backends/cuda/kernels/linear/linear.h"
+#include "backends/cuda/kernels/linear/wgmma_order.h"
+
+namespace dsinfer::cuda {
+namespace {
+
+using namespace common;
+using linear_detail::expert_group_operands;
+using namespace linear_config;
+using namespace linear_config::wgmma_kernel;
+
+static_assert(kStageK == kWgmmaOrderSpan && kStageK * 2 == 128);
+static_assert(sizeof(CUtensorMap) == kTensorMapBytes);
+
+// The tensor maps of a launch: each part's activations and, for plain calls, its weights; a grouped
+// call's weights are the route table's maps (device memory).
+struct Maps {
+  CUtensorMap x[kMaxParts], w[kMaxParts];
+};
+
+// Shared memory of a CTA, from a 1024-byte boundary (the swizzle's pattern repeats every 8 rows of
+// 128 bytes): per stage the activations [128 rows][128 bytes] and the weights' codes [128 rows]
+// [kRowBytes]; a barrier a stage for the TMA's bytes.
+template <bool kFp4>
+struct Layout {
+  static constexpr int kRowBytes = kFp4 ? kStageK / 2 : kStageK;  // a weight row's codes a stage
+  static constexpr int kA = 0;
+  static constexpr int kW = kA + kTileRows * kStageK * 2;
+  static constexpr int kStage = kW + kTileCols * kRowBytes;
+  static constexpr int kFull = kStages * kStage;
+  static constexpr int kBytes = kFull + kStages * 8 + 1024;  // and the alignment's slack
+};
+static_assert(Layout<false>::kStage % 1024 == 0 && Layout<true>::kStage % 1024 == 0);
+static_assert(kCtasPerSm * Layout<false>::kBytes <= 227 * 1024);
+
+// A K-major operand's descriptor in the 128-byte swizzle: rows 128 bytes apart, 8-row groups 1024
+// (the stride-byte offset), the leading-byte offset unused; a K step of 16 bf16 moves the start
+// address by 32 bytes.
+__device__ inline uint64_t swizzled_descriptor(const void* smem) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | uint64_t{1} << 16 | uint64_t{1024 >> 4} << 32 |
+         uint64_t{1} << 62;
+}
+
+__device__ inline uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ inline void barrier_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(bar)));
+}
+
+// The barrier expects `bytes` more from the TMA; this thread's arrival.
+__device__ inline void barrier_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ inline void barrier_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait;\n}\n" ::"r"(smem_address(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// A 2D box of `map` at (x, y) (x: the contiguous dimension) into shared memory, counted on `bar`.
+__device__ inline void tma_load(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+          "r"(smem_address(dst)),
+      "l"(map), "r"(x), "r"(y), "r"(smem_address(bar))
+      : "memory");
+}
+
+__device__ inline uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// Two e4m3 codes of `codes` (the bytes `sel` picks into the high byte of each half) as a bf16 pair
+// of their values times 2^-120: sign to bit 15, exponent and mantissa bits under it, so that the
+// exponent field holds e4m3's (bias 7 instead of 127; subnormals alike).
+__device__ inline uint32_t e4m3x2_placed(uint32_t codes, uint32_t sel) {
+  const uint32_t t = prmt(codes, 0, sel);
+  return (t & 0x80008000u) | ((t >> 4) & 0x07F007F0u);
+}
+
+// A row's four codes (K 4j .. 4j + 3 of the thread's run, as e4m3 bytes) as the A fragment's
+// column pairs 2c, 2c + 1 (`lo`) and 2c + 8, 2c + 9 (`hi`): bf16 code * 2^120 * scale, each
+// multiply exact.
+__device__ inline void decode_four(uint32_t codes, uint32_t scale, uint32_t& lo, uint32_t& hi) {
+  constexpr uint32_t kTwo120 = 0x7B807B80u;  // 2^120, a bf16 pair
+  lo = bf16x2_mul(bf16x2_mul(e4m3x2_placed(codes, 0x1404u), kTwo120), scale);
+  hi = bf16x2_mul(bf16x2_mul(e4m3x2_placed(codes, 0x3424u), kTwo120), scale);
+}
+
+// An e8m0 scale byte as a bf16 pair, times 2^6 for fp4 (whose codes are placed as e4m3 times 2^-6).
+template <bool kFp4>
+__device__ inline uint32_t scale_pair(uint32_t e) {
+  const uint32_t b = kFp4 ? (e + 6) << 7 : (e ? e << 7 : 0x40u);  // e8m0 0 is 2^-127, a bf16 subnormal
+  return b | b << 16;
+}
+
+// The A fragments of a stage (wgmma_order.h): the thread's rows r and r + 8, K 16c .. 16c + 15 of
+// the stage's 64, a[j] for K step j: {row r, row r + 8} x {columns 2c, 2c + 1; 2c + 8, 2c + 9}.
+template <bool kFp4>
+__device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t scale_r, uint32_t scale_r8,
+                                    uint32_t (&a)[4][4]) {
+  uint32_t rows[2][4];  // each row's 16 codes as e4m3 (fp4: times 2^-6), K order
+  if constexpr (kFp4) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(w + (r + 8 * h) * Layout<true>::kRowBytes + 8 * c);
+      const uint32_t words[2] = {raw.x, raw.y};
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {
+        uint32_t even, odd;
+        e2m1x8_to_e4m3x8_scaled(words[v], even, odd);
+        rows[h][2 * v] = prmt(even, odd, 0x5140u), rows[h][2 * v + 1] = prmt(even, odd, 0x7362u);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(w + (r + 8 * h) * Layout<false>::kRowBytes + 16 * c);
+      rows[h][0] = raw.x, rows[h][1] = raw.y, rows[h][2] = raw.z, rows[h][3] = raw.w;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    decode_four(rows[0][j], scale_r, a[j][0], a[j][2]);
+    decode_four(rows[1][j], scale_r8, a[j][1], a[j][3]);
+  }
+}
+
+// The operands of one CTA's tile.
+struct Tile {
+  const CUtensorMap *x = nullptr, *w = nullptr;
+  int x_row = 0;                // the tile's first row in x's map
+  const uint8_t* sw = nullptr;  // the weight scales of the tile's first row (fp8: first scale row)
+  uint16_t* y = nullptr;        // output (first row, first column)
+  int rows = 0, cols = 0, col0 = 0;
+};
+// Which tile CTA `cta` computes, or false: the CTAs walk bands of kBand row tiles, the band's row
+// tiles fastest, then the weight tiles (each matrix's in turn), so that a band's CTAs read each
+// weight tile together. A grouped call's row tiles are its entries' tiles in entry order (their
+// counts come from an earlier kernel: warp 0 scans them).
+__device__ bool find_tile(const BlockLinearParams& p, const Maps& maps, int slots, Tile& t) {
+  __shared__ int found[2];  // entry, row tile within it
+  const bool grouped = p.expert_groups != nullptr;
+  const int parts = grouped ? p.per_route : p.groups, col_tiles = (p.out + kTileCols - 1) / kTileCols;
+  const int columns = parts * col_tiles, cta = static_cast<int>(blockIdx.x);
+  const int band = cta / (kBand * columns), within = cta % (kBand * columns);
+  const int height = min(kBand, slots - band * kBand);
+  const int slot = band * kBand + within % height, column = within / height;
+  const int part = column / col_tiles;
+  int entry = 0, row_tile = slot, n = p.n, first = 0;
+  if (grouped) {
+    if (threadIdx.x < kWarp) {
+      const int entries = p.groups / p.per_route, lane = static_cast<int>(threadIdx.x);
+      int before = 0;  // row tiles of the entries scanned
+      if (lane == 0) found[0] = -1;
+      __syncwarp();
+      for (int e0 = 0; e0 < entries; e0 += kWarp) {
+        const int e = e0 + lane;
+        int tiles = 0;
+        if (e < entries) {
+          const ExpertGroup g = p.expert_groups[e];
+          if (g.count > 0 && g.expert >= 0 && g.expert < p.route_count) tiles = (g.count + kTileRows - 1) / kTileRows;
+        }
+        int upto = tiles;  // inclusive scan over the lanes
+#pragma unroll
+        for (int d = 1; d < kWarp; d *= 2) {
+          const int v = __shfl_up_sync(0xffffffffu, upto, d);
+          if (lane >= d) upto += v;
+        }
+        const bool mine = slot >= before + upto - tiles && slot < before + upto;
+        if (mine) found[0] = e, found[1] = slot - (before + upto - tiles);
+        before += __shfl_sync(0xffffffffu, upto, kWarp - 1);
+        if (__any_sync(0xffffffffu, mine)) break;
+      }
+    }
+    __syncthreads();
+    entry = found[0], row_tile = found[1];
+    if (entry < 0) return false;
+  }
+  LinearOperands op = p.op[part];
+  if (grouped) {
+    if (!expert_group_operands(p, entry * p.per_route + part, op, n)) return false;
+    const ExpertGroup g = p.expert_groups[entry];
+    first = g.first;
+    t.w = static_cast<const CUtensorMap*>(p.route_maps) + g.expert * p.per_route + part;
+  } else {
+    t.w = &maps.w[part];
+  }
+  t.x = &maps.x[part];
+  const int row0 = row_tile * kTileRows;
+  if (row0 >= n) return false;
+  t.col0 = (column % col_tiles) * kTileCols;
+  t.x_row = first + row0;
+  t.sw = op.w_scales + static_cast<int64_t>(p.fp4 ? t.col0 : t.col0 / kScaleBlock) * p.s_stride;
+  t.y = op.y + static_cast<int64_t>(row0) * p.y_stride + t.col0;
+  t.rows = min(kTileRows, n - row0), t.cols = min(kTileCols, p.out - t.col0);
+  return true;
+}
+
+// Stage s's boxes (K s * 64 .. s * 64 + 63) into `stage`, counted on `bar` (one thread). Rows past
+// the tensor's arrive as zeros, and count as bytes.
+template <bool kFp4>
+__device__ void load_stage(const Tile& t, int s, uint8_t* stage, uint64_t* bar) {
+  using L = Layout<kFp4>;
+  barrier_expect(bar, L::kStage);
+  tma_load(stage + L::kA, t.x, s * kStageK, t.x_row, bar);
+  tma_load(stage + L::kW, t.w, s * L::kRowBytes, t.col0, bar);
+}
+
+template <bool kFp4>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm)
+    sm90_block_linear_wgmma(const __grid_constant__ Maps maps, BlockLinearParams p, int slots) {
+  using L = Layout<kFp4>;
+  extern __shared__ uint8_t dynamic_smem[];
+  uint8_t* smem = dynamic_smem + ((1024 - smem_address(dynamic_smem) % 1024) % 1024);
+  after_prior_grids();  // the activations, and a grouped call's entries, come from earlier kernels
+  Tile t;
+  if (!find_tile(p, maps, slots, t)) return;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
+  const int r = warp * 16 + lane / 4, c = lane % 4;  // this thread's weight rows r, r + 8 of the tile
+  const int stages = p.k / kStageK;
+  auto* full = reinterpret_cast<uint64_t*>(smem + L::kFull);
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) barrier_init(&full[s]);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int s = 0; s < kStages && s < stages; ++s) load_stage<kFp4>(t, s, smem + s * L::kStage, &full[s]);
+  // The rows' scale bytes (rows past the matrix's read the last row's: their codes are zeros); K
+  // block 2s + c / 2 at stage s, read a stage ahead of their use.
+  const int last = t.cols - 1;
+  const uint8_t* sr = t.sw + static_cast<int64_t>(kFp4 ? min(r, last) : min(r, last) / kScaleBlock) * p.s_stride;
+  const uint8_t* sr8 = t.sw + static_cast<int64_t>(kFp4 ? min(r + 8, last) : min(r, last) / kScaleBlock) * p.s_stride;
+  uint32_t e_r = __ldg(sr + c / 2), e_r8 = __ldg(sr8 + c / 2);
+  // Stage s + 1's fragments are decoded while stage s's wgmmas run, and stage s + 1's wgmmas are
+  // issued before stage s's complete: one group stays in flight, each with its own fragments.
+  uint32_t frag[2][4][4] = {};
+  const auto decode = [&](int s, uint32_t(&into)[4][4]) {
+    const uint32_t scale_r = scale_pair<kFp4>(e_r), scale_r8 = scale_pair<kFp4>(e_r8);
+    if (s + 1 < stages) e_r = __ldg(sr + 2 * (s + 1) + c / 2), e_r8 = __ldg(sr8 + 2 * (s + 1) + c / 2);
+    barrier_wait(&full[s % kStages], (s / kStages) & 1);
+    decode_stage<kFp4>(smem + (s % kStages) * L::kStage + L::kW, r, c, scale_r, scale_r8, into);
+  };
+  float acc[16][4] = {};
+  // Stage s on `cur` (decoded): issued, then stage s - 1's group waited for, its slot refilled with
+  // stage s - 1 + kStages and its fragments (`other`) given stage s + 1.
+  const auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&other)[4][4]) {
+    const uint8_t* stage = smem + (s % kStages) * L::kStage;
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      wgmma_bf16_m64n128_a_registers(cur[j], swizzled_descriptor(stage + L::kA + 32 * j), acc);
+    wgmma_commit();
+    wgmma_wait<1>();
+    wgmma_hold_fragments(other);  // read by stage s - 1's wgmmas until now: not to be reused before
+    if (s >= 1) {
+      __syncthreads();  // every warpgroup is done with stage s - 1's slot
+      if (tid == 0 && s - 1 + kStages < stages)
+        load_stage<kFp4>(t, s - 1 + kStages, smem + ((s - 1) % kStages) * L::kStage, &full[(s - 1) % kStages]);
+    }
+    if (s + 1 < stages) decode(s + 1, other);
+  };
+  decode(0, frag[0]);
+  // Two stages a trip (the fragments' roles fixed in the code); an odd count's last stage after.
+  const int paired = stages - stages % 2;
+  for (int s = 0; s < paired; s += 2) {
+    step(s, frag[0], frag[1]);
+    step(s + 1, frag[1], frag[0]);
+  }
+  if (paired < stages) step(paired, frag[0], frag[1]);
+  wgmma_wait<0>();
+  wgmma_hold(acc);
+  wgmma_hold_fragments(frag[0]);
+  wgmma_hold_fragments(frag[1]);
+  __syncthreads();  // the ring is idle: the output tile may take it
+  // acc[j]: rows r, r + 8 by activation rows 8j + 2c, 8j + 2c + 1; y is [activation row][weight
+  // row]. Staged through shared memory, then written a row's 16 bytes at a time.
+  constexpr int kPitch = kTileCols + 8;  // a staged row's bf16: its quads' stores hit distinct banks
+  static_assert(kTileRows * kPitch * 2 <= Layout<true>::kFull && kPitch % 8 == 0);
+  auto* staged = reinterpret_cast<uint16_t*>(smem);
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      uint16_t* row = staged + (8 * j + 2 * c + e) * kPitch;
+      row[r] = float_to_bf16(acc[j][e]), row[r + 8] = float_to_bf16(acc[j][2 + e]);
+    }
+  __syncthreads();
+  const bool vector = p.y_stride % 8 == 0 && reinterpret_cast<uintptr_t>(t.y) % 16 == 0;
+  constexpr int kPieces = kTileCols / 8;  // 16-byte pieces of a row
+  for (int i = tid; i < kTileRows * kPieces; i += kThreads) {
+    const int row = i / kPieces, col = i % kPieces * 8;
+    if (row >= t.rows || col >= t.cols) continue;
+    uint16_t* y = t.y + static_cast<int64_t>(row) * p.y_stride + col;
+    const uint16_t* v = staged + row * kPitch + col;
+    if (vector && col + 8 <= t.cols) {
+      *reinterpret_cast<uint4*>(y) = *reinterpret_cast<const uint4*>(v);
+    } else {
+      for (int q = 0; q < min(8, t.cols - col); ++q) y[q] = v[q];
+    }
+  }
+}
+
+bool aligned(const void* v, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(v) % bytes == 0;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A 2D map of [rows, cols] elements of `bytes` each, rows `stride` bytes apart, in boxes of
+// box_rows x box_cols (128-byte swizzled or not); out-of-range elements read as zeros.
+bool encode(CUtensorMap* map, const void* base, CUtensorMapDataType type, int64_t rows, int64_t cols, int64_t stride,
+            int box_rows, int box_cols, bool swizzle) {
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
+  if (!fn || !aligned(base, 16) || stride % 16 != 0 || rows < 1 || cols < 1) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  return fn(map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace
+
+bool wgmma_weight_map(void* map, const uint8_t* w, int out, int k, int64_t w_stride, bool fp4) {
+  const int row_bytes = fp4 ? Layout<true>::kRowBytes : Layout<false>::kRowBytes;
+  return encode(static_cast<CUtensorMap*>(map), w, CU_TENSOR_MAP_DATA_TYPE_UINT8, out, fp4 ? k / 2 : k, w_stride,
+                kTileCols, row_bytes, false);
+}
+
+bool wgmma_takes(const BlockLinearParams& p) {
+  const bool grouped = p.expert_groups != nullptr;
+  const int parts = grouped ? p.per_route : p.groups;
+  if (p.routes || parts < 1 || parts > kMaxParts || p.k % kStageK != 0 || p.k <= 0 || p.n < 1 || p.out < 1 ||
+      (grouped && (!p.route_maps || !p.route_table || p.groups % p.per_route != 0)))
+    return false;
+  const LinearKernel kernel = p.kernel;
+  const int rows = grouped ? p.max_group_rows : p.n;
+  return kernel == LinearKernel::kWgmma || (kernel == LinearKernel::kAuto && rows >= kMinRows);
+}
+
+bool wgmma_applies(const BlockLinearParams& p) {
+  if (!wgmma_takes(p)) return false;
+  const bool grouped = p.expert_groups != nullptr;
+  for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g) {
+    const LinearOperands& op = p.op[g];
+    if (!op.x_operand || !aligned(op.x_operand, 16) || !op.y || !aligned(op.y, 2)) return false;
+    if (!grouped && (!op.w || !op.w_scales)) return false;
+  }
+  return true;
+}
+
+cudaError_t launch_block_linear_wgmma(const BlockLinearParams& p) {
+  if (!wgmma_applies(p)) return cudaErrorInvalidValue;
+  const bool grouped = p.expert_groups != nullptr;
+  const int parts = grouped ? p.per_route : p.groups, entries = grouped ? p.groups / p.per_route : 1;
+  const int64_t slots = (static_cast<int64_t>(p.n) + kTileRows - 1) / kTileRows + (grouped ? entries : 0);
+  const int64_t ctas = slots * parts * ((p.out + kTileCols - 1) / kTileCols);
+  if (ctas == 0) return cudaSuccess;
+  if (ctas > INT32_MAX) return cudaErrorInvalidValue;
+  Maps maps{};
+  for (int g = 0; g < parts; ++g) {
+    const LinearOperands& op = p.op[g];
+    if (!encode(&maps.x[g], op.x_operand, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.n, p.k, int64_t{p.k} * 2, kTileRows,
+                kStageK, true))
+      return cudaErrorInvalidValue;
+    if (!grouped && !wgmma_weight_map(&maps.w[g], op.w, p.out, p.k, p.w_stride, p.fp4)) return cudaErrorInvalidValue;
+  }
+  const auto launch = [&](auto kernel, int smem) {
+    const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (opt_in != cudaSuccess) return opt_in;
+    return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads), smem, p.stream, maps, p,
+                         static_cast<int>(slots));
+  };
+  return p.fp4 ? launch(sm90_block_linear_wgmma<true>, Layout<true>::kBytes)
+               : launch(sm90_block_linear_wgmma<false>, Layout<false>::kBytes);
+}
+
+}  // namespace dsinfer::cuda
