@@ -90,33 +90,9 @@ __device__ inline void wgmma_bf16_m64n32_b_transposed(const uint32_t (&a)[4], ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
-/// d = A B^T for A 64 x 32 and B 128 x 32, e4m3 codes, both K-major (by descriptor), fp32
-/// accumulators, by the warpgroup; d's values before are not read (scale-d 0). Warp w holds rows
-/// 16 w .. 16 w + 15 of d as sixteen n8 tiles in mma.m16n8k16's D layout, d[n][e].
-__device__ inline void wgmma_e4m3_m64n128k32(uint64_t a, uint64_t b, float (&d)[16][4]) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
-      "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, "
-      "1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
-        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
-        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
-        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),
-        "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]),
-        "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
-        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]),
-        "+f"(d[15][3])
-      : "l"(a), "l"(b));
-}
-
 /// d += A B^T for A 64 x 16 bf16 from registers (warp w: rows 16 w .. 16 w + 15 in mma.m16n8k16's A
-/// layout) and B 128 x 16 bf16, K-major (by descriptor), fp32 accumulators, by the warpgroup; d as
-/// wgmma_e4m3_m64n128k32's.
+/// layout) and B 128 x 16 bf16, K-major (by descriptor), fp32 accumulators, by the warpgroup; warp w
+/// holds rows 16 w .. 16 w + 15 of d as sixteen n8 tiles in mma.m16n8k16's D layout, d[n][e].
 __device__ inline void wgmma_bf16_m64n128_a_registers(const uint32_t (&a)[4], uint64_t b, float (&d)[16][4]) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
