@@ -105,19 +105,14 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
   const int64_t n = a.x.size(0), k = a.indices.size(1), experts = static_cast<int64_t>(a.experts.size());
   const cuda::LinearKernel forced = options_.linear_kernel;
   const bool many = cuda::many_routed_tokens(n, forced);
-  if (!many && !cuda::few_routed_tokens(n, options_.routed_tokens)) {
-    // The sums' launch takes up to moe_config::kMaxK experts a token (V4.1 chooses 6).
+  // Grouped by expert on the host, whose sums' launch takes up to moe_config::kMaxK experts a token
+  // (V4.1 chooses 6), else expert by expert.
+  const auto on_host = [&] {
     k <= cuda::moe_config::kMaxK ? routed_experts_grouped_on_host(a) : routed_experts_by_expert(*this, a);
-    return;
-  }
+  };
+  if (!many && !cuda::few_routed_tokens(n, options_.routed_tokens)) return on_host();
   const cuda::ExpertTable* table = &experts_.find(a);
-  if (!table->on_device) {
-    if (many && k <= cuda::moe_config::kMaxK)
-      routed_experts_grouped_on_host(a);
-    else
-      routed_experts_by_expert(*this, a);
-    return;
-  }
+  if (!table->on_device) return many ? on_host() : routed_experts_by_expert(*this, a);
   check_device({&a.x, &a.indices, &a.weights, &a.acc}, "routed_experts");
   DSINFER_CHECK(a.indices.is_contiguous() && a.weights.is_contiguous() && a.acc.dtype == DType::kF32 &&
                     a.acc.is_contiguous() && a.x.stride[1] == 1,
