@@ -326,7 +326,9 @@ int main(int argc, char** argv) {
       // in_flight: 0 mma.sync, kTiledVariant the tiled kernel, -1 - v wgmma variant v (the lab), kGemvVariant + c the
       // gemv kernel with chunks_in_flight c, else the FMA kernel with that many loads in flight (the library's at its
       // defaults, else the lab's)
-      constexpr int kGemvVariant = 100, kTiledVariant = -1000;
+      constexpr int kGemvVariant = 100, kTiledVariant = -1000, kWgmmaForced = -2000;
+      uint16_t* operand = nullptr;  // the wgmma kernel's activations (K order) where it is forced below its rows
+      CHECK_CUDA(cudaMalloc(&operand, static_cast<size_t>(n) * s.k * 2));
       auto run = [&](bool quantize, int in_flight, int blocks_per_sm, int gemv_rows = 0, int slice_blocks = 0,
                      int staged_blocks = 0, bool auto_kernel = false) {
         int turn = 0;
@@ -345,6 +347,13 @@ int main(int argc, char** argv) {
           p.gemv_rows = gemv_rows;
           if (auto_kernel) {  // the dispatch's own choice
             p.kernel = dsinfer::cuda::LinearKernel::kAuto;
+            CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
+            turn = (turn + s.groups) % copies;
+            return;
+          }
+          if (in_flight == kWgmmaForced) {
+            for (int g = 0; g < s.groups; ++g) p.op[g].x_operand = operand;
+            p.kernel = dsinfer::cuda::LinearKernel::kWgmma;
             CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
             turn = (turn + s.groups) % copies;
             return;
@@ -414,7 +423,7 @@ int main(int argc, char** argv) {
         });
         report("dequant + cuBLAS", us);
         cudaFree(wb);
-        cudaFree(x), cudaFree(vals), cudaFree(codes), cudaFree(wgmma_ws), cudaFree(xs), cudaFree(y);
+        cudaFree(x), cudaFree(vals), cudaFree(codes), cudaFree(wgmma_ws), cudaFree(xs), cudaFree(y), cudaFree(operand);
         continue;
       }
       report("tiled", run(false, kTiledVariant, 0));
@@ -429,10 +438,17 @@ int main(int argc, char** argv) {
         report(variant, run(false, kTiledVariant, 0, 0, 0, staged));
       }
       report("quant + tiled", run(true, kTiledVariant, 0));
+      // BENCH_WGMMA: the wgmma kernel forced below its rows (its activations quantised once, apart)
+      if (std::getenv("BENCH_WGMMA") && s.groups <= dsinfer::cuda::linear_config::wgmma_kernel::kMaxParts) {
+        dsinfer::cuda::QuantizeInputParams qo = q;
+        qo.values = nullptr, qo.codes = nullptr, qo.scales = nullptr, qo.operand = operand, qo.stream = nullptr;
+        CHECK_CUDA(dsinfer::cuda::launch_quantize_input(qo));
+        report("wgmma (forced)", run(false, kWgmmaForced, 0));
+      }
       if (quick) {
         if (n <= 4) report("gemv (library)", run(false, kGemvVariant + 2, 4));
         report("mma", run(false, 0, 4));
-        cudaFree(x), cudaFree(vals), cudaFree(codes), cudaFree(wgmma_ws), cudaFree(xs), cudaFree(y);
+        cudaFree(x), cudaFree(vals), cudaFree(codes), cudaFree(wgmma_ws), cudaFree(xs), cudaFree(y), cudaFree(operand);
         continue;
       }
       if (n <= 8)  // the CUDA-core kernel's best variants, linear kernel alone
@@ -467,6 +483,7 @@ int main(int argc, char** argv) {
       cudaFree(wgmma_ws);
       cudaFree(xs);
       cudaFree(y);
+      cudaFree(operand);
     }
     for (int c = 0; c < copies; ++c) {
       cudaFree(w[c]);
