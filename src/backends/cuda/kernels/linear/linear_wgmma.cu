@@ -122,12 +122,14 @@ __device__ inline uint32_t e4m3x2_placed(uint32_t codes, uint32_t sel) {
 }
 
 // A row's four codes (K 4j .. 4j + 3 of the thread's run, as e4m3 bytes) as the A fragment's
-// column pairs 2c, 2c + 1 (`lo`) and 2c + 8, 2c + 9 (`hi`): bf16 code * 2^120 * scale, each
-// multiply exact.
+// column pairs 2c, 2c + 1 (`lo`) and 2c + 8, 2c + 9 (`hi`): bf16 placed code * (2^120 * scale)
+// (`folded`, kFolded) or placed code * 2^120 * scale (`scale`), each multiply exact.
+template <bool kFolded>
 __device__ inline void decode_four(uint32_t codes, uint32_t scale, uint32_t& lo, uint32_t& hi) {
   constexpr uint32_t kTwo120 = 0x7B807B80u;  // 2^120, a bf16 pair
-  lo = bf16x2_mul(bf16x2_mul(e4m3x2_placed(codes, 0x1404u), kTwo120), scale);
-  hi = bf16x2_mul(bf16x2_mul(e4m3x2_placed(codes, 0x3424u), kTwo120), scale);
+  lo = e4m3x2_placed(codes, 0x1404u), hi = e4m3x2_placed(codes, 0x3424u);
+  if constexpr (!kFolded) lo = bf16x2_mul(lo, kTwo120), hi = bf16x2_mul(hi, kTwo120);
+  lo = bf16x2_mul(lo, scale), hi = bf16x2_mul(hi, scale);
 }
 
 // An e8m0 scale byte as a bf16 pair, times 2^6 for fp4 (whose codes are placed as e4m3 times 2^-6).
@@ -137,9 +139,18 @@ __device__ inline uint32_t scale_pair(uint32_t e) {
   return b | b << 16;
 }
 
+// The same times 2^120 (the placed codes' factor), so that one multiply makes the weight: a bf16
+// pair where its exponent fits (kFoldsUpTo).
+template <bool kFp4>
+inline constexpr uint32_t kFoldsUpTo = kFp4 ? 128 : 134;  // e8m0 exponents: scales up to 2^1 (fp4), 2^7 (fp8)
+template <bool kFp4>
+__device__ inline uint32_t folded_scale_pair(uint32_t e) {
+  return ((e + (kFp4 ? 126 : 120)) << 7) * 0x10001u;
+}
+
 // The A fragments of a stage (wgmma_order.h): the thread's rows r and r + 8, K 16c .. 16c + 15 of
 // the stage's 64, a[j] for K step j: {row r, row r + 8} x {columns 2c, 2c + 1; 2c + 8, 2c + 9}.
-template <bool kFp4>
+template <bool kFp4, bool kFolded>
 __device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t scale_r, uint32_t scale_r8,
                                     uint32_t (&a)[4][4]) {
   uint32_t rows[2][4];  // each row's 16 codes as e4m3 (fp4: times 2^-6), K order
@@ -164,8 +175,8 @@ __device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t sca
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    decode_four(rows[0][j], scale_r, a[j][0], a[j][2]);
-    decode_four(rows[1][j], scale_r8, a[j][1], a[j][3]);
+    decode_four<kFolded>(rows[0][j], scale_r, a[j][0], a[j][2]);
+    decode_four<kFolded>(rows[1][j], scale_r8, a[j][1], a[j][3]);
   }
 }
 
@@ -279,21 +290,29 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   // Stage s + 1's fragments are decoded while stage s's wgmmas run, and stage s + 1's wgmmas are
   // issued before stage s's complete: one group stays in flight, each with its own fragments.
   uint32_t frag[2][4][4] = {};
+  // A stage's weights take one multiply where every scale of the warp's rows folds (a warp-uniform
+  // choice: real checkpoints' scales always do), else two.
   const auto decode = [&](int s, uint32_t(&into)[4][4]) {
-    const uint32_t scale_r = scale_pair<kFp4>(e_r), scale_r8 = scale_pair<kFp4>(e_r8);
+    const uint32_t now_r = e_r, now_r8 = e_r8;
+    const bool folds = __all_sync(0xffffffffu, max(now_r, now_r8) <= kFoldsUpTo<kFp4>);
     if (s + 1 < stages) e_r = __ldg(sr + 2 * (s + 1) + c / 2), e_r8 = __ldg(sr8 + 2 * (s + 1) + c / 2);
     barrier_wait(&full[s % kStages], (s / kStages) & 1);
-    decode_stage<kFp4>(smem + (s % kStages) * L::kStage + L::kW, r, c, scale_r, scale_r8, into);
+    const uint8_t* w = smem + (s % kStages) * L::kStage + L::kW;
+    if (folds)
+      decode_stage<kFp4, true>(w, r, c, folded_scale_pair<kFp4>(now_r), folded_scale_pair<kFp4>(now_r8), into);
+    else
+      decode_stage<kFp4, false>(w, r, c, scale_pair<kFp4>(now_r), scale_pair<kFp4>(now_r8), into);
   };
   float acc[16][4] = {};
+  const uint64_t activations = swizzled_descriptor(smem + L::kA);  // slot 0's
   // Stage s on `cur` (decoded): issued, then stage s - 1's group waited for, its slot refilled with
   // stage s - 1 + kStages and its fragments (`other`) given stage s + 1.
   const auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&other)[4][4]) {
-    const uint8_t* stage = smem + (s % kStages) * L::kStage;
+    // The stage's activations by descriptor: a K step of 16 is 32 bytes on (2 in its 16-byte units).
+    const uint64_t b = activations + static_cast<uint64_t>((s % kStages) * L::kStage / 16);
     wgmma_fence();
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      wgmma_bf16_m64n128_a_registers(cur[j], swizzled_descriptor(stage + L::kA + 32 * j), acc);
+    for (int j = 0; j < 4; ++j) wgmma_bf16_m64n128_a_registers(cur[j], b + 2 * j, acc);
     wgmma_commit();
     wgmma_wait<1>();
     wgmma_hold_fragments(other);  // read by stage s - 1's wgmmas until now: not to be reused before
