@@ -347,6 +347,8 @@ int main(int argc, char** argv) {
           p.gemv_rows = gemv_rows;
           if (auto_kernel) {  // the dispatch's own choice
             p.kernel = dsinfer::cuda::LinearKernel::kAuto;
+            if (n < dsinfer::cuda::linear_config::wgmma_kernel::kMinRows)  // its decode tiles: the operand apart
+              for (int g = 0; g < s.groups; ++g) p.op[g].x_operand = operand;
             CHECK_CUDA(dsinfer::cuda::launch_block_linear(p));
             turn = (turn + s.groups) % copies;
             return;
@@ -444,6 +446,12 @@ int main(int argc, char** argv) {
         qo.values = nullptr, qo.codes = nullptr, qo.scales = nullptr, qo.operand = operand, qo.stream = nullptr;
         CHECK_CUDA(dsinfer::cuda::launch_quantize_input(qo));
         report("wgmma (forced)", run(false, kWgmmaForced, 0));
+      }
+      {  // the dispatch's choice (fp8: the wgmma kernel's decode tiles, the activations quantised apart)
+        dsinfer::cuda::QuantizeInputParams qo = q;
+        qo.values = nullptr, qo.codes = nullptr, qo.scales = nullptr, qo.operand = operand, qo.stream = nullptr;
+        if (s.k % 64 == 0) CHECK_CUDA(dsinfer::cuda::launch_quantize_input(qo));
+        report("auto", run(false, 1, 0, 0, 0, 0, /*auto_kernel=*/true));
       }
       if (quick) {
         if (n <= 4) report("gemv (library)", run(false, kGemvVariant + 2, 4));

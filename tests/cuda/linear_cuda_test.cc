@@ -94,7 +94,7 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
       std::vector<uint16_t> want(n * o), got(n * o, 0xFFFF);  // the poison: every output must be written
       cpu.linear({TensorView::contiguous(const_cast<uint16_t*>(x.data()), DType::kBF16, {n, k}), &lw,
                   TensorView::contiguous(want.data(), DType::kBF16, {n, o})});
-      DeviceBuffer<uint16_t> dx(x.size()), dvals(x.size()), dy(got.size());
+      DeviceBuffer<uint16_t> dx(x.size()), dvals(x.size()), dop(x.size()), dy(got.size());
       DeviceBuffer<uint8_t> dcodes(x.size());
       DeviceBuffer<float> dxs(n * k / 32);
       ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
@@ -102,6 +102,10 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
       q.x = dx.p, q.x_stride = k, q.values = dvals.p, q.codes = dcodes.p, q.scales = dxs.p, q.n = n,
       q.k = static_cast<int>(k);
       ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+      cuda::QuantizeInputParams qo{.x = dx.p, .x_stride = k, .operand = dop.p, .n = n, .k = static_cast<int>(k)};
+      if (k % 64 == 0) {  // the wgmma kernel's operand (auto takes it for fp8)
+        ASSERT_EQ(cuda::launch_quantize_input(qo), cudaSuccess);
+      }
       // Every kernel the dispatch can pick, by itself and forced (the kernel lab's variants: its own
       // check, cuda_linear_bench check).
       struct Variant {
@@ -120,21 +124,27 @@ TEST(CudaLinear, MatchesTheCpuBackendAtFlashShapes) {
         ASSERT_EQ(cudaMemcpy(dy.p, got.data(), got.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);  // poison
         cuda::BlockLinearParams p;
         p.op[0] = {dvals.p, dxs.p, dw.p, dws.p, dy.p, dcodes.p};
+        p.op[0].x_operand = dop.p;
         p.n = n, p.k = static_cast<int>(k), p.fp4 = s.fp4, p.w_stride = s.fp4 ? k / 2 : k, p.s_stride = k / 32;
         p.out = static_cast<int>(o), p.y_stride = o;
         p.kernel = v.kernel, p.gemv_rows = v.gemv_rows;
+        // auto: the wgmma kernel's few-rows tiles for fp8 (K a multiple of 64), else the tiled kernel
+        const bool wgmma = cuda::wgmma_takes(p);
+        EXPECT_EQ(wgmma, v.kernel == cuda::LinearKernel::kAuto && !s.fp4 && k % 64 == 0) << v.name;
         ASSERT_EQ(cuda::launch_block_linear(p), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint16_t> out(got.size());
         ASSERT_EQ(cudaMemcpy(out.data(), dy.p, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-        const Agreement a = agreement(out, want);
+        const Agreement a = agreement(out, want, wgmma ? kWgmmaRmsTolerance : 1e-3);
         const int worst = a.worst, equal = a.equal;
         EXPECT_EQ(a.outside, 0) << (s.fp4 ? "fp4 " : "fp8 ") << o << "x" << k << " n=" << n << " " << v.name;
         const bool tiled = v.kernel == cuda::LinearKernel::kAuto || v.kernel == cuda::LinearKernel::kTiled;
-        EXPECT_GE(equal, static_cast<int>(out.size() * (tiled ? kTiledBitEqual : kExactBitEqual)))
+        EXPECT_GE(equal, static_cast<int>(out.size() * (wgmma   ? kWgmmaBitEqual
+                                                        : tiled ? kTiledBitEqual
+                                                                : kExactBitEqual)))
             << o << "x" << k << " n=" << n << " " << v.name;
         std::printf("%s %5ld x %5ld n=%d %-9s: %5.1f %% bit-equal, max %d ulp, max |error| / rms %.2g\n",
-                    s.fp4 ? "fp4" : "fp8", static_cast<long>(o), static_cast<long>(k), n, v.name,
+                    s.fp4 ? "fp4" : "fp8", static_cast<long>(o), static_cast<long>(k), n, wgmma ? "wgmma" : v.name,
                     100.0 * equal / out.size(), worst, a.max_rel);
         if (v.kernel != cuda::LinearKernel::kTiled) continue;
         // Up to 8 rows the tiled kernel also takes the bf16 input (here rows k + 8 apart) and
@@ -340,6 +350,61 @@ TEST(CudaLinear, ManyRowsOnWarpgroupTensorCores) {
       EXPECT_TRUE(std::equal(some.begin(), some.end(), all.begin() + first * o))
           << name << " " << o << "x" << k << ": rows " << first << " .. " << first + n - 1
           << " differ from the call of " << rows;
+    }
+    cudaFree(dw), cudaFree(dws);
+  }
+}
+
+// A decode step's fp8 linears on the wgmma kernel (the dispatch's choice up to kFewRows rows: one
+// tile of 64 rows, K split over a cluster by the matrix's shape, the slices' sums added in rank
+// order): within the kernel's bound of the CPU, and a row's outputs the same bits alone, among 8 or
+// 24, or in a step of 64. Shapes: K split 8 (512 x 5120), 4 (5120 x 2304; 1000 x 1152 in slices of
+// 5, 5, 5, 3 stages; 1000 x 1216 with scales past the folded multiply's range) and 1 (18000 x 1280:
+// the tiles alone fill the GPU).
+TEST(CudaLinear, DecodeRowsOnWarpgroupTensorCores) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  CpuBackend cpu(0);
+  std::mt19937 rng(47);
+  for (const auto& [o, k] :
+       {std::pair<int64_t, int64_t>{512, 5120}, {5120, 2304}, {1000, 1152}, {1000, 1216}, {18000, 1280}}) {
+    const int64_t batch = 64, checked = 9;  // rows checked against the CPU
+    RandomWeights rw(rng, 1, o, k, /*fp4=*/false);
+    if (k == 1216)
+      for (size_t i = 0; i < rw.ws.size(); i += 97) rw.ws[i] = static_cast<uint8_t>(135 + rng() % 4);
+    LinearWeight lw{LinearFormat::kFp8, o, k,
+                    TensorView::contiguous(const_cast<uint8_t*>(rw.w.data()), DType::kU8, {o, k}),
+                    TensorView::contiguous(const_cast<uint8_t*>(rw.ws.data()), DType::kU8, {(o + 31) / 32, k / 32})};
+    uint8_t *dw = testing::to_device(rw.w), *dws = testing::to_device(rw.ws);
+    const std::vector<uint16_t> x = testing::random_bf16(batch * k, 500 + o, 2.0f);
+    DeviceBuffer<uint16_t> dx(x.size()), dop(x.size()), dy(batch * o);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::QuantizeInputParams q{
+        .x = dx.p, .x_stride = k, .operand = dop.p, .n = static_cast<int>(batch), .k = static_cast<int>(k)};
+    ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+    const auto run = [&](int64_t first, int64_t n) {
+      EXPECT_EQ(cudaMemset(dy.p, 0xFF, batch * o * 2), cudaSuccess);  // the poison: every output must be written
+      cuda::BlockLinearParams p;
+      p.op[0] = {.w = dw, .w_scales = dws, .y = dy.p, .x_operand = dop.p + first * k};
+      p.n = static_cast<int>(n), p.k = static_cast<int>(k), p.w_stride = k, p.s_stride = rw.s_stride;
+      p.out = static_cast<int>(o), p.y_stride = o;
+      EXPECT_TRUE(cuda::wgmma_applies(p));
+      EXPECT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+      return testing::from_device(dy.p, n * o);
+    };
+    const std::vector<uint16_t> all = run(0, batch);
+    std::vector<uint16_t> want(checked * o);
+    cpu.linear({TensorView::contiguous(const_cast<uint16_t*>(x.data()), DType::kBF16, {checked, k}), &lw,
+                TensorView::contiguous(want.data(), DType::kBF16, {checked, o})});
+    const Agreement a = agreement({all.begin(), all.begin() + checked * o}, want, kWgmmaRmsTolerance);
+    EXPECT_EQ(a.outside, 0) << o << "x" << k;
+    EXPECT_GE(a.equal, static_cast<int>(want.size() * kWgmmaBitEqual)) << o << "x" << k;
+    std::printf("fp8 %5ld x %5ld n=%ld wgmma (decode): %5.1f %% bit-equal, max %d ulp, max |error| / rms %.2g\n",
+                static_cast<long>(o), static_cast<long>(k), static_cast<long>(batch), 100.0 * a.equal / want.size(),
+                a.worst, a.max_rel);
+    for (const auto& [first, n] : {std::pair<int64_t, int64_t>{0, 1}, {37, 1}, {63, 1}, {8, 8}, {8, 24}, {40, 24}}) {
+      const std::vector<uint16_t> some = run(first, n);
+      EXPECT_TRUE(std::equal(some.begin(), some.end(), all.begin() + first * o))
+          << o << "x" << k << ": rows " << first << " .. " << first + n - 1 << " differ from the step of " << batch;
     }
     cudaFree(dw), cudaFree(dws);
   }

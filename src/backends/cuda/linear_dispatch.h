@@ -18,7 +18,8 @@ namespace dsinfer::cuda {
 /// fp32 in cuBLAS's order; block-scaled weights take launch_block_linear's wgmma kernel from the
 /// same row count (wgmma_kernel::kMinRows). So the sums are not the exact block sums of the
 /// small-batch kernels: an output may differ from the CPU backend's in its last bf16 bit (the
-/// reference's own GEMMs sum in the tensor cores' order).
+/// reference's own GEMMs sum in the tensor cores' order; a decode step's fp8 linears do too, on
+/// the wgmma kernel's decode tiles).
 inline constexpr int64_t kTensorCoreRows = linear_config::wgmma_kernel::kMinRows;  // more than a decode step of 64
 
 enum class LinearPath {

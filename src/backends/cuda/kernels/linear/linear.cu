@@ -17,8 +17,9 @@ cudaError_t launch_block_linear_fma(const BlockLinearParams& p) {
 
 cudaError_t launch_block_linear(const BlockLinearParams& p) {
   if (p.k % 32 != 0 || p.k <= 0 || p.n < 0 || p.out < 0 || p.groups < 1) return cudaErrorInvalidValue;
-  // Auto: from wgmma_kernel::kMinRows rows (a grouped call: tokens) the wgmma kernel where it
-  // takes the shape, else the tiled kernel; either's row sums do not depend on the other rows.
+  // Auto: from wgmma_kernel::kMinRows rows (a grouped call: tokens), and for a decode step's plain
+  // fp8 calls, the wgmma kernel where it takes the shape, else the tiled kernel; each one's row
+  // sums do not depend on the other rows.
   if (wgmma_takes(p)) return launch_block_linear_wgmma(p);
   if (p.kernel == LinearKernel::kWgmma) return cudaErrorInvalidValue;
   if (p.expert_groups) {  // row counts on the device

@@ -33,7 +33,8 @@ inline bool bf16_rows_aligned(const void* x, int64_t stride) {
 cudaError_t launch_block_linear(const BlockLinearParams& p);
 
 /// Whether launch_block_linear runs the wgmma kernel for this call (its kernel, shape and row
-/// count): its activations are then wanted as LinearOperands::x_operand (QuantizeInputParams::operand).
+/// count: under kAuto from kMinRows rows, and a decode step's plain fp8 calls of up to kFewRows):
+/// its activations are then wanted as LinearOperands::x_operand (QuantizeInputParams::operand).
 bool wgmma_takes(const BlockLinearParams& p);
 
 /// The TMA tensor map (kTensorMapBytes at `map`) through which the wgmma kernel reads weights [out,

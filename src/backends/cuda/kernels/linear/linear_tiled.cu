@@ -466,7 +466,7 @@ int tiled_split(int out, int k, bool fp4) {
 
 bool tiled_quantises_input(const BlockLinearParams& p) {
   return !p.expert_groups && (p.kernel == LinearKernel::kAuto || p.kernel == LinearKernel::kTiled) && p.n >= 1 &&
-         p.n <= 8 && p.k % 32 == 0;
+         p.n <= 8 && p.k % 32 == 0 && !wgmma_takes(p);
 }
 
 cudaError_t launch_block_linear_tiled(const BlockLinearParams& p) {

@@ -1,6 +1,7 @@
 // sm90_block_linear_wgmma: the block-scaled linear of many activation rows (a prefill chunk's
-// linears, its routed experts grouped by expert on the device) on Hopper's warpgroup tensor cores,
-// the weights read as they are stored (no copy dequantised for another GEMM).
+// linears, its routed experts grouped by expert on the device) and of a decode step's fp8 linears
+// on Hopper's warpgroup tensor cores, the weights read as they are stored (no copy dequantised for
+// another GEMM).
 //
 // Both operands are exact in bf16: an activation is act_quant's code times a power of two, a
 // weight its e4m3 or e2m1 code times its e8m0 scale. So the products are exact bf16 ones and each
@@ -14,12 +15,19 @@
 // its two weight rows' codes of the stage to bf16 times their scale in registers, wgmma's A
 // fragment: the weights never pass through shared memory as bf16, and no proxy fence is needed.
 //
-// What fixes a row's sum: only the K order, so its outputs do not depend on the rows beside it, on
-// the tile it falls in or on how many rows or experts the call has. (They are not the tiled
-// kernel's bits: the dispatch picks this kernel by the call's row count alone, kMinRows.)
+// Up to kFewRows rows (a decode step) the dispatch runs tiles of 64 activation rows with K split
+// over a cluster of CTAs by the matrix's shape (wgmma_split), their fp32 sums added in rank order
+// through distributed shared memory: the weights' tiles alone are too few to fill the GPU.
+//
+// What fixes a row's sum: only the K order (and, for the decode tiles, the split), so its outputs
+// do not depend on the rows beside it, on the tile it falls in or on how many rows or experts the
+// call has. A row's bits differ between the two instances: the dispatch picks them by the call's
+// row count alone, below and from kMinRows.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
+
+#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -37,6 +45,7 @@
 namespace dsinfer::cuda {
 namespace {
 
+namespace cg = cooperative_groups;
 using namespace common;
 using linear_detail::expert_group_operands;
 using namespace linear_config;
@@ -52,19 +61,22 @@ struct Maps {
 };
 
 // Shared memory of a CTA, from a 1024-byte boundary (the swizzle's pattern repeats every 8 rows of
-// 128 bytes): per stage the activations [128 rows][128 bytes] and the weights' codes [128 rows]
+// 128 bytes): per stage the activations [kRows][128 bytes] and the weights' codes [128 rows]
 // [kRowBytes]; a barrier a stage for the TMA's bytes.
 template <bool kFp4>
+inline constexpr int kRowBytes = kFp4 ? kStageK / 2 : kStageK;  // a weight row's codes a stage
+template <bool kFp4, int kRows>
 struct Layout {
-  static constexpr int kRowBytes = kFp4 ? kStageK / 2 : kStageK;  // a weight row's codes a stage
   static constexpr int kA = 0;
-  static constexpr int kW = kA + kTileRows * kStageK * 2;
-  static constexpr int kStage = kW + kTileCols * kRowBytes;
+  static constexpr int kW = kA + kRows * kStageK * 2;
+  static constexpr int kStage = kW + kTileCols * kRowBytes<kFp4>;
   static constexpr int kFull = kStages * kStage;
   static constexpr int kBytes = kFull + kStages * 8 + 1024;  // and the alignment's slack
 };
-static_assert(Layout<false>::kStage % 1024 == 0 && Layout<true>::kStage % 1024 == 0);
-static_assert(kCtasPerSm * Layout<false>::kBytes <= 227 * 1024);
+template <bool kFp4, int kRows>
+constexpr bool kLaidOut = Layout<kFp4, kRows>::kStage % 1024 == 0 &&
+                          (kCtasPerSm * Layout<kFp4, kRows>::kBytes) <= 227 * 1024;
+static_assert(kLaidOut<false, kTileRows> && kLaidOut<true, kTileRows> && kLaidOut<false, kFewRows>);
 
 // A K-major operand's descriptor in the 128-byte swizzle: rows 128 bytes apart, 8-row groups 1024
 // (the stride-byte offset), the leading-byte offset unused; a K step of 16 bf16 moves the start
@@ -157,7 +169,7 @@ __device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t sca
   if constexpr (kFp4) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint2 raw = *reinterpret_cast<const uint2*>(w + (r + 8 * h) * Layout<true>::kRowBytes + 8 * c);
+      const uint2 raw = *reinterpret_cast<const uint2*>(w + (r + 8 * h) * kRowBytes<true> + 8 * c);
       const uint32_t words[2] = {raw.x, raw.y};
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
@@ -169,7 +181,7 @@ __device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t sca
   } else {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(w + (r + 8 * h) * Layout<false>::kRowBytes + 16 * c);
+      const uint4 raw = *reinterpret_cast<const uint4*>(w + (r + 8 * h) * kRowBytes<false> + 16 * c);
       rows[h][0] = raw.x, rows[h][1] = raw.y, rows[h][2] = raw.z, rows[h][3] = raw.w;
     }
   }
@@ -188,15 +200,16 @@ struct Tile {
   uint16_t* y = nullptr;        // output (first row, first column)
   int rows = 0, cols = 0, col0 = 0;
 };
-// Which tile CTA `cta` computes, or false: the CTAs walk bands of kBand row tiles, the band's row
-// tiles fastest, then the weight tiles (each matrix's in turn), so that a band's CTAs read each
-// weight tile together. A grouped call's row tiles are its entries' tiles in entry order (their
-// counts come from an earlier kernel: warp 0 scans them).
-__device__ bool find_tile(const BlockLinearParams& p, const Maps& maps, int slots, Tile& t) {
+// Which tile CTA `cta` computes (row tiles of kRows), or false: the CTAs walk bands of kBand row
+// tiles, the band's row tiles fastest, then the weight tiles (each matrix's in turn), so that a
+// band's CTAs read each weight tile together. A grouped call's row tiles are its entries' tiles in
+// entry order (their counts come from an earlier kernel: warp 0 scans them).
+template <int kRows>
+__device__ bool find_tile(const BlockLinearParams& p, const Maps& maps, int slots, int cta, Tile& t) {
   __shared__ int found[2];  // entry, row tile within it
   const bool grouped = p.expert_groups != nullptr;
   const int parts = grouped ? p.per_route : p.groups, col_tiles = (p.out + kTileCols - 1) / kTileCols;
-  const int columns = parts * col_tiles, cta = static_cast<int>(blockIdx.x);
+  const int columns = parts * col_tiles;
   const int band = cta / (kBand * columns), within = cta % (kBand * columns);
   const int height = min(kBand, slots - band * kBand);
   const int slot = band * kBand + within % height, column = within / height;
@@ -213,7 +226,7 @@ __device__ bool find_tile(const BlockLinearParams& p, const Maps& maps, int slot
         int tiles = 0;
         if (e < entries) {
           const ExpertGroup g = p.expert_groups[e];
-          if (g.count > 0 && g.expert >= 0 && g.expert < p.route_count) tiles = (g.count + kTileRows - 1) / kTileRows;
+          if (g.count > 0 && g.expert >= 0 && g.expert < p.route_count) tiles = (g.count + kRows - 1) / kRows;
         }
         int upto = tiles;  // inclusive scan over the lanes
 #pragma unroll
@@ -241,38 +254,60 @@ __device__ bool find_tile(const BlockLinearParams& p, const Maps& maps, int slot
     t.w = &maps.w[part];
   }
   t.x = &maps.x[part];
-  const int row0 = row_tile * kTileRows;
+  const int row0 = row_tile * kRows;
   if (row0 >= n) return false;
   t.col0 = (column % col_tiles) * kTileCols;
   t.x_row = first + row0;
   t.sw = op.w_scales + static_cast<int64_t>(p.fp4 ? t.col0 : t.col0 / kScaleBlock) * p.s_stride;
   t.y = op.y + static_cast<int64_t>(row0) * p.y_stride + t.col0;
-  t.rows = min(kTileRows, n - row0), t.cols = min(kTileCols, p.out - t.col0);
+  t.rows = min(kRows, n - row0), t.cols = min(kTileCols, p.out - t.col0);
   return true;
 }
 
 // Stage s's boxes (K s * 64 .. s * 64 + 63) into `stage`, counted on `bar` (one thread). Rows past
 // the tensor's arrive as zeros, and count as bytes.
-template <bool kFp4>
+template <bool kFp4, int kRows>
 __device__ void load_stage(const Tile& t, int s, uint8_t* stage, uint64_t* bar) {
-  using L = Layout<kFp4>;
+  using L = Layout<kFp4, kRows>;
   barrier_expect(bar, L::kStage);
   tma_load(stage + L::kA, t.x, s * kStageK, t.x_row, bar);
-  tma_load(stage + L::kW, t.w, s * L::kRowBytes, t.col0, bar);
+  tma_load(stage + L::kW, t.w, s * kRowBytes<kFp4>, t.col0, bar);
 }
 
-template <bool kFp4>
+// A warpgroup's wgmmas of one K step: its 64 weight rows by the tile's kRows activation rows.
+template <int kRows>
+__device__ inline void wgmma_step(const uint32_t (&a)[4], uint64_t b, float (&acc)[kRows / 8][4]) {
+  if constexpr (kRows == 128)
+    wgmma_bf16_m64n128_a_registers(a, b, acc);
+  else
+    wgmma_bf16_m64n64_a_registers(a, b, acc);
+}
+
+// The K stages [first, first + count) that rank `rank` of a cluster of `split` sums: slices of
+// ceil(stages / split), the last one shorter.
+struct Slice {
+  int first = 0, count = 0;
+};
+__device__ inline Slice k_slice(int stages, int split, int rank) {
+  const int each = (stages + split - 1) / split, first = min(stages, rank * each);
+  return {first, min(stages, first + each) - first};
+}
+
+template <bool kFp4, int kRows>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm)
-    sm90_block_linear_wgmma(const __grid_constant__ Maps maps, BlockLinearParams p, int slots) {
-  using L = Layout<kFp4>;
+    sm90_block_linear_wgmma(const __grid_constant__ Maps maps, BlockLinearParams p, int slots, int split) {
+  using L = Layout<kFp4, kRows>;
   extern __shared__ uint8_t dynamic_smem[];
   uint8_t* smem = dynamic_smem + ((1024 - smem_address(dynamic_smem) % 1024) % 1024);
   after_prior_grids();  // the activations, and a grouped call's entries, come from earlier kernels
+  // A cluster's CTAs share a tile, each summing a K slice (split 1: no cluster).
+  const int rank = static_cast<int>(blockIdx.x) % split;
   Tile t;
-  if (!find_tile(p, maps, slots, t)) return;
+  if (!find_tile<kRows>(p, maps, slots, static_cast<int>(blockIdx.x) / split, t)) return;  // the whole cluster
   const int tid = static_cast<int>(threadIdx.x), lane = tid % kWarp, warp = tid / kWarp;
   const int r = warp * 16 + lane / 4, c = lane % 4;  // this thread's weight rows r, r + 8 of the tile
-  const int stages = p.k / kStageK;
+  const Slice k = k_slice(p.k / kStageK, split, rank);
+  const int s0 = k.first, stages = k.count;  // stage s of the loop is K stage s0 + s
   auto* full = reinterpret_cast<uint64_t*>(smem + L::kFull);
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) barrier_init(&full[s]);
@@ -280,13 +315,14 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   }
   __syncthreads();
   if (tid == 0)
-    for (int s = 0; s < kStages && s < stages; ++s) load_stage<kFp4>(t, s, smem + s * L::kStage, &full[s]);
+    for (int s = 0; s < kStages && s < stages; ++s) load_stage<kFp4, kRows>(t, s0 + s, smem + s * L::kStage, &full[s]);
   // The rows' scale bytes (rows past the matrix's read the last row's: their codes are zeros); K
   // block 2s + c / 2 at stage s, read a stage ahead of their use.
   const int last = t.cols - 1;
   const uint8_t* sr = t.sw + static_cast<int64_t>(kFp4 ? min(r, last) : min(r, last) / kScaleBlock) * p.s_stride;
   const uint8_t* sr8 = t.sw + static_cast<int64_t>(kFp4 ? min(r + 8, last) : min(r, last) / kScaleBlock) * p.s_stride;
-  uint32_t e_r = __ldg(sr + c / 2), e_r8 = __ldg(sr8 + c / 2);
+  sr += 2 * s0, sr8 += 2 * s0;
+  uint32_t e_r = stages > 0 ? __ldg(sr + c / 2) : 0, e_r8 = stages > 0 ? __ldg(sr8 + c / 2) : 0;
   // Stage s + 1's fragments are decoded while stage s's wgmmas run, and stage s + 1's wgmmas are
   // issued before stage s's complete: one group stays in flight, each with its own fragments.
   uint32_t frag[2][4][4] = {};
@@ -303,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
     else
       decode_stage<kFp4, false>(w, r, c, scale_pair<kFp4>(now_r), scale_pair<kFp4>(now_r8), into);
   };
-  float acc[16][4] = {};
+  float acc[kRows / 8][4] = {};
   const uint64_t activations = swizzled_descriptor(smem + L::kA);  // slot 0's
   // Stage s on `cur` (decoded): issued, then stage s - 1's group waited for, its slot refilled with
   // stage s - 1 + kStages and its fragments (`other`) given stage s + 1.
@@ -312,18 +348,19 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
     const uint64_t b = activations + static_cast<uint64_t>((s % kStages) * L::kStage / 16);
     wgmma_fence();
 #pragma unroll
-    for (int j = 0; j < 4; ++j) wgmma_bf16_m64n128_a_registers(cur[j], b + 2 * j, acc);
+    for (int j = 0; j < 4; ++j) wgmma_step<kRows>(cur[j], b + 2 * j, acc);
     wgmma_commit();
     wgmma_wait<1>();
     wgmma_hold_fragments(other);  // read by stage s - 1's wgmmas until now: not to be reused before
     if (s >= 1) {
       __syncthreads();  // every warpgroup is done with stage s - 1's slot
       if (tid == 0 && s - 1 + kStages < stages)
-        load_stage<kFp4>(t, s - 1 + kStages, smem + ((s - 1) % kStages) * L::kStage, &full[(s - 1) % kStages]);
+        load_stage<kFp4, kRows>(t, s0 + s - 1 + kStages, smem + ((s - 1) % kStages) * L::kStage,
+                                &full[(s - 1) % kStages]);
     }
     if (s + 1 < stages) decode(s + 1, other);
   };
-  decode(0, frag[0]);
+  if (stages > 0) decode(0, frag[0]);
   // Two stages a trip (the fragments' roles fixed in the code); an odd count's last stage after.
   const int paired = stages - stages % 2;
   for (int s = 0; s < paired; s += 2) {
@@ -337,12 +374,38 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   wgmma_hold_fragments(frag[1]);
   __syncthreads();  // the ring is idle: the output tile may take it
   // acc[j]: rows r, r + 8 by activation rows 8j + 2c, 8j + 2c + 1; y is [activation row][weight
-  // row]. Staged through shared memory, then written a row's 16 bytes at a time.
+  // row].
+  if (split > 1) {
+    // The slices' fp32 sums meet in distributed shared memory, added in rank order by the rank
+    // that writes the output (every split-th one).
+    constexpr int kPitch = kTileCols + 4;  // a row's floats: a quad's rows 2c apart hit distinct banks
+    static_assert(kRows * kPitch * 4 <= L::kFull);
+    auto* part = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int j = 0; j < kRows / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float* row = part + (8 * j + 2 * c + e) * kPitch;
+        row[r] = acc[j][e], row[r + 8] = acc[j][2 + e];
+      }
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    for (int i = rank * kThreads + tid; i < t.rows * kTileCols; i += split * kThreads) {
+      const int row = i / kTileCols, col = i % kTileCols;
+      if (col >= t.cols) continue;
+      float sum = cluster.map_shared_rank(part, 0)[row * kPitch + col];
+      for (int q = 1; q < split; ++q) sum += cluster.map_shared_rank(part, q)[row * kPitch + col];
+      t.y[static_cast<int64_t>(row) * p.y_stride + col] = float_to_bf16(sum);
+    }
+    cluster.sync();  // no CTA leaves while another reads its shared memory
+    return;
+  }
+  // Staged through shared memory as bf16, then written a row's 16 bytes at a time.
   constexpr int kPitch = kTileCols + 8;  // a staged row's bf16: its quads' stores hit distinct banks
-  static_assert(kTileRows * kPitch * 2 <= Layout<true>::kFull && kPitch % 8 == 0);
+  static_assert(kRows * kPitch * 2 <= L::kFull && kPitch % 8 == 0);
   auto* staged = reinterpret_cast<uint16_t*>(smem);
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+  for (int j = 0; j < kRows / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       uint16_t* row = staged + (8 * j + 2 * c + e) * kPitch;
@@ -351,7 +414,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   __syncthreads();
   const bool vector = p.y_stride % 8 == 0 && reinterpret_cast<uintptr_t>(t.y) % 16 == 0;
   constexpr int kPieces = kTileCols / 8;  // 16-byte pieces of a row
-  for (int i = tid; i < kTileRows * kPieces; i += kThreads) {
+  for (int i = tid; i < kRows * kPieces; i += kThreads) {
     const int row = i / kPieces, col = i % kPieces * 8;
     if (row >= t.rows || col >= t.cols) continue;
     uint16_t* y = t.y + static_cast<int64_t>(row) * p.y_stride + col;
@@ -399,7 +462,7 @@ bool encode(CUtensorMap* map, const void* base, CUtensorMapDataType type, int64_
 }  // namespace
 
 bool wgmma_weight_map(void* map, const uint8_t* w, int out, int k, int64_t w_stride, bool fp4) {
-  const int row_bytes = fp4 ? Layout<true>::kRowBytes : Layout<false>::kRowBytes;
+  const int row_bytes = fp4 ? kRowBytes<true> : kRowBytes<false>;
   return encode(static_cast<CUtensorMap*>(map), w, CU_TENSOR_MAP_DATA_TYPE_UINT8, out, fp4 ? k / 2 : k, w_stride,
                 kTileCols, row_bytes, false);
 }
@@ -412,8 +475,24 @@ bool wgmma_takes(const BlockLinearParams& p) {
     return false;
   const LinearKernel kernel = p.kernel;
   const int rows = grouped ? p.max_group_rows : p.n;
-  return kernel == LinearKernel::kWgmma || (kernel == LinearKernel::kAuto && rows >= kMinRows);
+  if (kernel == LinearKernel::kWgmma) return true;
+  if (kernel != LinearKernel::kAuto) return false;
+  // A decode step's fp8 linears too (the few-rows instance: every row count up to kFewRows alike).
+  return rows >= kMinRows || (!grouped && !p.fp4 && p.n <= kFewRows);
 }
+
+namespace {
+// The K slices of a few-rows call: a power of two, so that the matrix's tiles fill the GPU once,
+// each slice keeping kMinSliceStages; by the shape (and the GPU's size) alone, so that a row's sums
+// never depend on the call.
+int wgmma_split(int out, int k) {
+  const int tiles = (out + kTileCols - 1) / kTileCols, stages = k / kStageK;
+  int split = 1;
+  while (split < kMaxSplit && tiles * split < linear_detail::sm_count() && stages / (2 * split) >= kMinSliceStages)
+    split *= 2;
+  return split;
+}
+}  // namespace
 
 bool wgmma_applies(const BlockLinearParams& p) {
   if (!wgmma_takes(p)) return false;
@@ -429,27 +508,33 @@ bool wgmma_applies(const BlockLinearParams& p) {
 cudaError_t launch_block_linear_wgmma(const BlockLinearParams& p) {
   if (!wgmma_applies(p)) return cudaErrorInvalidValue;
   const bool grouped = p.expert_groups != nullptr;
+  // The dispatch's choice up to kFewRows rows (a decode step's fp8 linears): one row tile of
+  // kFewRows, K split by the matrix's shape. (Forced, the kernel runs its prefill tiles at any n.)
+  const bool few = !grouped && p.n <= kFewRows && p.kernel == LinearKernel::kAuto;
+  const int rows = few ? kFewRows : kTileRows, split = few ? wgmma_split(p.out, p.k) : 1;
   const int parts = grouped ? p.per_route : p.groups, entries = grouped ? p.groups / p.per_route : 1;
-  const int64_t slots = (static_cast<int64_t>(p.n) + kTileRows - 1) / kTileRows + (grouped ? entries : 0);
-  const int64_t ctas = slots * parts * ((p.out + kTileCols - 1) / kTileCols);
+  const int64_t slots = (static_cast<int64_t>(p.n) + rows - 1) / rows + (grouped ? entries : 0);
+  const int64_t ctas = slots * parts * ((p.out + kTileCols - 1) / kTileCols) * split;
   if (ctas == 0) return cudaSuccess;
   if (ctas > INT32_MAX) return cudaErrorInvalidValue;
   Maps maps{};
   for (int g = 0; g < parts; ++g) {
     const LinearOperands& op = p.op[g];
-    if (!encode(&maps.x[g], op.x_operand, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.n, p.k, int64_t{p.k} * 2, kTileRows,
-                kStageK, true))
+    if (!encode(&maps.x[g], op.x_operand, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.n, p.k, int64_t{p.k} * 2, rows, kStageK,
+                true))
       return cudaErrorInvalidValue;
     if (!grouped && !wgmma_weight_map(&maps.w[g], op.w, p.out, p.k, p.w_stride, p.fp4)) return cudaErrorInvalidValue;
   }
   const auto launch = [&](auto kernel, int smem) {
     const cudaError_t opt_in = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (opt_in != cudaSuccess) return opt_in;
-    return launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads), smem, p.stream, maps, p,
-                         static_cast<int>(slots));
+    return launch_clustered(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads), smem, p.stream,
+                            split > 1 ? static_cast<unsigned>(split) : 0u, maps, p, static_cast<int>(slots), split);
   };
-  return p.fp4 ? launch(sm90_block_linear_wgmma<true>, Layout<true>::kBytes)
-               : launch(sm90_block_linear_wgmma<false>, Layout<false>::kBytes);
+  if (few)  // fp8 alone (wgmma_takes)
+    return launch(sm90_block_linear_wgmma<false, kFewRows>, Layout<false, kFewRows>::kBytes);
+  return p.fp4 ? launch(sm90_block_linear_wgmma<true, kTileRows>, Layout<true, kTileRows>::kBytes)
+               : launch(sm90_block_linear_wgmma<false, kTileRows>, Layout<false, kTileRows>::kBytes);
 }
 
 }  // namespace dsinfer::cuda

@@ -40,7 +40,7 @@ struct ExpertGroup {
 /// The kernels the dispatch can run (their tile and launch constants: config.h; the kernel lab,
 /// bench/cuda/lab, keeps wgmma and the other knob values).
 enum class LinearKernel {
-  kAuto,   // kTiled
+  kAuto,   // kTiled, but kWgmma from its kMinRows rows and for plain fp8 calls (decode tiles up to kFewRows)
   kExact,  // the kernels that equal the CPU's exact block sums, the fastest measured for the shape:
            // kGemv at n = 1 (kFma where it does not apply), kMma above; the dense linears' double sums
   kTiled,  // e4m3 tensor cores, fp32 sums: 64 weight rows a CTA, K split over a cluster by shape
