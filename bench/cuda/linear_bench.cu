@@ -8,7 +8,9 @@
 //   against the weights dequantised for cuBLAS, as prefill chunks ran before it)
 //   BENCH_QUICK=1: the library's kernels alone (tiled, mma, the gemv the dispatch would run), not
 //   the lab's variants; BENCH_SLICES=20,40,...: the tiled kernel with K slices of at most that many blocks too;
-//   BENCH_STAGED=8,32: the tiled kernel's 64-row passes with other parts of a slice staged at once
+//   BENCH_STAGED=8,32: the tiled kernel's 64-row passes with other parts of a slice staged at once;
+//   below 65 rows "auto" is the dispatch's kernel (fp8: the wgmma kernel's decode tiles), and
+//   BENCH_WGMMA=1 adds the wgmma kernel's prefill tiles forced
 //   cuda_linear_bench check    the lab's variants against the CPU backend (exit status: failures)
 //   cuda_linear_bench chain-bits    bf16 wgmma chains against mma.sync chains, bit for bit
 #include <cublasLt.h>
@@ -440,19 +442,15 @@ int main(int argc, char** argv) {
         report(variant, run(false, kTiledVariant, 0, 0, 0, staged));
       }
       report("quant + tiled", run(true, kTiledVariant, 0));
-      // BENCH_WGMMA: the wgmma kernel forced below its rows (its activations quantised once, apart)
-      if (std::getenv("BENCH_WGMMA") && s.groups <= dsinfer::cuda::linear_config::wgmma_kernel::kMaxParts) {
+      if (s.k % 64 == 0) {  // the wgmma kernel's activations, quantised once, apart
         dsinfer::cuda::QuantizeInputParams qo = q;
         qo.values = nullptr, qo.codes = nullptr, qo.scales = nullptr, qo.operand = operand, qo.stream = nullptr;
         CHECK_CUDA(dsinfer::cuda::launch_quantize_input(qo));
+      }
+      report("auto", run(false, 1, 0, 0, 0, 0, /*auto_kernel=*/true));  // fp8: the wgmma kernel's decode tiles
+      if (std::getenv("BENCH_WGMMA") && s.k % 64 == 0 &&
+          s.groups <= dsinfer::cuda::linear_config::wgmma_kernel::kMaxParts)
         report("wgmma (forced)", run(false, kWgmmaForced, 0));
-      }
-      {  // the dispatch's choice (fp8: the wgmma kernel's decode tiles, the activations quantised apart)
-        dsinfer::cuda::QuantizeInputParams qo = q;
-        qo.values = nullptr, qo.codes = nullptr, qo.scales = nullptr, qo.operand = operand, qo.stream = nullptr;
-        if (s.k % 64 == 0) CHECK_CUDA(dsinfer::cuda::launch_quantize_input(qo));
-        report("auto", run(false, 1, 0, 0, 0, 0, /*auto_kernel=*/true));
-      }
       if (quick) {
         if (n <= 4) report("gemv (library)", run(false, kGemvVariant + 2, 4));
         report("mma", run(false, 0, 4));
