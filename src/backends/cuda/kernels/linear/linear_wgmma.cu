@@ -283,6 +283,19 @@ __device__ inline void wgmma_step(const uint32_t (&a)[4], uint64_t b, float (&ac
     wgmma_bf16_m64n64_a_registers(a, b, acc);
 }
 
+// A warp's accumulators (acc[j]: rows r, r + 8 by activation rows 8j + 2c, 8j + 2c + 1) into
+// out[activation row][weight row], kPitch elements a row, each value as `as` gives it.
+template <int kPitch, int kTiles, typename T, typename As>
+__device__ inline void store_accumulators(const float (&acc)[kTiles][4], T* out, int r, int c, As as) {
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      T* row = out + (8 * j + 2 * c + e) * kPitch;
+      row[r] = as(acc[j][e]), row[r + 8] = as(acc[j][2 + e]);
+    }
+}
+
 // The K stages [first, first + count) that rank `rank` of a cluster of `split` sums: slices of
 // ceil(stages / split), the last one shorter.
 struct Slice {
@@ -373,21 +386,13 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   wgmma_hold_fragments(frag[0]);
   wgmma_hold_fragments(frag[1]);
   __syncthreads();  // the ring is idle: the output tile may take it
-  // acc[j]: rows r, r + 8 by activation rows 8j + 2c, 8j + 2c + 1; y is [activation row][weight
-  // row].
   if (split > 1) {
     // The slices' fp32 sums meet in distributed shared memory, added in rank order by the rank
     // that writes the output (every split-th one).
     constexpr int kPitch = kTileCols + 4;  // a row's floats: a quad's rows 2c apart hit distinct banks
     static_assert(kRows * kPitch * 4 <= L::kFull);
     auto* part = reinterpret_cast<float*>(smem);
-#pragma unroll
-    for (int j = 0; j < kRows / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float* row = part + (8 * j + 2 * c + e) * kPitch;
-        row[r] = acc[j][e], row[r + 8] = acc[j][2 + e];
-      }
+    store_accumulators<kPitch>(acc, part, r, c, [](float v) { return v; });
     cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();
     for (int i = rank * kThreads + tid; i < t.rows * kTileCols; i += split * kThreads) {
@@ -404,13 +409,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   constexpr int kPitch = kTileCols + 8;  // a staged row's bf16: its quads' stores hit distinct banks
   static_assert(kRows * kPitch * 2 <= L::kFull && kPitch % 8 == 0);
   auto* staged = reinterpret_cast<uint16_t*>(smem);
-#pragma unroll
-  for (int j = 0; j < kRows / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      uint16_t* row = staged + (8 * j + 2 * c + e) * kPitch;
-      row[r] = float_to_bf16(acc[j][e]), row[r + 8] = float_to_bf16(acc[j][2 + e]);
-    }
+  store_accumulators<kPitch>(acc, staged, r, c, [](float v) { return float_to_bf16(v); });
   __syncthreads();
   const bool vector = p.y_stride % 8 == 0 && reinterpret_cast<uintptr_t>(t.y) % 16 == 0;
   constexpr int kPieces = kTileCols / 8;  // 16-byte pieces of a row
