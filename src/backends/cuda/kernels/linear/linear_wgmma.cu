@@ -144,6 +144,31 @@ __device__ inline void decode_four(uint32_t codes, uint32_t scale, uint32_t& lo,
   lo = bf16x2_mul(lo, scale), hi = bf16x2_mul(hi, scale);
 }
 
+// Eight e2m1 codes (code i in nibble i of `codes`) as four bf16 pairs of their values times 2^-126,
+// pair p holding codes 2p, 2p + 1: a code s e1 e0 m is the bf16 with sign s, exponent field e1 e0
+// and mantissa m 0 ... 0 (e2m1's bias 1 against bf16's 127; 0.5 a subnormal alike). Its low byte
+// (e0 m 0 ...) and its high byte (s 0 ... e1) come from two 4-entry byte tables by prmt, each
+// code's two bits the selector, and a permute a pair interleaves them: 17 instructions for eight
+// codes where going through e4m3 took ~27.
+__device__ inline void e2m1x8_placed(uint32_t codes, uint32_t (&pairs)[4]) {
+  constexpr uint32_t kLowBytes = 0xC0804000u;                                   // e0 m = 0 .. 3 -> e0 m 0 0 0 0 0 0
+  constexpr uint32_t kHighBytes = 0x81800100u;                                  // s e1 = 0 .. 3 -> s 0 0 0 0 0 0 e1
+  const uint32_t low = codes & 0x33333333u, high = (codes >> 2) & 0x33333333u;  // a nibble each, below 4
+  const uint32_t lo03 = prmt(kLowBytes, 0, low), lo47 = prmt(kLowBytes, 0, low >> 16);
+  const uint32_t hi03 = prmt(kHighBytes, 0, high), hi47 = prmt(kHighBytes, 0, high >> 16);
+  pairs[0] = prmt(lo03, hi03, 0x5140u), pairs[1] = prmt(lo03, hi03, 0x7362u);
+  pairs[2] = prmt(lo47, hi47, 0x5140u), pairs[3] = prmt(lo47, hi47, 0x7362u);
+}
+
+// Placed pairs times their scale: one multiply by `scale` (2^126 * the block's scale, kFolded) or
+// two (2^126, then the scale times 2^6 of scale_pair<true>, as the codes through e4m3 would take).
+template <bool kFolded>
+__device__ inline uint32_t scaled_e2m1_pair(uint32_t placed, uint32_t scale) {
+  constexpr uint32_t kTwo120 = 0x7B807B80u;  // 2^120: with scale_pair<true>'s 2^6, the 2^126
+  if constexpr (!kFolded) placed = bf16x2_mul(placed, kTwo120);
+  return bf16x2_mul(placed, scale);
+}
+
 // An e8m0 scale byte as a bf16 pair, times 2^6 for fp4 (whose codes are placed as e4m3 times 2^-6).
 template <bool kFp4>
 __device__ inline uint32_t scale_pair(uint32_t e) {
@@ -165,30 +190,31 @@ __device__ inline uint32_t folded_scale_pair(uint32_t e) {
 template <bool kFp4, bool kFolded>
 __device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t scale_r, uint32_t scale_r8,
                                     uint32_t (&a)[4][4]) {
-  uint32_t rows[2][4];  // each row's 16 codes as e4m3 (fp4: times 2^-6), K order
   if constexpr (kFp4) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2; ++h) {  // row r + 8h: K step j takes codes 4j .. 4j + 3 of the run
       const uint2 raw = *reinterpret_cast<const uint2*>(w + (r + 8 * h) * kRowBytes<true> + 8 * c);
-      const uint32_t words[2] = {raw.x, raw.y};
+      const uint32_t scale = h ? scale_r8 : scale_r, words[2] = {raw.x, raw.y};
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
-        uint32_t even, odd;
-        e2m1x8_to_e4m3x8_scaled(words[v], even, odd);
-        rows[h][2 * v] = prmt(even, odd, 0x5140u), rows[h][2 * v + 1] = prmt(even, odd, 0x7362u);
+        uint32_t pairs[4];
+        e2m1x8_placed(words[v], pairs);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) a[2 * v + q / 2][h + 2 * (q % 2)] = scaled_e2m1_pair<kFolded>(pairs[q], scale);
       }
     }
   } else {
+    uint32_t rows[2][4];  // each row's 16 codes, K order
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint4 raw = *reinterpret_cast<const uint4*>(w + (r + 8 * h) * kRowBytes<false> + 16 * c);
       rows[h][0] = raw.x, rows[h][1] = raw.y, rows[h][2] = raw.z, rows[h][3] = raw.w;
     }
-  }
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    decode_four<kFolded>(rows[0][j], scale_r, a[j][0], a[j][2]);
-    decode_four<kFolded>(rows[1][j], scale_r8, a[j][1], a[j][3]);
+    for (int j = 0; j < 4; ++j) {
+      decode_four<kFolded>(rows[0][j], scale_r, a[j][0], a[j][2]);
+      decode_four<kFolded>(rows[1][j], scale_r8, a[j][1], a[j][3]);
+    }
   }
 }
 
