@@ -149,11 +149,11 @@ __device__ inline void decode_four(uint32_t codes, uint32_t scale, uint32_t& lo,
 // and mantissa m 0 ... 0 (e2m1's bias 1 against bf16's 127; 0.5 a subnormal alike). Its low byte
 // (e0 m 0 ...) and its high byte (s 0 ... e1) come from two 4-entry byte tables by prmt, each
 // code's two bits the selector, and a permute a pair interleaves them: 17 instructions for eight
-// codes where going through e4m3 took ~27.
+// codes (through e4m3, ~27).
 __device__ inline void e2m1x8_placed(uint32_t codes, uint32_t (&pairs)[4]) {
-  constexpr uint32_t kLowBytes = 0xC0804000u;                                   // e0 m = 0 .. 3 -> e0 m 0 0 0 0 0 0
-  constexpr uint32_t kHighBytes = 0x81800100u;                                  // s e1 = 0 .. 3 -> s 0 0 0 0 0 0 e1
-  const uint32_t low = codes & 0x33333333u, high = (codes >> 2) & 0x33333333u;  // a nibble each, below 4
+  // Entry e0 m -> e0 m 0 0 0 0 0 0; entry s e1 -> s 0 0 0 0 0 0 e1.
+  constexpr uint32_t kLowBytes = 0xC0804000u, kHighBytes = 0x81800100u;
+  const uint32_t low = codes & 0x33333333u, high = (codes >> 2) & 0x33333333u;  // selectors below 4
   const uint32_t lo03 = prmt(kLowBytes, 0, low), lo47 = prmt(kLowBytes, 0, low >> 16);
   const uint32_t hi03 = prmt(kHighBytes, 0, high), hi47 = prmt(kHighBytes, 0, high >> 16);
   pairs[0] = prmt(lo03, hi03, 0x5140u), pairs[1] = prmt(lo03, hi03, 0x7362u);
@@ -169,7 +169,8 @@ __device__ inline uint32_t scaled_e2m1_pair(uint32_t placed, uint32_t scale) {
   return bf16x2_mul(placed, scale);
 }
 
-// An e8m0 scale byte as a bf16 pair, times 2^6 for fp4 (whose codes are placed as e4m3 times 2^-6).
+// An e8m0 scale byte as a bf16 pair, times 2^6 for fp4: after the codes' multiply by 2^120, the
+// rest of the 2^126 that placed fp4 codes lack (placed e4m3 codes lack 2^120).
 template <bool kFp4>
 __device__ inline uint32_t scale_pair(uint32_t e) {
   const uint32_t b = kFp4 ? (e + 6) << 7 : (e ? e << 7 : 0x40u);  // e8m0 0 is 2^-127, a bf16 subnormal
