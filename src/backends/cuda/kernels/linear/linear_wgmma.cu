@@ -133,15 +133,22 @@ __device__ inline uint32_t e4m3x2_placed(uint32_t codes, uint32_t sel) {
   return (t & 0x80008000u) | ((t >> 4) & 0x07F007F0u);
 }
 
+// A placed bf16 pair times its scale, each multiply exact: one multiply by `scale` (the scale
+// folded with the 2^120 of placed e4m3 codes, or the 2^126 of placed e2m1 codes: kFolded) or two
+// (2^120, then scale_pair's scale, times 2^6 for fp4).
+template <bool kFolded>
+__device__ inline uint32_t scaled_pair(uint32_t placed, uint32_t scale) {
+  constexpr uint32_t kTwo120 = 0x7B807B80u;  // 2^120, a bf16 pair
+  if constexpr (!kFolded) placed = bf16x2_mul(placed, kTwo120);
+  return bf16x2_mul(placed, scale);
+}
+
 // A row's four codes (K 4j .. 4j + 3 of the thread's run, as e4m3 bytes) as the A fragment's
-// column pairs 2c, 2c + 1 (`lo`) and 2c + 8, 2c + 9 (`hi`): bf16 placed code * (2^120 * scale)
-// (`folded`, kFolded) or placed code * 2^120 * scale (`scale`), each multiply exact.
+// column pairs 2c, 2c + 1 (`lo`) and 2c + 8, 2c + 9 (`hi`), times their scale.
 template <bool kFolded>
 __device__ inline void decode_four(uint32_t codes, uint32_t scale, uint32_t& lo, uint32_t& hi) {
-  constexpr uint32_t kTwo120 = 0x7B807B80u;  // 2^120, a bf16 pair
   lo = e4m3x2_placed(codes, 0x1404u), hi = e4m3x2_placed(codes, 0x3424u);
-  if constexpr (!kFolded) lo = bf16x2_mul(lo, kTwo120), hi = bf16x2_mul(hi, kTwo120);
-  lo = bf16x2_mul(lo, scale), hi = bf16x2_mul(hi, scale);
+  lo = scaled_pair<kFolded>(lo, scale), hi = scaled_pair<kFolded>(hi, scale);
 }
 
 // Eight e2m1 codes (code i in nibble i of `codes`) as four bf16 pairs of their values times 2^-126,
@@ -158,15 +165,6 @@ __device__ inline void e2m1x8_placed(uint32_t codes, uint32_t (&pairs)[4]) {
   const uint32_t hi03 = prmt(kHighBytes, 0, high), hi47 = prmt(kHighBytes, 0, high >> 16);
   pairs[0] = prmt(lo03, hi03, 0x5140u), pairs[1] = prmt(lo03, hi03, 0x7362u);
   pairs[2] = prmt(lo47, hi47, 0x5140u), pairs[3] = prmt(lo47, hi47, 0x7362u);
-}
-
-// Placed pairs times their scale: one multiply by `scale` (2^126 * the block's scale, kFolded) or
-// two (2^126, then the scale times 2^6 of scale_pair<true>, as the codes through e4m3 would take).
-template <bool kFolded>
-__device__ inline uint32_t scaled_e2m1_pair(uint32_t placed, uint32_t scale) {
-  constexpr uint32_t kTwo120 = 0x7B807B80u;  // 2^120: with scale_pair<true>'s 2^6, the 2^126
-  if constexpr (!kFolded) placed = bf16x2_mul(placed, kTwo120);
-  return bf16x2_mul(placed, scale);
 }
 
 // An e8m0 scale byte as a bf16 pair, times 2^6 for fp4: after the codes' multiply by 2^120, the
@@ -201,7 +199,7 @@ __device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t sca
         uint32_t pairs[4];
         e2m1x8_placed(words[v], pairs);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) a[2 * v + q / 2][h + 2 * (q % 2)] = scaled_e2m1_pair<kFolded>(pairs[q], scale);
+        for (int q = 0; q < 4; ++q) a[2 * v + q / 2][h + 2 * (q % 2)] = scaled_pair<kFolded>(pairs[q], scale);
       }
     }
   } else {
