@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
 #include "test_util.h"
 
@@ -125,6 +126,30 @@ TEST_F(CudaRowOps, SwigluWithClampAndRoutingWeights) {
     }
     EXPECT_GE(equal, static_cast<int>(got.size() * 0.99));
   }
+}
+
+// SwiGLU quantised into the wgmma kernel's operand (the routed experts' w2 input): the bits of
+// SwiGLU's bf16 rows then act_quant's operand, over rows that end mid-warp (7 x 2304: 2016 threads).
+TEST_F(CudaRowOps, SwigluAsTheWgmmaOperand) {
+  const int n = 7, f = 2304;
+  const std::vector<uint16_t> g = testing::random_bf16(static_cast<size_t>(n) * f, 17, 8.0f),
+                              u = testing::random_bf16(static_cast<size_t>(n) * f, 18, 8.0f);
+  const std::vector<float> rw = random_f32(n, 19, 0, 1);
+  DeviceCopy<uint16_t> dg(g), du(u), dact(std::vector<uint16_t>(g.size(), 0)),
+      dwant(std::vector<uint16_t>(g.size(), 0xFFFF)), dgot(std::vector<uint16_t>(g.size(), 0xFFFF));
+  DeviceCopy<float> drw(rw);
+  cuda::SwigluParams p;
+  p.gate = dg.p, p.up = du.p, p.gate_stride = f, p.up_stride = f, p.row_weight = drw.p, p.limit = 10.0f;
+  p.out = dact.p, p.out_stride = f, p.n = n, p.f = f;
+  ASSERT_EQ(cuda::launch_swiglu(p), cudaSuccess);
+  cuda::QuantizeInputParams q;
+  q.x = dact.p, q.x_stride = f, q.operand = dwant.p, q.n = n, q.k = f;
+  ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+  p.out = nullptr, p.out_stride = 0, p.operand = dgot.p;
+  ASSERT_EQ(cuda::launch_swiglu(p), cudaSuccess);
+  EXPECT_EQ(dgot.get(), dwant.get());
+  p.f = 2300;  // not a whole span of the operand's K order
+  EXPECT_EQ(cuda::launch_swiglu(p), cudaErrorInvalidValue);
 }
 
 TEST_F(CudaRowOps, HyperConnectionPreAndPost) {

@@ -473,6 +473,111 @@ TEST(CudaLinear, ExpertsGroupedOnWarpgroupTensorCores) {
   cudaFree(dw), cudaFree(dws), cudaFree(dtable), cudaFree(dentries), cudaFree(dmaps);
 }
 
+// A decode step's routed experts on the wgmma kernel (grouped fp4 calls up to kFewRows tokens:
+// tiles of kExpertRows of an expert's rows, K split by K alone; their input quantised with the
+// rows gathered as by their sort, the same bits as without): within the kernel's bound of the
+// CPU; a row's outputs the same bits whatever else the step routes to its expert or to others
+// (alone as one token's call, among its expert's 37 rows, in a step of 64); entries without rows,
+// or with an id outside the table, write nothing. Shapes: K split 2 (2304 x 5120: w1 and w3 as two
+// parts), 4 (256 x 8192), 1 (1000 x 2304; 1000 x 1216, some scales past the folded multiply's range).
+TEST(CudaLinear, ExpertRowsOfADecodeStep) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  CpuBackend cpu(0);
+  std::mt19937 rng(53);
+  for (const auto& [o, k] : {std::pair<int64_t, int64_t>{2304, 5120}, {256, 8192}, {1000, 2304}, {1000, 1216}}) {
+    const int64_t experts = 4, parts = 2, rows = 64;
+    RandomWeights rw(rng, static_cast<int>(parts * experts), o, k, /*fp4=*/true);
+    if (k == 1216)
+      for (size_t i = 0; i < rw.ws.size(); i += 97) rw.ws[i] = static_cast<uint8_t>(129 + rng() % 4);
+    uint8_t *dw = testing::to_device(rw.w), *dws = testing::to_device(rw.ws);
+    std::vector<cuda::RoutedWeight> table(parts * experts);
+    for (int64_t m = 0; m < parts * experts; ++m) table[m] = {dw + m * rw.w_bytes, dws + m * rw.s_bytes};
+    cuda::RoutedWeight* dtable = testing::to_device(table);
+    std::vector<uint8_t> maps(parts * experts * cuda::kTensorMapBytes + 64);  // the TMA's maps, 64-byte aligned
+    uint8_t* map0 = maps.data() + (64 - reinterpret_cast<uintptr_t>(maps.data()) % 64) % 64;
+    for (int64_t m = 0; m < parts * experts; ++m)
+      ASSERT_TRUE(cuda::wgmma_weight_map(map0 + m * cuda::kTensorMapBytes, dw + m * rw.w_bytes, static_cast<int>(o),
+                                         static_cast<int>(k), k / 2, /*fp4=*/true));
+    uint8_t* dmaps = testing::to_device(std::vector<uint8_t>(map0, map0 + parts * experts * cuda::kTensorMapBytes));
+    const std::vector<uint16_t> x = testing::random_bf16(rows * k, 600 + k, 2.0f);
+    DeviceBuffer<uint16_t> dx(x.size()), dop(x.size()), dy(parts * rows * o);
+    ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    cuda::QuantizeInputParams q{
+        .x = dx.p, .x_stride = k, .operand = dop.p, .n = static_cast<int>(rows), .k = static_cast<int>(k)};
+    ASSERT_EQ(cuda::launch_quantize_input(q), cudaSuccess);
+    {  // the rows gathered as they are quantised (the experts' inputs in expert order): the same bits
+      std::vector<int32_t> reversed(rows);
+      for (int64_t i = 0; i < rows; ++i) reversed[i] = static_cast<int32_t>(rows - 1 - i);
+      int32_t* drows = testing::to_device(reversed);
+      DeviceBuffer<uint16_t> dgathered(x.size());
+      cuda::QuantizeInputParams g = q;
+      g.x_rows = drows, g.operand = dgathered.p;
+      ASSERT_EQ(cuda::launch_quantize_input(g), cudaSuccess);
+      const std::vector<uint16_t> direct = testing::from_device(dop.p, x.size()),
+                                  gathered = testing::from_device(dgathered.p, x.size());
+      for (int64_t i = 0; i < rows; ++i)
+        ASSERT_TRUE(
+            std::equal(gathered.begin() + i * k, gathered.begin() + (i + 1) * k, direct.begin() + (rows - 1 - i) * k))
+            << "gathered row " << i;
+      cudaFree(drows);
+    }
+    // The step's entries (expert, first row, rows), sorted by expert as the device groups them.
+    using Entries = std::vector<cuda::ExpertGroup>;
+    const auto run = [&](const Entries& entries, int64_t step_rows) {
+      EXPECT_EQ(cudaMemset(dy.p, 0xFF, parts * rows * o * 2), cudaSuccess);  // the poison
+      cuda::ExpertGroup* dentries = testing::to_device(entries);
+      cuda::BlockLinearParams p;
+      p.n = static_cast<int>(step_rows), p.k = static_cast<int>(k), p.out = static_cast<int>(o), p.fp4 = true;
+      p.w_stride = k / 2, p.s_stride = rw.s_stride, p.y_stride = o;
+      p.route_table = dtable, p.route_maps = dmaps, p.per_route = static_cast<int>(parts);
+      p.route_count = static_cast<int>(experts), p.expert_groups = dentries;
+      p.groups = static_cast<int>(parts * entries.size()), p.max_group_rows = static_cast<int>(step_rows);
+      for (int64_t part = 0; part < parts; ++part) p.op[part] = {.y = dy.p + part * rows * o, .x_operand = dop.p};
+      EXPECT_TRUE(cuda::wgmma_applies(p));
+      EXPECT_EQ(cuda::launch_block_linear(p), cudaSuccess);
+      cudaFree(dentries);
+      return testing::from_device(dy.p, parts * rows * o);
+    };
+    const Entries step = {{1, 0, 20}, {3, 20, 0}, {2, 20, 1}, {0, 21, 37}, {9, 58, 2}, {3, 60, 4}};
+    const std::vector<uint16_t> all = run(step, rows);
+    const auto output = [&](const std::vector<uint16_t>& y, int64_t part, int64_t row) {
+      return std::vector<uint16_t>(y.begin() + (part * rows + row) * o, y.begin() + (part * rows + row + 1) * o);
+    };
+    std::vector<uint16_t> got, want;
+    for (const cuda::ExpertGroup& e : step)
+      for (int64_t part = 0; part < parts; ++part)
+        for (int64_t row = e.first; row < e.first + e.count; ++row) {
+          const std::vector<uint16_t> y = output(all, part, row);
+          if (e.expert >= experts) {  // nothing written: the poison stays
+            EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](uint16_t v) { return v == 0xFFFF; })) << "row " << row;
+            continue;
+          }
+          if (row > e.first + 2) continue;  // three rows an expert against the CPU
+          const int64_t m = parts * e.expert + part;
+          LinearWeight lw{LinearFormat::kFp4, o, k,
+                          TensorView::contiguous(rw.w.data() + m * rw.w_bytes, DType::kU8, {o, k / 2}),
+                          TensorView::contiguous(rw.ws.data() + m * rw.s_bytes, DType::kU8, {o, k / 32})};
+          std::vector<uint16_t> cpu_row(o);
+          cpu.linear({TensorView::contiguous(const_cast<uint16_t*>(x.data() + row * k), DType::kBF16, {1, k}), &lw,
+                      TensorView::contiguous(cpu_row.data(), DType::kBF16, {1, o})});
+          got.insert(got.end(), y.begin(), y.end()), want.insert(want.end(), cpu_row.begin(), cpu_row.end());
+        }
+    const Agreement a = agreement(got, want, kWgmmaRmsTolerance);
+    EXPECT_EQ(a.outside, 0) << o << "x" << k;
+    EXPECT_GE(a.equal, static_cast<int>(want.size() * kWgmmaBitEqual)) << o << "x" << k;
+    std::printf("fp4 %5ld x %5ld experts (decode): %5.1f %% bit-equal, max %d ulp, max |error| / rms %.2g\n",
+                static_cast<long>(o), static_cast<long>(k), 100.0 * a.equal / want.size(), a.worst, a.max_rel);
+    // Row 30 (expert 0's) as one token's call, its expert's rows alone, and row 20 (expert 2's only).
+    for (const auto& [entries, step_rows, row] : {std::tuple{Entries{{0, 30, 1}}, int64_t{31}, int64_t{30}},
+                                                  {Entries{{0, 21, 37}}, rows, int64_t{30}},
+                                                  {Entries{{2, 20, 1}, {0, 21, 37}}, rows, int64_t{20}}})
+      for (int64_t part = 0; part < parts; ++part)
+        EXPECT_EQ(output(run(entries, step_rows), part, row), output(all, part, row))
+            << o << "x" << k << ": row " << row << " part " << part << " differs from the step of " << rows;
+    cudaFree(dw), cudaFree(dws), cudaFree(dtable), cudaFree(dmaps);
+  }
+}
+
 // The weights as bf16 for cuBLAS (a prefill chunk's linears): every code (but e4m3's NaN) times its
 // block's scale, exactly, for fp8 and fp4, from aligned rows and from rows at an odd offset.
 TEST(CudaDequant, WeightsAsBf16AreExact) {

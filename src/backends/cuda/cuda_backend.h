@@ -89,8 +89,10 @@ class CudaBackend final : public Backend {
   };
   Quantized quant_scratch(int64_t rows, int64_t k);
   // `rows` contiguous rows of k quantised into quant_scratch (the routed experts' inputs); for the
-  // wgmma kernel (wgmma_takes) as its operand, in the values' buffer, and nothing else.
-  Quantized quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what, bool wgmma = false);
+  // wgmma kernel (wgmma_takes) as its operand, in the values' buffer, and nothing else. With
+  // x_rows (device memory), output row i quantises row x_rows[i] of x, rows x_stride apart.
+  Quantized quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what, bool wgmma = false,
+                          const int32_t* x_rows = nullptr, int64_t x_stride = 0);
   // A block-scaled launch of `groups` matrices shaped as w over n rows: its shape, the weights'
   // strides, outputs w.out apart, the backend's kernel choice and stream (operands: the caller's).
   cuda::BlockLinearParams block_params(const LinearWeight& w, int64_t groups, int64_t n) const;
@@ -122,10 +124,10 @@ class CudaBackend final : public Backend {
     cuda::Scratch quant_values, quant_codes, quant_scales;  // block-scaled inputs (QuantizeInputParams)
     cuda::Scratch dense_x, hc_mix, tc_weights, attn_scores, router_logits;
     cuda::Scratch routed_gate, routed_up, routed_act, routed_out;  // the routed experts' rows
-    cuda::Scratch routed_x, routed_order;  // the grouped experts' sorted inputs, their tokens and groups
-    cuda::Scratch markov;                  // the Markov chain's best column of each tile
-    cuda::Scratch draws;                   // draw_tokens' rows and their parameters
-    cublasContext* cublas = nullptr;       // made on the first large batch
+    cuda::Scratch routed_order;                                    // the grouped experts' tokens and groups
+    cuda::Scratch markov;                                          // the Markov chain's best column of each tile
+    cuda::Scratch draws;                                           // draw_tokens' rows and their parameters
+    cublasContext* cublas = nullptr;                               // made on the first large batch
   };
   StreamScratch main_scratch_, side_scratch_;
   StreamScratch* scratch_ = &main_scratch_;  // the current stream's

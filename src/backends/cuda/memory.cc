@@ -69,10 +69,14 @@ CudaBackend::Quantized CudaBackend::quant_scratch(int64_t rows, int64_t k) {
 }
 
 CudaBackend::Quantized CudaBackend::quantize_rows(const uint16_t* x, int64_t rows, int64_t k, const char* what,
-                                                  bool wgmma) {
+                                                  bool wgmma, const int32_t* x_rows, int64_t x_stride) {
   const Quantized q = quant_scratch(rows, k);
-  cuda::QuantizeInputParams p{
-      .x = x, .x_stride = k, .n = static_cast<int>(rows), .k = static_cast<int>(k), .stream = stream_};
+  cuda::QuantizeInputParams p{.x = x,
+                              .x_stride = x_rows ? x_stride : k,
+                              .x_rows = x_rows,
+                              .n = static_cast<int>(rows),
+                              .k = static_cast<int>(k),
+                              .stream = stream_};
   if (wgmma)
     p.operand = q.values;
   else

@@ -2,7 +2,8 @@
 // step's tokens' experts on the device's choice: one token on its own (its experts as the groups
 // of one launch a matrix), more sorted by expert on the device and run as one grouped launch a
 // matrix. The tiled kernel's per-row sums do not depend on the rows beside them, so a token's
-// outputs are the same bits on either path. With the fma or gemv kernel forced (they take one
+// outputs are the same bits on either path; fp4 experts (V4.1's) run grouped at every step size, on
+// the wgmma kernel's decode tiles. With the fma or gemv kernel forced (they take one
 // row a group) every token runs on its own; with the exact kernels, up to kExactTokenByToken.
 // A prefill chunk's tokens (many_routed_tokens) are sorted by expert on the device too, and each
 // matrix kind runs as one grouped launch of the wgmma kernel. Tables the device cannot index, and
@@ -18,6 +19,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
+#include "backends/cuda/kernels/elementwise/elementwise.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/kernels/moe/config.h"
 #include "backends/cuda/kernels/moe/router.h"
@@ -118,7 +120,12 @@ void CudaBackend::routed_experts(const RoutedExpertsArgs& a) {
                     a.acc.is_contiguous() && a.x.stride[1] == 1,
                 "routed_experts: contiguous choices, an f32 accumulator");
   const bool tiled = forced == cuda::LinearKernel::kAuto || forced == cuda::LinearKernel::kTiled;
-  if (many || (tiled && n > 1) || (forced == cuda::LinearKernel::kExact && n > kExactTokenByToken) ||
+  // fp4 experts the wgmma kernel can read run grouped at one token too: its decode tiles take every
+  // step of up to kFewRows tokens alike. (Where it turns them down, the tiled kernel's bits are
+  // those of the path below.)
+  const bool wgmma_decode =
+      forced == cuda::LinearKernel::kAuto && table->maps != nullptr && a.experts[0].w1.format == LinearFormat::kFp4;
+  if (many || (tiled && (n > 1 || wgmma_decode)) || (forced == cuda::LinearKernel::kExact && n > kExactTokenByToken) ||
       forced == cuda::LinearKernel::kMma) {
     grouped_routed_experts(a, *table);
     return;
@@ -183,10 +190,8 @@ void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda:
   const LinearWeight &w1 = a.experts[0].w1, &w2 = a.experts[0].w2;
   const int64_t dim = w1.in, ff = w1.out, m = n * k, max_groups = std::min(experts, m);
   // The step's temporaries: scratch buffers, the same memory every call (and every captured step).
-  auto* xs = static_cast<uint16_t*>(scratch(scratch_->routed_x, m * dim * 2));
   auto* gate = static_cast<uint16_t*>(scratch(scratch_->routed_gate, m * ff * 2));
   auto* up = static_cast<uint16_t*>(scratch(scratch_->routed_up, m * ff * 2));
-  auto* act = static_cast<uint16_t*>(scratch(scratch_->routed_act, m * ff * 2));
   auto* o = static_cast<uint16_t*>(scratch(scratch_->routed_out, m * dim * 2));
   auto* order = static_cast<uint8_t*>(scratch(scratch_->routed_order, m * 12 + max_groups * sizeof(cuda::ExpertGroup)));
   auto* token = reinterpret_cast<int32_t*>(order);
@@ -205,30 +210,52 @@ void CudaBackend::grouped_routed_experts(const RoutedExpertsArgs& a, const cuda:
                                       .max_groups = static_cast<int>(max_groups),
                                       .stream = stream_}),
            "routed experts (grouping)");
-  gather_rows({a.x, TensorView::contiguous(token, DType::kI32, {m}, Device::kCuda),
-               TensorView::contiguous(xs, DType::kBF16, {m, dim}, Device::kCuda)});
-  // One launch a matrix kind over every used expert's rows; `parts` matrices share the input.
-  const auto grouped = [&](const uint16_t* x, int64_t in, const LinearWeight& w, int64_t first,
-                           std::initializer_list<uint16_t*> outs) {
-    cuda::BlockLinearParams p = block_params(w, max_groups * static_cast<int64_t>(outs.size()), m);
-    p.route_table = table.device + first, p.per_route = static_cast<int>(outs.size());
-    p.route_count = static_cast<int>(experts);
+  // One launch a matrix kind over every used expert's rows; `outs` matrices share the input.
+  const auto expert_params = [&](const LinearWeight& w, int64_t first, int parts) {
+    cuda::BlockLinearParams p = block_params(w, max_groups * parts, m);
+    p.route_table = table.device + first, p.per_route = parts, p.route_count = static_cast<int>(experts);
     if (table.maps) p.route_maps = static_cast<const uint8_t*>(table.maps) + first * cuda::kTensorMapBytes;
     p.expert_groups = groups, p.max_group_rows = static_cast<int>(n);  // an expert takes a token once
+    return p;
+  };
+  const auto grouped = [&](cuda::BlockLinearParams p, const Quantized& x, std::initializer_list<uint16_t*> outs) {
     const bool wgmma = cuda::wgmma_takes(p);
-    const auto [values, codes, scales] = quantize_rows(x, m, in, "routed experts (input quantisation)", wgmma);
     int part = 0;
     for (uint16_t* y : outs)
-      p.op[part++] = wgmma ? cuda::LinearOperands{.y = y, .x_operand = values}
-                           : cuda::LinearOperands{.x_values = values, .x_scales = scales, .y = y, .x_codes = codes};
+      p.op[part++] = wgmma
+                         ? cuda::LinearOperands{.y = y, .x_operand = x.values}
+                         : cuda::LinearOperands{.x_values = x.values, .x_scales = x.scales, .y = y, .x_codes = x.codes};
     launched(cuda::launch_block_linear(p), "routed experts");
   };
-  grouped(xs, dim, w1, 0, {gate, up});
-  swiglu({TensorView::contiguous(gate, DType::kBF16, {m, ff}, Device::kCuda),
-          TensorView::contiguous(up, DType::kBF16, {m, ff}, Device::kCuda),
-          TensorView::contiguous(weight, DType::kF32, {m}, Device::kCuda), a.swiglu_limit,
-          TensorView::contiguous(act, DType::kBF16, {m, ff}, Device::kCuda)});
-  grouped(act, ff, w2, 2 * experts, {o});
+  const char* what = "routed experts (input quantisation)";
+  // w1 and w3 on the tokens' rows in the experts' order, gathered by their quantisation.
+  const cuda::BlockLinearParams up_p = expert_params(w1, 0, 2);
+  grouped(up_p, quantize_rows(a.x.as<const uint16_t>(), m, dim, what, cuda::wgmma_takes(up_p), token, a.x.stride[0]),
+          {gate, up});
+  // w2 on SwiGLU's result: quantised by the SwiGLU kernel itself for the wgmma kernel.
+  const cuda::BlockLinearParams down_p = expert_params(w2, 2 * experts, 1);
+  if (cuda::wgmma_takes(down_p)) {
+    const Quantized operand = quant_scratch(m, ff);  // in the values' buffer (quantize_rows's layout)
+    launched(cuda::launch_swiglu({.gate = gate,
+                                  .up = up,
+                                  .gate_stride = ff,
+                                  .up_stride = ff,
+                                  .row_weight = weight,
+                                  .limit = a.swiglu_limit,
+                                  .operand = operand.values,
+                                  .n = static_cast<int>(m),
+                                  .f = static_cast<int>(ff),
+                                  .stream = stream_}),
+             "routed experts (swiglu)");
+    grouped(down_p, operand, {o});
+  } else {
+    auto* act = static_cast<uint16_t*>(scratch(scratch_->routed_act, m * ff * 2));
+    swiglu({TensorView::contiguous(gate, DType::kBF16, {m, ff}, Device::kCuda),
+            TensorView::contiguous(up, DType::kBF16, {m, ff}, Device::kCuda),
+            TensorView::contiguous(weight, DType::kF32, {m}, Device::kCuda), a.swiglu_limit,
+            TensorView::contiguous(act, DType::kBF16, {m, ff}, Device::kCuda)});
+    grouped(down_p, quantize_rows(act, m, ff, what), {o});
+  }
   for (int64_t t0 = 0; t0 < n; t0 += cuda::kMaxCombineTokens) {  // in pieces of the launch's most tokens
     launched(cuda::launch_routed_combine({.o = o,
                                           .rows = row + t0 * k,

@@ -129,6 +129,17 @@ __device__ inline void wgmma_bf16_m64n64_a_registers(const uint32_t (&a)[4], uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
+/// The same for B 16 x 16: warp w holds rows 16 w .. 16 w + 15 of d as two n8 tiles, d[n][e].
+__device__ inline void wgmma_bf16_m64n16_a_registers(const uint32_t (&a)[4], uint64_t b, float (&d)[2][4]) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
 /// Keeps the compiler from moving reads or writes of wgmma accumulators across the wgmma fences
 /// and waits (an empty instruction that claims to read and write them).
 template <int N>

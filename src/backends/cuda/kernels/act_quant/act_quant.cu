@@ -25,6 +25,7 @@ using namespace act_quant_config;
 struct Fp8ActQuantArgs {
   const uint16_t* x = nullptr;  // bf16, row stride x_stride
   int64_t x_stride = 0;
+  const int32_t* x_rows = nullptr;  // [rows] x's row for each output row (null: the same one); not with fake
   int64_t rows = 0, k = 0;
   uint16_t* fake = nullptr;        // [rows, k] bf16 code * scale, row stride x_stride (may alias x)
   uint16_t* values = nullptr;      // [rows, k] fp16 bits of the codes' values, contiguous
@@ -45,7 +46,7 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
   const int64_t c = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * 8;  // the first column
   const bool in = c < p.k;
   for (int64_t i = blockIdx.y; i < p.rows; i += gridDim.y) {
-    const int64_t at = i * p.x_stride + c, out = i * p.k + c;  // in x's layout, contiguous
+    const int64_t at = (p.x_rows ? p.x_rows[i] : i) * p.x_stride + c, out = i * p.k + c;  // in x, contiguous
     float x[8] = {};
     if (in) {
       if constexpr (kVector) {
@@ -95,6 +96,7 @@ cudaError_t launch_fp8_act_quant(const Fp8ActQuantArgs& p) {
   const bool vector =
       aligned(p.x, 16) && p.x_stride % 8 == 0 && aligned(p.fake, 16) && aligned(p.values, 16) && aligned(p.codes, 8);
   if (p.operand && (p.k % kWgmmaOrderSpan != 0 || !aligned(p.operand, 4))) return cudaErrorInvalidValue;
+  if (p.x_rows && p.fake) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((p.k / 8 + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<int64_t>(p.rows, 65535)));
   if (vector) return launch_kernel(sm90_fp8_act_quant<true>, grid, kThreads, 0, p.stream, p);
@@ -148,7 +150,7 @@ cudaError_t launch_act_quant(const ActQuantParams& p) {
 cudaError_t launch_quantize_input(const QuantizeInputParams& p) {
   if (p.k % kGroup != 0 || p.k <= 0 || p.n < 0) return cudaErrorInvalidValue;
   Fp8ActQuantArgs a;
-  a.x = p.x, a.x_stride = p.x_stride, a.rows = p.n, a.k = p.k;
+  a.x = p.x, a.x_stride = p.x_stride, a.x_rows = p.x_rows, a.rows = p.n, a.k = p.k;
   a.values = p.values, a.codes = p.codes, a.scales = p.scales, a.operand = p.operand, a.stream = p.stream;
   return launch_fp8_act_quant(a);
 }

@@ -21,9 +21,10 @@ struct ActQuantParams {
 struct QuantizeInputParams {
   const uint16_t* x = nullptr;  // [n, k] bf16, row stride x_stride elements
   int64_t x_stride = 0;
-  uint16_t* values = nullptr;  // [n, k] fp16: the e4m3 code values, unscaled (exact in fp16); may be null
-  uint8_t* codes = nullptr;    // [n, k] the e4m3 codes; may be null
-  float* scales = nullptr;     // [n, k / 32] the power-of-two scales; may be null
+  const int32_t* x_rows = nullptr;  // [n] where not null: output row i quantises x's row x_rows[i] (a gather)
+  uint16_t* values = nullptr;       // [n, k] fp16: the e4m3 code values, unscaled (exact in fp16); may be null
+  uint8_t* codes = nullptr;         // [n, k] the e4m3 codes; may be null
+  float* scales = nullptr;          // [n, k / 32] the power-of-two scales; may be null
   // [n, k] bf16 code * scale (exact) in the wgmma kernel's K order (kernels/linear/wgmma_order.h;
   // k a multiple of its span); may be null
   uint16_t* operand = nullptr;

@@ -8,9 +8,11 @@
 #include "backends/cuda/common/bf16.cuh"
 #include "backends/cuda/common/dependent_launch.cuh"
 #include "backends/cuda/common/dmma_dots.cuh"
+#include "backends/cuda/common/fp8.cuh"
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/elementwise/config.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
+#include "backends/cuda/kernels/linear/wgmma_order.h"
 
 namespace dsinfer::cuda {
 namespace {
@@ -203,6 +205,41 @@ __global__ void sm90_bf16_swiglu(SwigluParams p) {
       store8(out, pack8(act));
     } else {
       *out = float_to_bf16(swiglu_value(bf16_to_float(*gate), bf16_to_float(*up), p, t));
+    }
+  }
+}
+
+// The same, its bf16 result quantised as act_quant would (common::act_quant_eight: four lanes a
+// group of 32) into the wgmma kernel's operand: the routed experts' w2 input in one kernel, not two.
+// Every lane of a warp runs the loop alike (the group's shuffles); lanes past the end carry zeros.
+__global__ void sm90_bf16_swiglu_operand(SwigluParams p) {
+  after_prior_grids();
+  const int64_t per_row = p.f / 8, total = static_cast<int64_t>(p.n) * per_row;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t base = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x - threadIdx.x % kWarp; base < total;
+       base += step) {
+    const int64_t i = base + threadIdx.x % kWarp;
+    const bool valid = i < total;
+    const int64_t t = valid ? i / per_row : 0, j = valid ? i % per_row * 8 : 0;
+    float x[8] = {};
+    if (valid) {
+      const Eight g = unpack8(load8(p.gate + t * p.gate_stride + j)), u = unpack8(load8(p.up + t * p.up_stride + j));
+#pragma unroll
+      for (int h = 0; h < 8; ++h) x[h] = bf16_to_float(float_to_bf16(swiglu_value(g.v[h], u.v[h], p, t)));
+    }
+    uint32_t codes[2];
+    const unsigned e = act_quant_eight(x, codes);
+    if (!valid) continue;
+    const float s = __uint_as_float(e << 23);
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {  // a pair of consecutive K indices stays a pair in the operand's order
+      uint32_t pair = 0;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const auto q = static_cast<__nv_fp8_storage_t>(codes[v / 2] >> (8 * (2 * (v % 2) + h)));
+        pair |= static_cast<uint32_t>(float_to_bf16(e4m3_to_float(q) * s)) << (16 * h);  // exact in bf16
+      }
+      *reinterpret_cast<uint32_t*>(p.operand + t * p.f + wgmma_operand_column(static_cast<int>(j) + 2 * v)) = pair;
     }
   }
 }
@@ -658,6 +695,13 @@ cudaError_t launch_rows(void (*eight)(Params), void (*one)(Params), bool wide, i
 cudaError_t launch_swiglu(const SwigluParams& p) {
   if (p.n < 0 || p.f <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
+  if (p.operand) {
+    if (p.f % kWgmmaOrderSpan != 0 || reinterpret_cast<uintptr_t>(p.operand) % 4 != 0 ||
+        !rows_of_eight(p.f, {{p.gate, p.gate_stride}, {p.up, p.up_stride}}))
+      return cudaErrorInvalidValue;
+    return launch_kernel(sm90_bf16_swiglu_operand, blocks_for(static_cast<int64_t>(p.n) * p.f / 8), kThreads, 0,
+                         p.stream, p);
+  }
   const bool wide = rows_of_eight(p.f, {{p.gate, p.gate_stride}, {p.up, p.up_stride}, {p.out, p.out_stride}});
   return launch_rows(sm90_bf16_swiglu<8>, sm90_bf16_swiglu<1>, wide, static_cast<int64_t>(p.n) * p.f, p);
 }

@@ -48,6 +48,9 @@ struct SwigluParams {
   float limit = 0;                    // 0: no clamp
   uint16_t* out = nullptr;            // [n, f], row stride out_stride
   int64_t out_stride = 0;
+  // Or, where not null (out unused): the bf16 result quantised as the wgmma kernel's activation
+  // operand, [n, f] contiguous (QuantizeInputParams::operand; f a multiple of its K order's span).
+  uint16_t* operand = nullptr;
   int n = 0, f = 0;
   cudaStream_t stream = nullptr;
 };

@@ -105,19 +105,28 @@ static_assert(kStagedBlocksFullPass >= 1);
 namespace wgmma_kernel {
 inline constexpr int kMinRows = 65;        // rows of a call (a grouped call: tokens) from which the dispatch runs it
 inline constexpr int kTileRows = 128;      // activation rows a CTA: the wgmma's N
-inline constexpr int kFewRows = 64;        // the same up to this many rows (a decode step's fp8 linears, any count)
+inline constexpr int kFewRows = 64;        // the same up to this many rows (a decode step's linears, any count)
 inline constexpr int kMaxSplit = 8;        // K slices of a few-rows tile: a portable cluster
 inline constexpr int kMinSliceStages = 4;  // K stages of a slice at least (the ring's fill)
-inline constexpr int kTileCols = 128;      // weight rows a CTA: two warpgroups of the wgmma's M = 64
-inline constexpr int kStageK = 64;         // K a stage: 128 bytes of an activation row (one swizzle span)
-inline constexpr int kStages = 4;          // stages of the TMA ring
-inline constexpr int kCtasPerSm = 2;       // resident CTAs an SM (registers and shared memory)
-inline constexpr int kBand = 8;            // row tiles a band: a weight tile is read by a band's CTAs together
-inline constexpr int kThreads = 2 * 128;   // two warpgroups
+inline constexpr int kFewStages = 4;       // their ring (a stage 16 KB: at most 6 for two CTAs an SM)
+// A decode step's routed experts (grouped fp4 calls up to kFewRows tokens): an expert's rows in
+// tiles of kExpertRows (the wgmma's N; ~6 rows an expert at 64 tokens), K split over a cluster into
+// the most slices, up to kMaxSplit, of kExpertSliceStages stages or more (by K alone).
+inline constexpr int kExpertRows = 16;
+inline constexpr int kExpertSliceStages = 32;
+inline constexpr int kExpertStages = 8;   // their ring: a stage is 6 KB (of the others' 16-32)
+inline constexpr int kTileCols = 128;     // weight rows a CTA: two warpgroups of the wgmma's M = 64
+inline constexpr int kStageK = 64;        // K a stage: 128 bytes of an activation row (one swizzle span)
+inline constexpr int kStages = 4;         // stages of the TMA ring
+inline constexpr int kCtasPerSm = 2;      // resident CTAs an SM (registers and shared memory)
+inline constexpr int kBand = 8;           // row tiles a band: a weight tile is read by a band's CTAs together
+inline constexpr int kThreads = 2 * 128;  // two warpgroups
 inline constexpr int kMaxParts = 4;  // matrices a launch (plain: ops; grouped: an entry's), their tensor maps by value
 static_assert(kTileCols == 2 * 64 && kTileRows == 128 && kThreads == 2 * 4 * kWarp);
 static_assert(kStageK == 2 * kScaleBlock && kStages >= 2 && kBand >= 1);
 static_assert(kFewRows == 64 && kFewRows == kMinRows - 1 && kMaxSplit >= 1 && kMaxSplit <= 8 && kMinSliceStages >= 1);
+static_assert(kExpertRows % 8 == 0 && kExpertRows <= kFewRows && kExpertSliceStages >= 1 && kExpertStages >= 2 &&
+              kFewStages >= 2);
 }  // namespace wgmma_kernel
 
 /// dense.cu: the dense (bf16 or fp8 read as bf16) kernel with double sums, a warp per output row.

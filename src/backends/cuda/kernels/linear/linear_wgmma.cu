@@ -70,13 +70,15 @@ struct Layout {
   static constexpr int kA = 0;
   static constexpr int kW = kA + kRows * kStageK * 2;
   static constexpr int kStage = kW + kTileCols * kRowBytes<kFp4>;
-  static constexpr int kFull = kStages * kStage;
-  static constexpr int kBytes = kFull + kStages * 8 + 1024;  // and the alignment's slack
+  static constexpr int kRing = kRows == kExpertRows ? kExpertStages : kRows == kFewRows ? kFewStages : kStages;
+  static constexpr int kFull = kRing * kStage;
+  static constexpr int kBytes = kFull + kRing * 8 + 1024;  // and the alignment's slack
 };
 template <bool kFp4, int kRows>
 constexpr bool kLaidOut = Layout<kFp4, kRows>::kStage % 1024 == 0 &&
                           (kCtasPerSm * Layout<kFp4, kRows>::kBytes) <= 227 * 1024;
-static_assert(kLaidOut<false, kTileRows> && kLaidOut<true, kTileRows> && kLaidOut<false, kFewRows>);
+static_assert(kLaidOut<false, kTileRows> && kLaidOut<true, kTileRows> && kLaidOut<false, kFewRows> &&
+              kLaidOut<true, kExpertRows>);
 
 // A K-major operand's descriptor in the 128-byte swizzle: rows 128 bytes apart, 8-row groups 1024
 // (the stride-byte offset), the leading-byte offset unused; a K step of 16 bf16 moves the start
@@ -304,8 +306,10 @@ template <int kRows>
 __device__ inline void wgmma_step(const uint32_t (&a)[4], uint64_t b, float (&acc)[kRows / 8][4]) {
   if constexpr (kRows == 128)
     wgmma_bf16_m64n128_a_registers(a, b, acc);
-  else
+  else if constexpr (kRows == 64)
     wgmma_bf16_m64n64_a_registers(a, b, acc);
+  else
+    wgmma_bf16_m64n16_a_registers(a, b, acc);
 }
 
 // A warp's accumulators (acc[j]: rows r, r + 8 by activation rows 8j + 2c, 8j + 2c + 1) into
@@ -348,12 +352,12 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   const int s0 = k.first, stages = k.count;  // stage s of the loop is K stage s0 + s
   auto* full = reinterpret_cast<uint64_t*>(smem + L::kFull);
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) barrier_init(&full[s]);
+    for (int s = 0; s < L::kRing; ++s) barrier_init(&full[s]);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
   if (tid == 0)
-    for (int s = 0; s < kStages && s < stages; ++s) load_stage<kFp4, kRows>(t, s0 + s, smem + s * L::kStage, &full[s]);
+    for (int s = 0; s < L::kRing && s < stages; ++s) load_stage<kFp4, kRows>(t, s0 + s, smem + s * L::kStage, &full[s]);
   // The rows' scale bytes (rows past the matrix's read the last row's: their codes are zeros); K
   // block 2s + c / 2 at stage s, read a stage ahead of their use.
   const int last = t.cols - 1;
@@ -370,8 +374,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
     const uint32_t now_r = e_r, now_r8 = e_r8;
     const bool folds = __all_sync(0xffffffffu, max(now_r, now_r8) <= kFoldsUpTo<kFp4>);
     if (s + 1 < stages) e_r = __ldg(sr + 2 * (s + 1) + c / 2), e_r8 = __ldg(sr8 + 2 * (s + 1) + c / 2);
-    barrier_wait(&full[s % kStages], (s / kStages) & 1);
-    const uint8_t* w = smem + (s % kStages) * L::kStage + L::kW;
+    barrier_wait(&full[s % L::kRing], (s / L::kRing) & 1);
+    const uint8_t* w = smem + (s % L::kRing) * L::kStage + L::kW;
     if (folds)
       decode_stage<kFp4, true>(w, r, c, folded_scale_pair<kFp4>(now_r), folded_scale_pair<kFp4>(now_r8), into);
     else
@@ -380,10 +384,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   float acc[kRows / 8][4] = {};
   const uint64_t activations = swizzled_descriptor(smem + L::kA);  // slot 0's
   // Stage s on `cur` (decoded): issued, then stage s - 1's group waited for, its slot refilled with
-  // stage s - 1 + kStages and its fragments (`other`) given stage s + 1.
+  // stage s - 1 + L::kRing and its fragments (`other`) given stage s + 1.
   const auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&other)[4][4]) {
     // The stage's activations by descriptor: a K step of 16 is 32 bytes on (2 in its 16-byte units).
-    const uint64_t b = activations + static_cast<uint64_t>((s % kStages) * L::kStage / 16);
+    const uint64_t b = activations + static_cast<uint64_t>((s % L::kRing) * L::kStage / 16);
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < 4; ++j) wgmma_step<kRows>(cur[j], b + 2 * j, acc);
@@ -392,9 +396,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
     wgmma_hold_fragments(other);  // read by stage s - 1's wgmmas until now: not to be reused before
     if (s >= 1) {
       __syncthreads();  // every warpgroup is done with stage s - 1's slot
-      if (tid == 0 && s - 1 + kStages < stages)
-        load_stage<kFp4, kRows>(t, s0 + s - 1 + kStages, smem + ((s - 1) % kStages) * L::kStage,
-                                &full[(s - 1) % kStages]);
+      if (tid == 0 && s - 1 + L::kRing < stages)
+        load_stage<kFp4, kRows>(t, s0 + s - 1 + L::kRing, smem + ((s - 1) % L::kRing) * L::kStage,
+                                &full[(s - 1) % L::kRing]);
     }
     if (s + 1 < stages) decode(s + 1, other);
   };
@@ -501,8 +505,9 @@ bool wgmma_takes(const BlockLinearParams& p) {
   const int rows = grouped ? p.max_group_rows : p.n;
   if (kernel == LinearKernel::kWgmma) return true;
   if (kernel != LinearKernel::kAuto) return false;
-  // A decode step's fp8 linears too (the few-rows instance: every row count up to kFewRows alike).
-  return rows >= kMinRows || (!grouped && !p.fp4 && p.n <= kFewRows);
+  // A decode step's plain fp8 linears and its routed fp4 experts too (the few-rows instances:
+  // every row count up to kFewRows alike).
+  return rows >= kMinRows || (grouped ? p.fp4 : !p.fp4 && p.n <= kFewRows);
 }
 
 namespace {
@@ -514,6 +519,15 @@ int wgmma_split(int out, int k) {
   int split = 1;
   while (split < kMaxSplit && tiles * split < linear_detail::sm_count() && stages / (2 * split) >= kMinSliceStages)
     split *= 2;
+  return split;
+}
+
+// The same for a decode step's routed experts, by K alone: the most slices (a power of two) of at
+// least kExpertSliceStages stages. (The tiles are as many as the step's experts, from a token's
+// few to every expert; a cluster a tile keeps one token's calls across the GPU.)
+int expert_split(int k) {
+  int split = 1;
+  while (split < kMaxSplit && k / kStageK / (2 * split) >= kExpertSliceStages) split *= 2;
   return split;
 }
 }  // namespace
@@ -532,10 +546,12 @@ bool wgmma_applies(const BlockLinearParams& p) {
 cudaError_t launch_block_linear_wgmma(const BlockLinearParams& p) {
   if (!wgmma_applies(p)) return cudaErrorInvalidValue;
   const bool grouped = p.expert_groups != nullptr;
-  // The dispatch's choice up to kFewRows rows (a decode step's fp8 linears): one row tile of
-  // kFewRows, K split by the matrix's shape. (Forced, the kernel runs its prefill tiles at any n.)
-  const bool few = !grouped && p.n <= kFewRows && p.kernel == LinearKernel::kAuto;
-  const int rows = few ? kFewRows : kTileRows, split = few ? wgmma_split(p.out, p.k) : 1;
+  // The dispatch's choice up to kFewRows rows (a decode step): a plain fp8 call in one row tile
+  // of kFewRows, K split by the matrix's shape; the routed experts in tiles of kExpertRows of an
+  // expert's rows, K split by K. (Forced, the kernel runs its prefill tiles at any n.)
+  const bool few = (grouped ? p.max_group_rows : p.n) <= kFewRows && p.kernel == LinearKernel::kAuto;
+  const int rows = !few ? kTileRows : grouped ? kExpertRows : kFewRows;
+  const int split = !few ? 1 : grouped ? expert_split(p.k) : wgmma_split(p.out, p.k);
   const int parts = grouped ? p.per_route : p.groups, entries = grouped ? p.groups / p.per_route : 1;
   const int64_t slots = (static_cast<int64_t>(p.n) + rows - 1) / rows + (grouped ? entries : 0);
   const int64_t ctas = slots * parts * ((p.out + kTileCols - 1) / kTileCols) * split;
@@ -555,7 +571,9 @@ cudaError_t launch_block_linear_wgmma(const BlockLinearParams& p) {
     return launch_clustered(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kThreads), smem, p.stream,
                             split > 1 ? static_cast<unsigned>(split) : 0u, maps, p, static_cast<int>(slots), split);
   };
-  if (few)  // fp8 alone (wgmma_takes)
+  if (few && grouped)  // fp4 alone (wgmma_takes)
+    return launch(sm90_block_linear_wgmma<true, kExpertRows>, Layout<true, kExpertRows>::kBytes);
+  if (few)  // fp8 alone
     return launch(sm90_block_linear_wgmma<false, kFewRows>, Layout<false, kFewRows>::kBytes);
   return p.fp4 ? launch(sm90_block_linear_wgmma<true, kTileRows>, Layout<true, kTileRows>::kBytes)
                : launch(sm90_block_linear_wgmma<false, kTileRows>, Layout<false, kTileRows>::kBytes);
