@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "backends/cuda/common/bf16.cuh"
+
 namespace dsinfer::cuda::common {
 
 /// An e8m0 scale byte as its power of two (2^-127 for 0, a subnormal float).
@@ -62,6 +64,21 @@ __device__ inline unsigned act_quant_eight(const float (&x)[8], uint32_t (&codes
     codes[v / 4] |= static_cast<uint32_t>(float_to_e4m3(fminf(fmaxf(x[v] * inverse, -448.0f), 448.0f)))
                     << (8 * (v % 4));
   return e;
+}
+
+/// act_quant_eight's eight values as bf16, each code times the scale 2^(e - 127) (exact in bf16):
+/// values 2v, 2v + 1 in the low and high half of pairs[v].
+__device__ inline void act_quant_eight_bf16(const uint32_t (&codes)[2], unsigned e, uint32_t (&pairs)[4]) {
+  const float s = __uint_as_float(e << 23);
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    pairs[v] = 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const auto q = static_cast<__nv_fp8_storage_t>(codes[v / 2] >> (8 * (2 * (v % 2) + h)));
+      pairs[v] |= static_cast<uint32_t>(float_to_bf16(e4m3_to_float(q) * s)) << (16 * h);
+    }
+  }
 }
 
 }  // namespace dsinfer::cuda::common

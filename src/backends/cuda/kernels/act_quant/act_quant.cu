@@ -67,11 +67,10 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
       if (p.scales) p.scales[group] = s;
     }
     uint32_t values[4], fake[4];
+    act_quant_eight_bf16(codes, e, fake);
     for (int v = 0; v < 8; ++v) {
-      const auto q = static_cast<__nv_fp8_storage_t>(codes[v / 4] >> (8 * (v % 4)));
-      const uint32_t value = e4m3_to_f16_bits(q), deq = float_to_bf16(e4m3_to_float(q) * s);  // exact in bf16
+      const uint32_t value = e4m3_to_f16_bits(static_cast<__nv_fp8_storage_t>(codes[v / 4] >> (8 * (v % 4))));
       values[v / 2] = v % 2 ? values[v / 2] | value << 16 : value;
-      fake[v / 2] = v % 2 ? fake[v / 2] | deq << 16 : deq;
     }
     if constexpr (kVector) {
       if (p.codes) *reinterpret_cast<uint2*>(p.codes + out) = make_uint2(codes[0], codes[1]);
@@ -84,9 +83,7 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
         if (p.fake) p.fake[at + v] = static_cast<uint16_t>(fake[v / 2] >> (16 * (v % 2)));
       }
     }
-    if (p.operand)  // a pair of consecutive K indices (the first even) stays a pair in that order
-      for (int v = 0; v < 4; ++v)
-        *reinterpret_cast<uint32_t*>(p.operand + i * p.k + wgmma_operand_column(static_cast<int>(c) + 2 * v)) = fake[v];
+    if (p.operand) store_wgmma_operand_eight(p.operand + i * p.k, static_cast<int>(c), fake);
   }
 }
 

@@ -227,20 +227,11 @@ __global__ void sm90_bf16_swiglu_operand(SwigluParams p) {
 #pragma unroll
       for (int h = 0; h < 8; ++h) x[h] = bf16_to_float(float_to_bf16(swiglu_value(g.v[h], u.v[h], p, t)));
     }
-    uint32_t codes[2];
+    uint32_t codes[2], pairs[4];
     const unsigned e = act_quant_eight(x, codes);
     if (!valid) continue;
-    const float s = __uint_as_float(e << 23);
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {  // a pair of consecutive K indices stays a pair in the operand's order
-      uint32_t pair = 0;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const auto q = static_cast<__nv_fp8_storage_t>(codes[v / 2] >> (8 * (2 * (v % 2) + h)));
-        pair |= static_cast<uint32_t>(float_to_bf16(e4m3_to_float(q) * s)) << (16 * h);  // exact in bf16
-      }
-      *reinterpret_cast<uint32_t*>(p.operand + t * p.f + wgmma_operand_column(static_cast<int>(j) + 2 * v)) = pair;
-    }
+    act_quant_eight_bf16(codes, e, pairs);
+    store_wgmma_operand_eight(p.operand + t * p.f, static_cast<int>(j), pairs);
   }
 }
 

@@ -108,7 +108,6 @@ inline constexpr int kTileRows = 128;      // activation rows a CTA: the wgmma's
 inline constexpr int kFewRows = 64;        // the same up to this many rows (a decode step's linears, any count)
 inline constexpr int kMaxSplit = 8;        // K slices of a few-rows tile: a portable cluster
 inline constexpr int kMinSliceStages = 4;  // K stages of a slice at least (the ring's fill)
-inline constexpr int kFewStages = 4;       // their ring (a stage 16 KB: at most 6 for two CTAs an SM)
 // A decode step's routed experts (grouped fp4 calls up to kFewRows tokens): an expert's rows in
 // tiles of kExpertRows (the wgmma's N; ~6 rows an expert at 64 tokens), K split over a cluster into
 // the most slices, up to kMaxSplit, of kExpertSliceStages stages or more (by K alone).
@@ -125,8 +124,7 @@ inline constexpr int kMaxParts = 4;  // matrices a launch (plain: ops; grouped: 
 static_assert(kTileCols == 2 * 64 && kTileRows == 128 && kThreads == 2 * 4 * kWarp);
 static_assert(kStageK == 2 * kScaleBlock && kStages >= 2 && kBand >= 1);
 static_assert(kFewRows == 64 && kFewRows == kMinRows - 1 && kMaxSplit >= 1 && kMaxSplit <= 8 && kMinSliceStages >= 1);
-static_assert(kExpertRows % 8 == 0 && kExpertRows <= kFewRows && kExpertSliceStages >= 1 && kExpertStages >= 2 &&
-              kFewStages >= 2);
+static_assert(kExpertRows % 8 == 0 && kExpertRows <= kFewRows && kExpertSliceStages >= 1 && kExpertStages >= 2);
 }  // namespace wgmma_kernel
 
 /// dense.cu: the dense (bf16 or fp8 read as bf16) kernel with double sums, a warp per output row.

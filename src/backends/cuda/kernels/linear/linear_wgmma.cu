@@ -70,7 +70,7 @@ struct Layout {
   static constexpr int kA = 0;
   static constexpr int kW = kA + kRows * kStageK * 2;
   static constexpr int kStage = kW + kTileCols * kRowBytes<kFp4>;
-  static constexpr int kRing = kRows == kExpertRows ? kExpertStages : kRows == kFewRows ? kFewStages : kStages;
+  static constexpr int kRing = kRows == kExpertRows ? kExpertStages : kStages;
   static constexpr int kFull = kRing * kStage;
   static constexpr int kBytes = kFull + kRing * 8 + 1024;  // and the alignment's slack
 };
