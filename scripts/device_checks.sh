@@ -7,7 +7,7 @@
 # and for ab and kab the _base builds). Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [timeline] [profile] [breakdown] [kprofile] [pfwindow]
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [timeline] [profile] [breakdown] [kprofile] [experts] [eprofile] [pfwindow]
 #   (default: the first three)
 # GOLDEN_KERNELS (default "auto"; or fma, gemv, mma) picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
@@ -203,6 +203,28 @@ if has kprofile; then
     build-cuda/bench/cuda_linear_bench --batches "${KPROFILE_ROWS:-1}" >"$out/ncu_kernel.txt" 2>&1
   grep -E "Duration|Issued Instructions  |Issued Ipc|Warp Cycles Per Issued|Achieved Active|stalled|DRAM Throughput" \
     "$out/ncu_kernel.txt"
+fi
+
+if has experts; then
+  # A decode step's routed experts alone (bench/cuda/experts_bench.cu: batches 1, 8, 64; EXPERTS_ARGS
+  # replaces its arguments), and the same of a _base build where there is one.
+  for b in cuda_experts_bench cuda_experts_bench_base; do
+    [ -x build-cuda/bench/$b ] || continue
+    echo "$b:"
+    build-cuda/bench/$b ${EXPERTS_ARGS:-} 2>&1 | tee "$out/$b.txt"
+  done
+fi
+
+if has eprofile; then
+  # ncu on the routed experts' two launches of one batch (EPROFILE_BATCH, default 64; with --reps 1 the
+  # fourth w1 + w3 launch and the first w2, after 3 warm-up runs): issue rate,
+  # stalls, memory, occupancy.
+  /usr/local/cuda/bin/ncu --clock-control none --print-kernel-base demangled --kernel-name regex:block_linear_wgmma \
+    --launch-skip 3 --launch-count 2 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+    --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    build-cuda/bench/cuda_experts_bench --batches "${EPROFILE_BATCH:-64}" --reps 1 >"$out/ncu_experts.txt" 2>&1
+  grep -E "sm90_|Duration|DRAM Throughput|L2 Cache Throughput|Issued Ipc|Warp Cycles Per Issued|Achieved Occupancy|No Eligible|stalled|Registers" \
+    "$out/ncu_experts.txt" | head -n 80
 fi
 
 if has breakdown; then

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../build-cuda"
 files=(tests/ops_test tests/cuda_test tests/golden_cuda_test src/cli/dsinfer bench/cuda_decode_bench
-  bench/cuda_linear_bench "$@")
+  bench/cuda_linear_bench bench/cuda_experts_bench "$@")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 for f in "${files[@]}"; do
