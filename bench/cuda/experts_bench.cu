@@ -3,10 +3,10 @@
 // of fp4 w1 and w3 (2304 x 5120) and w2 (5120 x 2304), each token's 6 distinct experts drawn at
 // random (seeded), the expert-sorted rows quantised once before the timing. Per batch: us a call
 // of w1 + w3 (one launch, two parts) and of w2, the weight bytes of the experts used and their
-// rate, next to the device-to-device copy measured in the same run (bytes read + written). The
-// experts' weights (~1.2 GB at 64) do not fit the L2, so each call reads them from memory as a
-// step does. Small enough for a profiler (ncu) to replay a call in seconds, where the decode
-// benchmark first writes and loads a 62 GB model: scripts/device_checks.sh experts, eprofile.
+// rate, next to the device-to-device copy measured in the same run (bytes read + written). The L2
+// is overwritten before each timed call, so that it reads its weights from memory as a step does. Small enough for a
+// profiler (ncu) to replay a call in seconds, where the decode benchmark first writes and loads a 62 GB model:
+// scripts/device_checks.sh experts, eprofile.
 //   cuda_experts_bench [--batches 1,8,64] [--experts 64] [--reps 20]
 #include <cuda_runtime.h>
 
@@ -73,14 +73,17 @@ T* to_device(const std::vector<T>& h) {
   return p;
 }
 
-// Median of `reps` timed runs of `region` on the legacy stream, after 3 warm-up runs, in us.
-double median_us(const std::function<void()>& region, int reps) {
+// Median of `reps` timed runs of `region` on the legacy stream, after 3 warm-up runs, in us;
+// `before` runs ahead of each, untimed.
+double median_us(
+    const std::function<void()>& region, int reps, const std::function<void()>& before = [] {}) {
   cudaEvent_t a, b;
   CHECK_CUDA(cudaEventCreate(&a));
   CHECK_CUDA(cudaEventCreate(&b));
   for (int i = 0; i < 3; ++i) region();
   std::vector<float> ms;
   for (int r = 0; r < reps; ++r) {
+    before();
     CHECK_CUDA(cudaEventRecord(a));
     region();
     CHECK_CUDA(cudaEventRecord(b));
@@ -177,6 +180,11 @@ int main(int argc, char** argv) {
     }
   const cuda::RoutedWeight* dtable = to_device(table);
   const Map* dmaps = to_device(maps);
+  // Written before each timed call, so that no call finds its weights in the L2 (50 MB on an
+  // H100; a batch-1 call's w2 is 35 MB).
+  const size_t flush_bytes = size_t{256} << 20;
+  uint8_t* flush = device_alloc<uint8_t>(flush_bytes);
+  const auto evict = [&] { CHECK_CUDA(cudaMemsetAsync(flush, 0, flush_bytes)); };
   std::mt19937 rng(7);
   std::printf(
       "\n| batch | experts used | w1 + w3 us | w1 + w3 GB/s | w2 us | w2 GB/s |\n| --- | --- | --- | --- | --- | --- "
@@ -226,8 +234,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cuda_experts_bench: the wgmma kernel does not take batch %d's calls\n", n);
       return 1;
     }
-    const double up_us = median_us([&] { CHECK_CUDA(cuda::launch_block_linear(up)); }, args.reps);
-    const double down_us = median_us([&] { CHECK_CUDA(cuda::launch_block_linear(down)); }, args.reps);
+    const double up_us = median_us([&] { CHECK_CUDA(cuda::launch_block_linear(up)); }, args.reps, evict);
+    const double down_us = median_us([&] { CHECK_CUDA(cuda::launch_block_linear(down)); }, args.reps, evict);
     const double up_bytes = 2.0 * used * (w1.w_bytes() + w1.s_bytes()),
                  down_bytes = 1.0 * used * (w2.w_bytes() + w2.s_bytes());
     std::printf("| %d | %d | %.1f | %.0f | %.1f | %.0f |\n", n, used, up_us, up_bytes / up_us / 1e3, down_us,
