@@ -23,40 +23,33 @@
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/linear/kernels.h"
 #include "backends/cuda/kernels/linear/linear.h"
+#include "event_timing.h"
 
 namespace {
 
 namespace cuda = dsinfer::cuda;
 
-#define CHECK_CUDA(call)                                                                          \
-  do {                                                                                            \
-    const cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
-
 constexpr int kDim = 5120, kFf = 2304, kTopK = 6;
 
-// Byte i: lo + (a hash of i and seed) % span.
+// A hash of element i and a seed.
+__device__ inline uint32_t mix(size_t i, uint32_t seed) {
+  uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ static_cast<uint32_t>(i >> 32) * 0x85EBCA77u ^ seed;
+  h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12, h *= 0x297A2D39u, h ^= h >> 15;
+  return h;
+}
+
+// Byte i: lo + mix(i) % span.
 __global__ void fill_bytes(uint8_t* p, size_t n, uint32_t seed, uint32_t lo, uint32_t span) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ static_cast<uint32_t>(i >> 32) * 0x85EBCA77u ^ seed;
-    h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12, h *= 0x297A2D39u, h ^= h >> 15;
-    p[i] = static_cast<uint8_t>(lo + h % span);
-  }
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = static_cast<uint8_t>(lo + mix(i, seed) % span);
 }
 
 // bf16 values in [-2, 2) (truncated floats).
 __global__ void fill_bf16(uint16_t* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;
-    h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12, h *= 0x297A2D39u, h ^= h >> 15;
-    p[i] = static_cast<uint16_t>(__float_as_uint(static_cast<float>(h) * 0x1p-30f - 2.0f) >> 16);
-  }
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    p[i] = static_cast<uint16_t>(__float_as_uint(static_cast<float>(mix(i, seed)) * 0x1p-30f - 2.0f) >> 16);
 }
 
 template <typename T>
@@ -73,28 +66,10 @@ T* to_device(const std::vector<T>& h) {
   return p;
 }
 
-// Median of `reps` timed runs of `region` on the legacy stream, after 3 warm-up runs, in us;
-// `before` runs ahead of each, untimed.
+// Median us of `reps` timed runs of `region` on the legacy stream (event_timing.h).
 double median_us(
     const std::function<void()>& region, int reps, const std::function<void()>& before = [] {}) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) region();
-  std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    before();
-    CHECK_CUDA(cudaEventRecord(a));
-    region();
-    CHECK_CUDA(cudaEventRecord(b));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a), cudaEventDestroy(b);
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return 1000.0 * ms[ms.size() / 2];
+  return 1000.0 * dsinfer::bench::median_ms(nullptr, region, reps, before);
 }
 
 // One fp4 matrix of every expert: codes [experts][out][in / 2], e8m0 scales [experts][out][in / 32]

@@ -32,41 +32,12 @@
 #include "backends/cuda/kernels/linear/dense.h"
 #include "backends/cuda/kernels/linear/dequant.h"
 #include "backends/cuda/kernels/linear/linear.h"
+#include "event_timing.h"
 #include "lab/lab.h"
 
 namespace {
 
-#define CHECK_CUDA(call)                                                                          \
-  do {                                                                                            \
-    const cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
-
-// Median over `reps` runs of `region` (timed with events on `stream`, after 3 warm-up runs), in
-// milliseconds.
-double median_ms(cudaStream_t stream, const std::function<void()>& region, int reps) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) region();
-  std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    CHECK_CUDA(cudaEventRecord(a, stream));
-    region();
-    CHECK_CUDA(cudaEventRecord(b, stream));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms[ms.size() / 2];
-}
+using dsinfer::bench::median_ms;
 
 // Median microseconds per launch of `inner` back-to-back launches on the default stream.
 double time_us(const std::function<void()>& fn, int inner = 20, int reps = 15) {
