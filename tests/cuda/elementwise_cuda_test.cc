@@ -250,9 +250,10 @@ HcMixesOut gpu_hc_mixes(const std::vector<uint16_t>& x, int first, int n, int hc
 TEST_F(CudaRowOps, HyperConnectionMixesWithSinkhorn) {
   // Batches of each kernel (a block a token or 8, projection and chunk of the row; from 128 tokens
   // tiles of 128 tokens and 32 projections on the fp64 tensor cores, the last tile partial);
-  // V4.1's 4 copies (a lane an element of the combination) and 6 and 8 (two a lane; 48 and 80
-  // projections: two and three tiles of projections, the last partial).
-  for (const auto& [n, hc] : {std::pair{3, 4}, {6, 4}, {17, 4}, {300, 4}, {5, 6}, {130, 6}, {2, 8}, {129, 8}}) {
+  // V4.1's 4 copies (a lane an element of the combination, hc known to the kernel), 5 (the same,
+  // hc not known) and 6 and 8 (two a lane; 48 and 80 projections: two and three tiles of
+  // projections, the last partial).
+  for (const auto& [n, hc] : {std::pair{3, 4}, {6, 4}, {17, 4}, {300, 4}, {4, 5}, {5, 6}, {130, 6}, {2, 8}, {129, 8}}) {
     const int dim = 5120, mix = (2 + hc) * hc;
     const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(n) * hc * dim, 30);
     const std::vector<float> fn = random_f32(static_cast<size_t>(mix) * hc * dim, 31, -0.02f, 0.02f),

@@ -467,10 +467,11 @@ __device__ inline float element_of(const float (&c)[kSlots], int x) {
 }
 
 // Divides each element by its row's (or column's) sum plus eps, every sum formed from the elements
-// before any changes, in index order (the CPU's).
-template <int kSlots>
-__device__ inline void normalise(float (&c)[kSlots], int hc, bool rows, float eps) {
-  const int lane = static_cast<int>(threadIdx.x);
+// before any changes, in index order (the CPU's). kHc: hc where known at compile time (0: `hc`),
+// so that a sum's shuffles are issued together.
+template <int kSlots, int kHc>
+__device__ inline void normalise(float (&c)[kSlots], int hc_, bool rows, float eps) {
+  const int lane = static_cast<int>(threadIdx.x), hc = kHc > 0 ? kHc : hc_;
   float sum[kSlots];
 #pragma unroll
   for (int s = 0; s < kSlots; ++s) {
@@ -487,14 +488,14 @@ __device__ inline void normalise(float (&c)[kSlots], int hc, bool rows, float ep
 // rounds need no barrier. Every element sees the CPU's operations in the CPU's order (each sum in
 // index order), so the result is the sequential loop's. First the projections' and the norm's
 // partial sums, added up in double in chunk order.
-template <int kSlots>
+template <int kSlots, int kHc>
 __global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParams p) {
   after_prior_grids();
   constexpr int chunks = kMaxHcChunks;
   __shared__ float m[kMaxMix];
   __shared__ double sums[kMaxMix + 1], staged[(kMaxMix + 1) * kMaxHcChunks];
   const int64_t t = blockIdx.x;
-  const int hc = p.hc, mix = (2 + hc) * hc, lane = static_cast<int>(threadIdx.x);
+  const int hc = kHc > 0 ? kHc : p.hc, mix = (2 + hc) * hc, lane = static_cast<int>(threadIdx.x);
   // The gates' scales and biases first, so that their loads overlap the partial sums'.
   const float scale0 = p.scale[0], scale1 = p.scale[1], scale2 = p.scale[2];
   const float base_pre = lane < hc ? p.base[lane] : 0.0f, base_post = lane < hc ? p.base[hc + lane] : 0.0f;
@@ -555,8 +556,8 @@ __global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParam
     c[s] = v[s] / sum + eps;
   }
   for (int it = 0; it < p.sinkhorn_iters; ++it) {
-    if (it > 0) normalise(c, hc, /*rows=*/true, eps);
-    normalise(c, hc, /*rows=*/false, eps);
+    if (it > 0) normalise<kSlots, kHc>(c, hc, /*rows=*/true, eps);
+    normalise<kSlots, kHc>(c, hc, /*rows=*/false, eps);
   }
 #pragma unroll
   for (int s = 0; s < kSlots; ++s)
@@ -605,9 +606,11 @@ cudaError_t launch_hc_mixes(const HcMixesParams& p) {
         e != cudaSuccess)
       return e;
   }
+  if (p.hc == 4)  // V4.1's
+    return launch_kernel(sm90_f32_hc_mixes_sinkhorn<1, 4>, static_cast<unsigned>(p.n), kWarp, 0, p.stream, p);
   if (p.hc * p.hc <= kWarp)
-    return launch_kernel(sm90_f32_hc_mixes_sinkhorn<1>, static_cast<unsigned>(p.n), kWarp, 0, p.stream, p);
-  return launch_kernel(sm90_f32_hc_mixes_sinkhorn<2>, static_cast<unsigned>(p.n), kWarp, 0, p.stream, p);
+    return launch_kernel(sm90_f32_hc_mixes_sinkhorn<1, 0>, static_cast<unsigned>(p.n), kWarp, 0, p.stream, p);
+  return launch_kernel(sm90_f32_hc_mixes_sinkhorn<2, 0>, static_cast<unsigned>(p.n), kWarp, 0, p.stream, p);
 }
 
 size_t hc_mixes_workspace_bytes(const HcMixesParams& p) {
