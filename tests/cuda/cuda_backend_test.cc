@@ -14,6 +14,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/linear_dispatch.h"
 #include "core/float_formats.h"
 #include "ops/composite.h"
 #include "ops/device_array.h"
@@ -155,6 +156,51 @@ TEST_F(CudaBackendTest, GroupedLinearAsOneLinearEach) {
       expect_close_bf16(my.fetch(), my.host, "grouped linear");
     }
   }
+}
+
+// wo_a's groups at decode (fp8 codes read as bf16, block-diagonal: group g's rows of one matrix on
+// the g-th column block of the input): the wgmma kernel's decode tiles on the rows as they are,
+// within the bound above of the CPU's sums; a row's outputs the same bits alone as among 64.
+TEST_F(CudaBackendTest, BlockDiagonalFp8GroupsOnTheWgmmaKernel) {
+  std::mt19937 rng(9);
+  const int64_t groups = 8, o = 256, k = 512, n = 64, row = 37;
+  std::vector<uint8_t> w(groups * o * k), s(groups * (o / 32) * (k / 32));
+  for (auto& b : w) b = static_cast<uint8_t>((rng() & 0x80) | (8 + rng() % 0x70));
+  for (auto& b : s) b = static_cast<uint8_t>(116 + rng() % 8);
+  Mirror mw(w.size(), w.data()), ms(s.size(), s.data());
+  const std::vector<uint16_t> xb = testing::random_bf16(n * groups * k, 41);
+  Mirror mx(xb.size() * 2, xb.data()), my(n * groups * o * 2), mone(groups * o * 2);
+  const auto run = [&](bool device, int64_t rows, int64_t first, Mirror& out) {
+    std::vector<LinearWeight> lws;
+    for (int64_t g = 0; g < groups; ++g) {
+      TensorView wv = mw.view(device, DType::kU8, {o, k}), sv = ms.view(device, DType::kU8, {o / 32, k / 32});
+      wv.data = static_cast<uint8_t*>(wv.data) + g * o * k;
+      sv.data = static_cast<uint8_t*>(sv.data) + g * (o / 32) * (k / 32);
+      lws.push_back({LinearFormat::kFp8AsBf16, o, k, wv, sv});
+    }
+    std::vector<LinearArgs> ops;
+    for (int64_t g = 0; g < groups; ++g) {
+      TensorView x = mx.view(device, DType::kBF16, {rows, k}), y = out.view(device, DType::kBF16, {rows, o});
+      x.data = static_cast<uint16_t*>(x.data) + first * groups * k + g * k;
+      y.data = static_cast<uint16_t*>(y.data) + g * o;
+      x.stride[0] = groups * k, y.stride[0] = groups * o;
+      ops.push_back({x, &lws[g], y});
+    }
+    if (device) {
+      EXPECT_EQ(cuda::group_path(ops), cuda::GroupPath::kBlockDiagonalWgmma);
+      gpu_->grouped_linear({ops});
+    } else {
+      for (const LinearArgs& op : ops) cpu.linear(op);
+    }
+  };
+  run(false, n, 0, my);
+  run(true, n, 0, my);
+  const std::vector<uint8_t> all = my.fetch();
+  expect_close_bf16(all, my.host, "wo_a's groups");
+  run(true, 1, row, mone);
+  const std::vector<uint8_t> alone = mone.fetch();
+  EXPECT_TRUE(std::equal(alone.begin(), alone.end(), all.begin() + row * groups * o * 2))
+      << "row " << row << " alone differs from the step of " << n;
 }
 
 TEST_F(CudaBackendTest, FakeQuantOnStridedRows) {

@@ -89,6 +89,29 @@ TEST(LinearDispatch, GroupsOfLinears) {
   const std::vector<LinearArgs> prefill = {block(d0, 0, 2, cuda::kTensorCoreRows),
                                            block(d1, 1, 2, cuda::kTensorCoreRows)};
   EXPECT_EQ(cuda::group_path(prefill), GroupPath::kEach);
+  // fp8 weights read as bf16 (wo_a's groups): a decode step's rows on the wgmma kernel's decode
+  // tiles, unless a kernel is forced (kExact: the double sums), K is no whole number of its stages,
+  // there are more groups than its parts, or the rows are a prefill chunk's.
+  const LinearWeight f0 = weight(LinearFormat::kFp8AsBf16, 256, 1024, 0),
+                     f1 = weight(LinearFormat::kFp8AsBf16, 256, 1024, 1 << 20);
+  for (const int64_t n : {int64_t{1}, int64_t{64}})
+    EXPECT_EQ(cuda::group_path(std::vector<LinearArgs>{block(f0, 0, 2, n), block(f1, 1, 2, n)}),
+              GroupPath::kBlockDiagonalWgmma)
+        << n;
+  const std::vector<LinearArgs> fp8 = {block(f0, 0, 2, 3), block(f1, 1, 2, 3)};
+  EXPECT_EQ(cuda::group_path(fp8, LinearKernel::kExact), GroupPath::kBlockDiagonal);
+  EXPECT_EQ(cuda::group_path(std::vector<LinearArgs>{block(f0, 0, 2, 65), block(f1, 1, 2, 65)}), GroupPath::kEach);
+  const LinearWeight g0 = weight(LinearFormat::kFp8AsBf16, 256, 992, 0),
+                     g1 = weight(LinearFormat::kFp8AsBf16, 256, 992, 1 << 20);
+  EXPECT_EQ(cuda::group_path(std::vector<LinearArgs>{block(g0, 0, 2, 3), block(g1, 1, 2, 3)}),
+            GroupPath::kBlockDiagonal)
+      << "K of 992: no whole number of 64-wide stages";
+  std::vector<LinearWeight> nine;
+  for (int g = 0; g < 9; ++g) nine.push_back(weight(LinearFormat::kFp8AsBf16, 256, 1024, uintptr_t{1} << (20 + g)));
+  std::vector<LinearArgs> many;
+  for (int g = 0; g < 9; ++g) many.push_back(block(nine[g], g, 9, 3));
+  EXPECT_EQ(cuda::group_path(many), GroupPath::kBlockDiagonal) << "more groups than the wgmma kernel's parts";
+  EXPECT_EQ(cuda::group_path(diagonal), GroupPath::kBlockDiagonal) << "bf16 weights";
 }
 
 TEST(LinearDispatch, RoutedExperts) {

@@ -104,6 +104,9 @@ class CudaBackend final : public Backend {
   // Dense weights (bf16, or fp8 read as bf16) with double sums; several ops: one launch, op g
   // reading and writing the g-th column block of op 0's input and output (block-diagonal).
   void dense_linear(std::span<const LinearArgs> ops);
+  // A block-diagonal group of fp8 weights read as bf16 over a decode step's rows on the wgmma
+  // kernel's decode tiles (linear_dispatch.h: GroupPath::kBlockDiagonalWgmma).
+  void block_diagonal_wgmma(std::span<const LinearArgs> ops);
   // routed_experts of up to routed_tokens tokens, or of a prefill chunk, sorted by expert on the
   // device, each used expert's rows in one grouped launch a matrix kind (routed_experts.cc).
   void grouped_routed_experts(const RoutedExpertsArgs& a, const cuda::ExpertTable& table);

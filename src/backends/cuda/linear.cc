@@ -8,6 +8,7 @@
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/linear/dense.h"
 #include "backends/cuda/kernels/linear/dequant.h"
+#include "backends/cuda/kernels/linear/kernels.h"
 #include "backends/cuda/kernels/linear/linear.h"
 #include "backends/cuda/linear_dispatch.h"
 #include "core/check.h"
@@ -32,12 +33,15 @@ void CudaBackend::linear(const LinearArgs& a) {
 }
 
 void CudaBackend::grouped_linear(const GroupedLinearArgs& a) {
-  switch (cuda::group_path(a.ops)) {
+  switch (cuda::group_path(a.ops, options_.linear_kernel)) {
     case cuda::GroupPath::kBlockScaled:
       return block_linear(a.ops);
     case cuda::GroupPath::kBlockDiagonal:
       for (const LinearArgs& op : a.ops) check_device({&op.x, &op.w->weight, &op.w->scale, &op.out}, "linear");
       return dense_linear(a.ops);
+    case cuda::GroupPath::kBlockDiagonalWgmma:
+      for (const LinearArgs& op : a.ops) check_device({&op.x, &op.w->weight, &op.w->scale, &op.out}, "linear");
+      return block_diagonal_wgmma(a.ops);
     case cuda::GroupPath::kEach:
       for (const LinearArgs& op : a.ops) linear(op);
       return;
@@ -120,6 +124,32 @@ void CudaBackend::block_linear(std::span<const LinearArgs> ops) {
       p.op[g].x_codes = codes + at * n * k;
   }
   launched(cuda::launch_block_linear(p), "linear");
+}
+
+void CudaBackend::block_diagonal_wgmma(std::span<const LinearArgs> ops) {
+  const LinearArgs& a = ops[0];
+  const LinearWeight& w = *a.w;
+  const int64_t n = a.x.size(0), k = w.in, groups = static_cast<int64_t>(ops.size());
+  // The groups' inputs are consecutive column blocks of one row: the row reordered once into the
+  // kernel's K order (its values as they are: a bf16 GEMM's input), each group's block a part.
+  uint16_t* operand = quant_scratch(n, groups * k).values;
+  launched(cuda::launch_quantize_input({.x = a.x.as<const uint16_t>(),
+                                        .x_stride = a.x.stride[0],
+                                        .operand = operand,
+                                        .unquantised = true,
+                                        .n = static_cast<int>(n),
+                                        .k = static_cast<int>(groups * k),
+                                        .stream = stream_}),
+           "linear (input order)");
+  cuda::BlockLinearParams p = block_params(w, groups, n);
+  p.y_stride = a.out.stride[0], p.x_operand_stride = groups * k;
+  for (int64_t g = 0; g < groups; ++g)
+    p.op[g] = {.w = ops[g].w->weight.as<const uint8_t>(),
+               .w_scales = ops[g].w->scale.as<const uint8_t>(),
+               .y = ops[g].out.as<uint16_t>(),
+               .x_operand = operand + g * k};
+  DSINFER_CHECK(cuda::wgmma_applies(p), "linear (block-diagonal on the wgmma kernel): its dispatch's conditions");
+  launched(cuda::launch_block_linear(p), "linear (block-diagonal)");
 }
 
 void CudaBackend::dense_linear(std::span<const LinearArgs> ops) {

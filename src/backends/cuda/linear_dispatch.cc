@@ -1,6 +1,8 @@
 // The CUDA backend's decision table for linears and the routed experts (linear_dispatch.h).
 #include "backends/cuda/linear_dispatch.h"
 
+#include <algorithm>
+
 #include "backends/cuda/kernels/linear/dense.h"
 
 namespace dsinfer::cuda {
@@ -58,6 +60,21 @@ bool block_diagonal_dense(std::span<const LinearArgs> ops) {
   return true;
 }
 
+// A block-diagonal group of fp8 codes read as bf16 that the wgmma kernel's decode tiles take: up
+// to kFewRows bf16 rows into bf16 outputs, at most kMaxParts groups, K in whole stages, weights the
+// TMA can read (16-byte aligned rows), no kernel forced (kExact keeps the double sums).
+bool block_diagonal_on_wgmma(std::span<const LinearArgs> ops, LinearKernel forced) {
+  namespace wk = linear_config::wgmma_kernel;
+  const LinearArgs& o0 = ops[0];
+  const LinearWeight& w0 = *o0.w;
+  if (forced != LinearKernel::kAuto || w0.format != LinearFormat::kFp8AsBf16 || w0.scale.ndim != 2 ||
+      o0.x.size(0) > wk::kFewRows || ops.size() > static_cast<size_t>(wk::kMaxParts) || w0.in % wk::kStageK != 0 ||
+      o0.x.dtype != DType::kBF16 || o0.out.dtype != DType::kBF16 || w0.weight.stride[0] % 16 != 0)
+    return false;
+  return std::all_of(ops.begin(), ops.end(),
+                     [](const LinearArgs& op) { return reinterpret_cast<uintptr_t>(op.w->weight.data) % 16 == 0; });
+}
+
 }  // namespace
 
 LinearPath linear_path(const LinearArgs& a, LinearKernel forced) {
@@ -67,9 +84,10 @@ LinearPath linear_path(const LinearArgs& a, LinearKernel forced) {
   return is_block_scaled(a.w->format) ? LinearPath::kBlockScaled : LinearPath::kDense;
 }
 
-GroupPath group_path(std::span<const LinearArgs> ops) {
+GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced) {
   if (one_block_scaled_launch(ops)) return GroupPath::kBlockScaled;
-  if (ops.size() > 1 && block_diagonal_dense(ops)) return GroupPath::kBlockDiagonal;
+  if (ops.size() > 1 && block_diagonal_dense(ops))
+    return block_diagonal_on_wgmma(ops, forced) ? GroupPath::kBlockDiagonalWgmma : GroupPath::kBlockDiagonal;
   return GroupPath::kEach;
 }
 

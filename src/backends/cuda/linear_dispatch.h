@@ -33,9 +33,13 @@ LinearPath linear_path(const LinearArgs& a, LinearKernel forced);
 enum class GroupPath {
   kBlockScaled,    // block-scaled weights of one format and shape, equal rows: one launch
   kBlockDiagonal,  // dense weights of one shape, op g on the g-th column block of op 0's input and output: one launch
-  kEach,           // one linear_path each
+  // The same of fp8 weights read as bf16 (their codes and scales as stored), a decode step's rows
+  // (up to kFewRows) and K in whole wgmma stages, no kernel forced (wo_a's groups at decode): one
+  // launch of the wgmma kernel's decode tiles on the input as it is (reordered, not quantised).
+  kBlockDiagonalWgmma,
+  kEach,  // one linear_path each
 };
-GroupPath group_path(std::span<const LinearArgs> ops);
+GroupPath group_path(std::span<const LinearArgs> ops, LinearKernel forced = LinearKernel::kAuto);
 
 /// The routed experts of a step of `n` tokens may run on the device's choice of experts (sorted
 /// by expert on the device, or token after token: the GEMVs read the ids from device memory)

@@ -33,6 +33,7 @@ struct Fp8ActQuantArgs {
   uint8_t* scale_bytes = nullptr;  // [rows * k / 32] e8m0
   float* scales = nullptr;         // [rows * k / 32] the scales as floats
   uint16_t* operand = nullptr;     // [rows, k] bf16 code * scale in wgmma_order.h's K order, contiguous
+  bool unquantised = false;        // operand alone: x's values themselves
   cudaStream_t stream = nullptr;
 };
 
@@ -47,6 +48,18 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
   const bool in = c < p.k;
   for (int64_t i = blockIdx.y; i < p.rows; i += gridDim.y) {
     const int64_t at = (p.x_rows ? p.x_rows[i] : i) * p.x_stride + c, out = i * p.k + c;  // in x, contiguous
+    if (p.unquantised) {  // the row's bf16 values reordered, nothing else (uniform: no shuffles skipped)
+      if (!in) continue;
+      uint32_t pairs[4];
+      if constexpr (kVector) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(p.x + at);
+        pairs[0] = raw.x, pairs[1] = raw.y, pairs[2] = raw.z, pairs[3] = raw.w;
+      } else {
+        for (int v = 0; v < 4; ++v) pairs[v] = p.x[at + 2 * v] | static_cast<uint32_t>(p.x[at + 2 * v + 1]) << 16;
+      }
+      store_wgmma_operand_eight(p.operand + i * p.k, static_cast<int>(c), pairs);
+      continue;
+    }
     float x[8] = {};
     if (in) {
       if constexpr (kVector) {
@@ -94,6 +107,8 @@ cudaError_t launch_fp8_act_quant(const Fp8ActQuantArgs& p) {
       aligned(p.x, 16) && p.x_stride % 8 == 0 && aligned(p.fake, 16) && aligned(p.values, 16) && aligned(p.codes, 8);
   if (p.operand && (p.k % kWgmmaOrderSpan != 0 || !aligned(p.operand, 4))) return cudaErrorInvalidValue;
   if (p.x_rows && p.fake) return cudaErrorInvalidValue;
+  if (p.unquantised && (!p.operand || p.fake || p.values || p.codes || p.scale_bytes || p.scales))
+    return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((p.k / 8 + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<int64_t>(p.rows, 65535)));
   if (vector) return launch_kernel(sm90_fp8_act_quant<true>, grid, kThreads, 0, p.stream, p);
@@ -149,6 +164,7 @@ cudaError_t launch_quantize_input(const QuantizeInputParams& p) {
   Fp8ActQuantArgs a;
   a.x = p.x, a.x_stride = p.x_stride, a.x_rows = p.x_rows, a.rows = p.n, a.k = p.k;
   a.values = p.values, a.codes = p.codes, a.scales = p.scales, a.operand = p.operand, a.stream = p.stream;
+  a.unquantised = p.unquantised;
   return launch_fp8_act_quant(a);
 }
 

@@ -28,6 +28,9 @@ struct QuantizeInputParams {
   // [n, k] bf16 code * scale (exact) in the wgmma kernel's K order (kernels/linear/wgmma_order.h;
   // k a multiple of its span); may be null
   uint16_t* operand = nullptr;
+  // The operand alone, of x's bf16 values as they are (no quantisation: the input of a bf16 GEMM on
+  // the wgmma kernel, wo_a's); values, codes and scales must be null.
+  bool unquantised = false;
   int n = 0, k = 0;  // k a multiple of 32
   cudaStream_t stream = nullptr;
 };

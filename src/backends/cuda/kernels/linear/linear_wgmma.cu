@@ -533,7 +533,8 @@ int expert_split(int k) {
 }  // namespace
 
 bool wgmma_applies(const BlockLinearParams& p) {
-  if (!wgmma_takes(p)) return false;
+  if (!wgmma_takes(p) || (p.x_operand_stride && (p.x_operand_stride < p.k || p.x_operand_stride % 8 != 0)))
+    return false;
   const bool grouped = p.expert_groups != nullptr;
   for (int g = 0; g < (grouped ? p.per_route : p.groups); ++g) {
     const LinearOperands& op = p.op[g];
@@ -560,7 +561,8 @@ cudaError_t launch_block_linear_wgmma(const BlockLinearParams& p) {
   Maps maps{};
   for (int g = 0; g < parts; ++g) {
     const LinearOperands& op = p.op[g];
-    if (!encode(&maps.x[g], op.x_operand, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.n, p.k, int64_t{p.k} * 2, rows, kStageK,
+    const int64_t x_stride = p.x_operand_stride ? p.x_operand_stride : p.k;
+    if (!encode(&maps.x[g], op.x_operand, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.n, p.k, x_stride * 2, rows, kStageK,
                 true))
       return cudaErrorInvalidValue;
     if (!grouped && !wgmma_weight_map(&maps.w[g], op.w, p.out, p.k, p.w_stride, p.fp4)) return cudaErrorInvalidValue;

@@ -62,11 +62,12 @@ struct BlockLinearParams {
   LinearOperands op[kMaxLinearGroups];
   int groups = 1;
   int n = 0, k = 0, out = 0;
-  bool fp4 = false;           // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
-  int64_t w_stride = 0;       // bytes per weight row
-  int64_t s_stride = 0;       // bytes per scale row
-  int64_t y_stride = 0;       // elements per output row
-  int64_t x_bf16_stride = 0;  // elements per row of the operands' x_bf16 (16-byte aligned rows)
+  bool fp4 = false;              // e2m1 packed two per byte (scales per row) instead of e4m3 (scales per 32 rows)
+  int64_t w_stride = 0;          // bytes per weight row
+  int64_t s_stride = 0;          // bytes per scale row
+  int64_t y_stride = 0;          // elements per output row
+  int64_t x_bf16_stride = 0;     // elements per row of the operands' x_bf16 (16-byte aligned rows)
+  int64_t x_operand_stride = 0;  // elements per row of the operands' x_operand (0: k; a multiple of 8)
   LinearKernel kernel = LinearKernel::kAuto;
   int tiled_slice_blocks = 0;   // kTiled: the fewest K slices of at most this many blocks (0: the default;
                                 // the benchmark's sweeps: it changes the sums' order)
