@@ -120,8 +120,8 @@ inline constexpr int kStages = 4;         // stages of the TMA ring
 inline constexpr int kCtasPerSm = 2;      // resident CTAs an SM (registers and shared memory)
 inline constexpr int kBand = 8;           // row tiles a band: a weight tile is read by a band's CTAs together
 inline constexpr int kThreads = 2 * 128;  // two warpgroups
-inline constexpr int kMaxParts =
-    8;  // matrices a launch (plain: ops, e.g. wo_a's groups; grouped: an entry's), their tensor maps by value
+// Matrices a launch (plain: ops, e.g. wo_a's groups; grouped: an entry's), their tensor maps by value.
+inline constexpr int kMaxParts = 8;
 static_assert(kTileCols == 2 * 64 && kTileRows == 128 && kThreads == 2 * 4 * kWarp);
 static_assert(kStageK == 2 * kScaleBlock && kStages >= 2 && kBand >= 1);
 static_assert(kFewRows == 64 && kFewRows == kMinRows - 1 && kMaxSplit >= 1 && kMaxSplit <= 8 && kMinSliceStages >= 1);
