@@ -7,7 +7,7 @@
 # and for ab and kab the _base builds). Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [timeline] [profile] [breakdown] [kprofile] [experts] [eprofile] [pfwindow]
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [timeline] [profile] [breakdown] [kprofile] [experts] [esass] [eprofile] [pfwindow]
 #   (default: the first three)
 # GOLDEN_KERNELS (default "auto"; or fma, gemv, mma) picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
@@ -207,11 +207,39 @@ fi
 
 if has experts; then
   # A decode step's routed experts alone (bench/cuda/experts_bench.cu: batches 1, 8, 64; EXPERTS_ARGS
-  # replaces its arguments), and the same of a _base build where there is one.
-  for b in cuda_experts_bench cuda_experts_bench_base; do
-    [ -x build-cuda/bench/$b ] || continue
+  # replaces its arguments), and the same of every other build packed beside it (_base, _v1, ...),
+  # the builds taking turns EXPERTS_ROUNDS times (default 1).
+  for round in $(seq "${EXPERTS_ROUNDS:-1}"); do
+    for path in build-cuda/bench/cuda_experts_bench*; do
+      [ -x "$path" ] || continue
+      b=$(basename "$path")
+      echo "$b (round $round):"
+      "$path" ${EXPERTS_ARGS:-} 2>&1 | tee -a "$out/$b.txt"
+    done
+  done
+fi
+
+if has esass; then
+  # The experts' kernel instance (sm90_block_linear_wgmma<true, 16>) of each experts benchmark build
+  # in SASS, and its instructions counted by opcode: where a change moved the instruction mix.
+  for path in build-cuda/bench/cuda_experts_bench*; do
+    [ -x "$path" ] || continue
+    b=$(basename "$path")
+    /usr/local/cuda/bin/cuobjdump -sass "$path" >"$out/$b.sass" 2>&1 || { echo "cuobjdump failed on $b"; continue; }
     echo "$b:"
-    build-cuda/bench/$b ${EXPERTS_ARGS:-} 2>&1 | tee "$out/$b.txt"
+    python3 - "$out/$b.sass" <<'PY'
+import collections, re, sys
+on, ops = False, collections.Counter()
+for line in open(sys.argv[1]):
+    if "Function :" in line:
+        on = "sm90_block_linear_wgmmaILb1ELi16E" in line
+        continue
+    m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
+    if on and m:
+        ops[m.group(1)] += 1
+total = sum(ops.values())
+print(f"  {total} instructions; " + ", ".join(f"{op} {n}" for op, n in ops.most_common(16)))
+PY
   done
 fi
 
