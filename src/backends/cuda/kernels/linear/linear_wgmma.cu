@@ -153,18 +153,29 @@ __device__ inline void decode_four(uint32_t codes, uint32_t scale, uint32_t& lo,
   lo = scaled_pair<kFolded>(lo, scale), hi = scaled_pair<kFolded>(hi, scale);
 }
 
+// e2m1x8_placed's two byte tables, a pair of registers each thread holds for the whole kernel: as
+// constants the compiler moves them into registers again before each use.
+struct E2m1Tables {
+  uint32_t low = 0, high = 0;
+};
+__device__ inline E2m1Tables e2m1_tables() {
+  // Entry e0 m -> e0 m 0 0 0 0 0 0; entry s e1 -> s 0 0 0 0 0 0 e1. (Through asm: opaque values
+  // the compiler keeps instead of rematerialising.)
+  E2m1Tables t;
+  asm volatile("mov.b32 %0, 0xC0804000;\n\tmov.b32 %1, 0x81800100;" : "=r"(t.low), "=r"(t.high));
+  return t;
+}
+
 // Eight e2m1 codes (code i in nibble i of `codes`) as four bf16 pairs of their values times 2^-126,
 // pair p holding codes 2p, 2p + 1: a code s e1 e0 m is the bf16 with sign s, exponent field e1 e0
 // and mantissa m 0 ... 0 (e2m1's bias 1 against bf16's 127; 0.5 a subnormal alike). Its low byte
 // (e0 m 0 ...) and its high byte (s 0 ... e1) come from two 4-entry byte tables by prmt, each
 // code's two bits the selector, and a permute a pair interleaves them: 13 instructions for eight
 // codes (through e4m3, ~27).
-__device__ inline void e2m1x8_placed(uint32_t codes, uint32_t (&pairs)[4]) {
-  // Entry e0 m -> e0 m 0 0 0 0 0 0; entry s e1 -> s 0 0 0 0 0 0 e1.
-  constexpr uint32_t kLowBytes = 0xC0804000u, kHighBytes = 0x81800100u;
+__device__ inline void e2m1x8_placed(uint32_t codes, const E2m1Tables& tables, uint32_t (&pairs)[4]) {
   const uint32_t low = codes & 0x33333333u, high = (codes >> 2) & 0x33333333u;  // selectors below 4
-  const uint32_t lo03 = prmt(kLowBytes, 0, low), lo47 = prmt(kLowBytes, 0, low >> 16);
-  const uint32_t hi03 = prmt(kHighBytes, 0, high), hi47 = prmt(kHighBytes, 0, high >> 16);
+  const uint32_t lo03 = prmt(tables.low, 0, low), lo47 = prmt(tables.low, 0, low >> 16);
+  const uint32_t hi03 = prmt(tables.high, 0, high), hi47 = prmt(tables.high, 0, high >> 16);
   pairs[0] = prmt(lo03, hi03, 0x5140u), pairs[1] = prmt(lo03, hi03, 0x7362u);
   pairs[2] = prmt(lo47, hi47, 0x5140u), pairs[3] = prmt(lo47, hi47, 0x7362u);
 }
@@ -190,7 +201,7 @@ __device__ inline uint32_t folded_scale_pair(uint32_t e) {
 // the stage's 64, a[j] for K step j: {row r, row r + 8} x {columns 2c, 2c + 1; 2c + 8, 2c + 9}.
 template <bool kFp4, bool kFolded>
 __device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t scale_r, uint32_t scale_r8,
-                                    uint32_t (&a)[4][4]) {
+                                    const E2m1Tables& tables, uint32_t (&a)[4][4]) {
   if constexpr (kFp4) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row r + 8h: K step j takes codes 4j .. 4j + 3 of the run
@@ -199,7 +210,7 @@ __device__ inline void decode_stage(const uint8_t* w, int r, int c, uint32_t sca
 #pragma unroll
       for (int v = 0; v < 2; ++v) {
         uint32_t pairs[4];
-        e2m1x8_placed(words[v], pairs);
+        e2m1x8_placed(words[v], tables, pairs);
 #pragma unroll
         for (int q = 0; q < 4; ++q) a[2 * v + q / 2][h + 2 * (q % 2)] = scaled_pair<kFolded>(pairs[q], scale);
       }
@@ -368,6 +379,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   // Stage s + 1's fragments are decoded while stage s's wgmmas run, and stage s + 1's wgmmas are
   // issued before stage s's complete: one group stays in flight, each with its own fragments.
   uint32_t frag[2][4][4] = {};
+  const E2m1Tables tables = kFp4 ? e2m1_tables() : E2m1Tables{};
   // A stage's weights take one multiply where every scale of the warp's rows folds (a warp-uniform
   // choice: real checkpoints' scales always do), else two.
   const auto decode = [&](int s, uint32_t(&into)[4][4]) {
@@ -377,9 +389,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
     barrier_wait(&full[s % L::kRing], (s / L::kRing) & 1);
     const uint8_t* w = smem + (s % L::kRing) * L::kStage + L::kW;
     if (folds)
-      decode_stage<kFp4, true>(w, r, c, folded_scale_pair<kFp4>(now_r), folded_scale_pair<kFp4>(now_r8), into);
+      decode_stage<kFp4, true>(w, r, c, folded_scale_pair<kFp4>(now_r), folded_scale_pair<kFp4>(now_r8), tables,
+                               into);
     else
-      decode_stage<kFp4, false>(w, r, c, scale_pair<kFp4>(now_r), scale_pair<kFp4>(now_r8), into);
+      decode_stage<kFp4, false>(w, r, c, scale_pair<kFp4>(now_r), scale_pair<kFp4>(now_r8), tables, into);
   };
   float acc[kRows / 8][4] = {};
   const uint64_t activations = swizzled_descriptor(smem + L::kA);  // slot 0's
