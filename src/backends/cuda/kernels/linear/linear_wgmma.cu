@@ -395,7 +395,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
       decode_stage<kFp4, false>(w, r, c, scale_pair<kFp4>(now_r), scale_pair<kFp4>(now_r8), tables, into);
   };
   float acc[kRows / 8][4] = {};
-  const uint64_t activations = swizzled_descriptor(smem + L::kA);  // slot 0's
+  uint64_t activations = swizzled_descriptor(smem + L::kA);  // slot 0's
+  // Opaque, so that the compiler keeps the descriptor instead of recomputing it from the shared
+  // memory's base at every stage.
+  asm volatile("" : "+l"(activations));
   // Stage s on `cur` (decoded): issued, then stage s - 1's group waited for, its slot refilled with
   // stage s - 1 + L::kRing and its fragments (`other`) given stage s + 1.
   const auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&other)[4][4]) {
