@@ -48,28 +48,21 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
   const bool in = c < p.k;
   for (int64_t i = blockIdx.y; i < p.rows; i += gridDim.y) {
     const int64_t at = (p.x_rows ? p.x_rows[i] : i) * p.x_stride + c, out = i * p.k + c;  // in x, contiguous
-    if (p.unquantised) {  // the row's bf16 values reordered, nothing else (uniform: no shuffles skipped)
-      if (!in) continue;
-      uint32_t pairs[4];
+    uint32_t pairs[4] = {};  // the eight bf16 values (zeros past k)
+    if (in) {
       if constexpr (kVector) {
         const uint4 raw = *reinterpret_cast<const uint4*>(p.x + at);
         pairs[0] = raw.x, pairs[1] = raw.y, pairs[2] = raw.z, pairs[3] = raw.w;
       } else {
         for (int v = 0; v < 4; ++v) pairs[v] = p.x[at + 2 * v] | static_cast<uint32_t>(p.x[at + 2 * v + 1]) << 16;
       }
-      store_wgmma_operand_eight(p.operand + i * p.k, static_cast<int>(c), pairs);
+    }
+    if (p.unquantised) {  // the row's bf16 values reordered, nothing else (uniform: no shuffles skipped)
+      if (in) store_wgmma_operand_eight(p.operand + i * p.k, static_cast<int>(c), pairs);
       continue;
     }
-    float x[8] = {};
-    if (in) {
-      if constexpr (kVector) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(p.x + at);
-        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-        for (int v = 0; v < 4; ++v) x[2 * v] = bf16x2_lo_to_float(w[v]), x[2 * v + 1] = bf16x2_hi_to_float(w[v]);
-      } else {
-        for (int v = 0; v < 8; ++v) x[v] = bf16_to_float(p.x[at + v]);
-      }
-    }
+    float x[8];
+    for (int v = 0; v < 4; ++v) x[2 * v] = bf16x2_lo_to_float(pairs[v]), x[2 * v + 1] = bf16x2_hi_to_float(pairs[v]);
     uint32_t codes[2];
     const unsigned e = act_quant_eight(x, codes);  // every lane: the shuffles
     if (!in) continue;
