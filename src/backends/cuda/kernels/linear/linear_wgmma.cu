@@ -382,15 +382,17 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   const E2m1Tables tables = kFp4 ? e2m1_tables() : E2m1Tables{};
   // A stage's weights take one multiply where every scale of the warp's rows folds (a warp-uniform
   // choice: real checkpoints' scales always do), else two.
-  const auto decode = [&](int s, uint32_t(&into)[4][4]) {
+  // Stage s sits in ring slot `slot` (s % L::kRing), filled in the barrier's phase `phase`
+  // ((s / L::kRing) & 1): in the main loop both are known to the compiler, so no ring index is
+  // computed at run time.
+  const auto decode = [&](int s, int slot, uint32_t phase, uint32_t(&into)[4][4]) {
     const uint32_t now_r = e_r, now_r8 = e_r8;
     const bool folds = __all_sync(0xffffffffu, max(now_r, now_r8) <= kFoldsUpTo<kFp4>);
     if (s + 1 < stages) e_r = __ldg(sr + 2 * (s + 1) + c / 2), e_r8 = __ldg(sr8 + 2 * (s + 1) + c / 2);
-    barrier_wait(&full[s % L::kRing], (s / L::kRing) & 1);
-    const uint8_t* w = smem + (s % L::kRing) * L::kStage + L::kW;
+    barrier_wait(&full[slot], phase);
+    const uint8_t* w = smem + slot * L::kStage + L::kW;
     if (folds)
-      decode_stage<kFp4, true>(w, r, c, folded_scale_pair<kFp4>(now_r), folded_scale_pair<kFp4>(now_r8), tables,
-                               into);
+      decode_stage<kFp4, true>(w, r, c, folded_scale_pair<kFp4>(now_r), folded_scale_pair<kFp4>(now_r8), tables, into);
     else
       decode_stage<kFp4, false>(w, r, c, scale_pair<kFp4>(now_r), scale_pair<kFp4>(now_r8), tables, into);
   };
@@ -401,9 +403,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   asm volatile("" : "+l"(activations));
   // Stage s on `cur` (decoded): issued, then stage s - 1's group waited for, its slot refilled with
   // stage s - 1 + L::kRing and its fragments (`other`) given stage s + 1.
-  const auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&other)[4][4]) {
+  const auto step = [&](int s, int slot, uint32_t phase, uint32_t(&cur)[4][4], uint32_t(&other)[4][4]) {
+    const int before = (slot + L::kRing - 1) % L::kRing, next = (slot + 1) % L::kRing;
     // The stage's activations by descriptor: a K step of 16 is 32 bytes on (2 in its 16-byte units).
-    const uint64_t b = activations + static_cast<uint64_t>((s % L::kRing) * L::kStage / 16);
+    const uint64_t b = activations + static_cast<uint64_t>(slot * L::kStage / 16);
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < 4; ++j) wgmma_step<kRows>(cur[j], b + 2 * j, acc);
@@ -413,19 +416,29 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
     if (s >= 1) {
       __syncthreads();  // every warpgroup is done with stage s - 1's slot
       if (tid == 0 && s - 1 + L::kRing < stages)
-        load_stage<kFp4, kRows>(t, s0 + s - 1 + L::kRing, smem + ((s - 1) % L::kRing) * L::kStage,
-                                &full[(s - 1) % L::kRing]);
+        load_stage<kFp4, kRows>(t, s0 + s - 1 + L::kRing, smem + before * L::kStage, &full[before]);
     }
-    if (s + 1 < stages) decode(s + 1, other);
+    if (s + 1 < stages) decode(s + 1, next, next == 0 ? phase ^ 1u : phase, other);
   };
-  if (stages > 0) decode(0, frag[0]);
-  // Two stages a trip (the fragments' roles fixed in the code); an odd count's last stage after.
-  const int paired = stages - stages % 2;
-  for (int s = 0; s < paired; s += 2) {
-    step(s, frag[0], frag[1]);
-    step(s + 1, frag[1], frag[0]);
+  if (stages > 0) decode(0, 0, 0, frag[0]);
+  // A trip a pass over the ring (even: the fragments' roles fixed in the code), then the rest two
+  // stages a trip, an odd count's last stage after.
+  static_assert(L::kRing % 2 == 0);
+  int s = 0;
+  uint32_t phase = 0;
+  for (; s + L::kRing <= stages; s += L::kRing, phase ^= 1u) {
+#pragma unroll
+    for (int i = 0; i < L::kRing; i += 2) {
+      step(s + i, i, phase, frag[0], frag[1]);
+      step(s + i + 1, i + 1, phase, frag[1], frag[0]);
+    }
   }
-  if (paired < stages) step(paired, frag[0], frag[1]);
+  int slot = 0;
+  for (; s + 2 <= stages; s += 2, slot += 2) {
+    step(s, slot, phase, frag[0], frag[1]);
+    step(s + 1, slot + 1, phase, frag[1], frag[0]);
+  }
+  if (s < stages) step(s, slot, phase, frag[0], frag[1]);
   wgmma_wait<0>();
   wgmma_hold(acc);
   wgmma_hold_fragments(frag[0]);
