@@ -347,7 +347,7 @@ __device__ inline Slice k_slice(int stages, int split, int rank) {
 }
 
 template <bool kFp4, int kRows>
-__global__ void __launch_bounds__(kThreads, kCtasPerSm)
+__global__ void __launch_bounds__(kThreads, kRows == kExpertRows ? 3 : kCtasPerSm)
     sm90_block_linear_wgmma(const __grid_constant__ Maps maps, BlockLinearParams p, int slots, int split) {
   using L = Layout<kFp4, kRows>;
   extern __shared__ uint8_t dynamic_smem[];
