@@ -113,13 +113,14 @@ inline constexpr int kMinSliceStages = 4;  // K stages of a slice at least (the 
 // the most slices, up to kMaxSplit, of kExpertSliceStages stages or more (by K alone).
 inline constexpr int kExpertRows = 16;
 inline constexpr int kExpertSliceStages = 32;
-inline constexpr int kExpertStages = 8;   // their ring: a stage is 6 KB (of the others' 16-32)
-inline constexpr int kTileCols = 128;     // weight rows a CTA: two warpgroups of the wgmma's M = 64
-inline constexpr int kStageK = 64;        // K a stage: 128 bytes of an activation row (one swizzle span)
-inline constexpr int kStages = 4;         // stages of the TMA ring
-inline constexpr int kCtasPerSm = 2;      // resident CTAs an SM (registers and shared memory)
-inline constexpr int kBand = 8;           // row tiles a band: a weight tile is read by a band's CTAs together
-inline constexpr int kThreads = 2 * 128;  // two warpgroups
+inline constexpr int kExpertStages = 8;     // their ring: a stage is 6 KB (of the others' 16-32)
+inline constexpr int kExpertCtasPerSm = 3;  // their resident CTAs an SM (the registers' bound: 85 a thread)
+inline constexpr int kTileCols = 128;       // weight rows a CTA: two warpgroups of the wgmma's M = 64
+inline constexpr int kStageK = 64;          // K a stage: 128 bytes of an activation row (one swizzle span)
+inline constexpr int kStages = 4;           // stages of the TMA ring
+inline constexpr int kCtasPerSm = 2;        // resident CTAs an SM (registers and shared memory)
+inline constexpr int kBand = 8;             // row tiles a band: a weight tile is read by a band's CTAs together
+inline constexpr int kThreads = 2 * 128;    // two warpgroups
 // Matrices a launch (plain: ops, e.g. wo_a's groups; grouped: an entry's), their tensor maps by value.
 inline constexpr int kMaxParts = 8;
 static_assert(kTileCols == 2 * 64 && kTileRows == 128 && kThreads == 2 * 4 * kWarp);

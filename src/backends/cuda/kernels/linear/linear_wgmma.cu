@@ -74,9 +74,12 @@ struct Layout {
   static constexpr int kFull = kRing * kStage;
   static constexpr int kBytes = kFull + kRing * 8 + 1024;  // and the alignment's slack
 };
+// The CTAs an SM an instance is built for (its registers' bound).
+template <int kRows>
+inline constexpr int kResidentCtas = kRows == kExpertRows ? kExpertCtasPerSm : kCtasPerSm;
 template <bool kFp4, int kRows>
 constexpr bool kLaidOut = Layout<kFp4, kRows>::kStage % 1024 == 0 &&
-                          (kCtasPerSm * Layout<kFp4, kRows>::kBytes) <= 227 * 1024;
+                          (kResidentCtas<kRows> * Layout<kFp4, kRows>::kBytes) <= 227 * 1024;
 static_assert(kLaidOut<false, kTileRows> && kLaidOut<true, kTileRows> && kLaidOut<false, kFewRows> &&
               kLaidOut<true, kExpertRows>);
 
@@ -347,7 +350,7 @@ __device__ inline Slice k_slice(int stages, int split, int rank) {
 }
 
 template <bool kFp4, int kRows>
-__global__ void __launch_bounds__(kThreads, kRows == kExpertRows ? 3 : kCtasPerSm)
+__global__ void __launch_bounds__(kThreads, kResidentCtas<kRows>)
     sm90_block_linear_wgmma(const __grid_constant__ Maps maps, BlockLinearParams p, int slots, int split) {
   using L = Layout<kFp4, kRows>;
   extern __shared__ uint8_t dynamic_smem[];
