@@ -156,8 +156,8 @@ __device__ inline void decode_four(uint32_t codes, uint32_t scale, uint32_t& lo,
   lo = scaled_pair<kFolded>(lo, scale), hi = scaled_pair<kFolded>(hi, scale);
 }
 
-// e2m1x8_placed's two byte tables, a pair of registers each thread holds for the whole kernel: as
-// constants the compiler moves them into registers again before each use.
+// e2m1x8_placed's two byte tables, a pair of registers each thread holds for the whole kernel (as
+// constants the compiler is free to move them into registers again before each use).
 struct E2m1Tables {
   uint32_t low = 0, high = 0;
 };
