@@ -20,6 +20,11 @@ export LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu:$PWD/build-cuda/devlib:/usr/lo
 export DSINFER_TEST_DATA="$PWD/tests/data"
 steps="${*:-tests serve decode}"
 has() { [[ " $steps " == *" $1 "* ]]; }  # a step named on the command line (whole words)
+# The SASS of the kernels of binary $1 whose names match the regex $2 (a binary's whole SASS is
+# megabytes).
+sass_of() {
+  /usr/local/cuda/bin/cuobjdump -sass "$1" 2>&1 | awk -v re="$2" '/Function :/ {on = $0 ~ re} on'
+}
 # kernels: the kernel lab's check against the CPU, then the per-kernel benchmark (KERNEL_ARGS
 # replaces its arguments).
 # flash: the 40-layer Flash-shaped model (54 GiB, 64 experts), decode at 4K/32K and prefill;
@@ -168,8 +173,7 @@ fi
 # sass: the machine code of the kernels whose names match SASS_KERNELS (a regex, default the tiled
 # linear's) in the kernel benchmark, into $OUT/kernels.sass (cuobjdump is on the device, not here).
 if has sass; then
-  /usr/local/cuda/bin/cuobjdump -sass build-cuda/bench/cuda_linear_bench 2>&1 |
-    awk -v re="${SASS_KERNELS:-block_linear_tiled}" '/Function :/ {on = $0 ~ re} on' >"$out/kernels.sass"
+  sass_of build-cuda/bench/cuda_linear_bench "${SASS_KERNELS:-block_linear_tiled}" >"$out/kernels.sass"
   grep -c "Function :" "$out/kernels.sass"
 fi
 
@@ -225,9 +229,7 @@ if has esass; then
   for path in build-cuda/bench/cuda_experts_bench*; do
     [ -x "$path" ] || continue
     b=$(basename "$path")
-    # The instance alone is kept (as the sass step keeps its kernels): the whole file is megabytes.
-    /usr/local/cuda/bin/cuobjdump -sass "$path" 2>&1 | awk '/Function :/ {on = $0 ~ /wgmmaILb1ELi16E/} on' \
-      >"$out/$b.sass" || { echo "cuobjdump failed on $b"; continue; }
+    sass_of "$path" wgmmaILb1ELi16E >"$out/$b.sass" || { echo "cuobjdump failed on $b"; continue; }
     echo "$b:"
     python3 - "$out/$b.sass" <<'PY'
 import collections, re, sys
