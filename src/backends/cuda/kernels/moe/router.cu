@@ -234,35 +234,38 @@ __device__ int exclusive_scan(int v, int* sums) {
   return sums[warp] + upto - v;
 }
 
-// One block. The slots are cut into kGroupSegments runs in slot order; a segment's count of each
-// expert, the counts' scan in expert order (each expert's rows, and in them each segment's), then
-// each segment's warp walks its slots in order, placing a slot after the earlier slots of its
-// expert (their rank among the warp's lanes by match_any): a deterministic order, whatever the
-// threads' timing, in time linear in the slots (a prefill chunk's tens of thousands).
+// One block. The slots are cut into `segments` runs in slot order (a warp each, as many as the
+// shared counts hold for the experts); a segment's count of each expert, the counts' scan in expert
+// order (each expert's rows, and in them each segment's), then each segment's warp walks its slots
+// in order, placing a slot after the earlier slots of its expert (their rank among the warp's lanes
+// by match_any): a deterministic order, whatever the threads' timing or the segments' number, in
+// time linear in the slots (a prefill chunk's tens of thousands).
 __global__ void __launch_bounds__(kGroupThreads) sm90_i32_group_routes(GroupRoutesParams p) {
   after_prior_grids();
-  __shared__ int32_t at[kGroupSegments][kMaxGroupExperts];  // counts, then each segment's next row of expert e
-  const int m = p.n * p.k, per_segment = (m + kGroupSegments - 1) / kGroupSegments;
+  __shared__ int32_t counts[kGroupCounts];  // [segment][expert]: counts, then each segment's next row of expert e
+  const int segments = min(kMaxGroupSegments, kGroupCounts / p.experts);
+  const auto at = [&](int seg, int e) -> int32_t& { return counts[seg * p.experts + e]; };
+  const int m = p.n * p.k, per_segment = (m + segments - 1) / segments;
   const auto expert_of = [&](int s) {
     const int32_t e = p.indices[s];
     return e >= 0 && e < p.experts ? e : -1;
   };
-  for (int i = threadIdx.x; i < kGroupSegments * p.experts; i += blockDim.x) at[i / p.experts][i % p.experts] = 0;
+  for (int i = threadIdx.x; i < segments * p.experts; i += blockDim.x) counts[i] = 0;
   __syncthreads();
   for (int s = threadIdx.x; s < m; s += blockDim.x)
-    if (const int e = expert_of(s); e >= 0) atomicAdd(&at[s / per_segment][e], 1);
+    if (const int e = expert_of(s); e >= 0) atomicAdd(&at(s / per_segment, e), 1);
   __syncthreads();
   {  // thread e: expert e's rows (a scan over the experts), its group's entry, each segment's first row
     __shared__ int sums[2][kWarp], used;
     const int e = static_cast<int>(threadIdx.x);
     int total = 0;
     if (e < p.experts)
-      for (int seg = 0; seg < kGroupSegments; ++seg) total += at[seg][e];
+      for (int seg = 0; seg < segments; ++seg) total += at(seg, e);
     const int first = exclusive_scan(total, sums[0]), g = exclusive_scan(total > 0 ? 1 : 0, sums[1]);
     if (e < p.experts) {
-      for (int seg = 0, row = first; seg < kGroupSegments; ++seg) {
-        const int count = at[seg][e];
-        at[seg][e] = row;
+      for (int seg = 0, row = first; seg < segments; ++seg) {
+        const int count = at(seg, e);
+        at(seg, e) = row;
         row += count;
       }
       if (total > 0 && g < p.max_groups) p.groups[g] = {e, first, total};
@@ -273,22 +276,32 @@ __global__ void __launch_bounds__(kGroupThreads) sm90_i32_group_routes(GroupRout
   }
   __syncthreads();
   const int seg = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  if (seg >= kGroupSegments) return;
+  if (seg >= segments) return;
   const int end = min(m, (seg + 1) * per_segment);
+  // Each pass's expert and weight loaded a pass ahead (the walk is a chain of passes).
+  const auto load = [&](int s, int& e, float& w) {
+    e = s < end ? expert_of(s) : -1;
+    w = e >= 0 ? p.weights[s] : 0.0f;
+  };
+  int e_next;
+  float w_next;
+  load(seg * per_segment + lane, e_next, w_next);
   for (int s0 = seg * per_segment; s0 < end; s0 += kWarp) {
-    const int s = s0 + lane, e = s < end ? expert_of(s) : -1;
+    const int s = s0 + lane, e = e_next;
+    const float w = w_next;
+    load(s + kWarp, e_next, w_next);
     const unsigned peers = __match_any_sync(kFull, e);
     const int rank = __popc(peers & ((1u << lane) - 1u));
     if (e >= 0) {
-      const int row = at[seg][e] + rank;
+      const int row = at(seg, e) + rank;
       p.row[s] = row;
       p.token[row] = s / p.k;
-      p.weight[row] = p.weights[s];
+      p.weight[row] = w;
     } else if (s < end) {
       p.row[s] = -1;
     }
     __syncwarp();
-    if (e >= 0 && rank == 0) at[seg][e] += __popc(peers);
+    if (e >= 0 && rank == 0) at(seg, e) += __popc(peers);
     __syncwarp();
   }
 }
