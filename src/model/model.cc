@@ -49,11 +49,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, Bac
                                dir.string(), map.compressed_vocab_size, c.engram_compressed_vocab_size));
     m->hasher_ = std::make_unique<EngramHasher>(c, std::move(map.map));
     // Every table value a lookup can give, bf16(e4m3 code x e8m0 scale), by scale byte and code.
-    m->engram_values_.resize(256 * 256);
+    std::vector<uint16_t> values(256 * 256);
     for (int scale = 0; scale < 256; ++scale)
       for (int code = 0; code < 256; ++code)
-        m->engram_values_[scale * 256 + code] =
+        values[scale * 256 + code] =
             f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(code)) * e8m0_to_f32(static_cast<uint8_t>(scale)));
+    m->engram_values_ = DeviceArray<uint16_t>(backend, std::span<const uint16_t>(values));
   }
   m->store_ = std::make_unique<CacheStore>(m->config_, backend, kDefaultCacheBlockTokens);
   // Two tables serve every layer: window-only (theta 1e4) and compressed (YaRN) (spec §3.2).
@@ -384,33 +385,35 @@ void Model::engram(int l, Batch& b) {
   const EngramWeights& w = *weights_.layers[l].engram;
   const int e = c.engram_index(l), cols = hasher_->n_columns(), de = c.engram_head_dim;
   const int64_t n = b.n, hc = c.hc_mult, dim = c.dim;
-  // Look up the hashed rows on the host, where the table stays (fp8 with an e8m0 scale per 32
-  // values, exact in bf16): a step reads cols rows of it, the device needs only those. A prefill
-  // chunk reads tens of millions of values, so each is one load from engram_values_, into a
-  // buffer kept between calls (a fresh one would be zeroed and faulted in, page by page), on the
-  // backend's host threads.
-  std::vector<uint16_t>& rows = engram_rows_;
-  rows.resize(n * cols * de);
+  // Look up the hashed rows on the host, where the table stays (fp8 codes with an e8m0 scale per
+  // 32): a step reads cols rows of it, the device needs only those. They go as stored (a byte a
+  // value and a scale byte a 32, half of bf16's bytes: a prefill chunk's are tens of megabytes)
+  // and are decoded to bf16 on the device (exact: e4m3 times a power of two). The host buffers
+  // are kept between calls (a fresh one would be zeroed and faulted in, page by page) and filled
+  // on the backend's host threads.
+  const int64_t blocks = de / 32;
+  std::vector<uint8_t>& codes = engram_codes_;
+  std::vector<uint8_t>& row_scales = engram_scales_;
+  codes.resize(n * cols * de), row_scales.resize(n * cols * blocks);
   const uint8_t* table = w.table.as<const uint8_t>();
   const uint8_t* scales = w.table_scale.as<const uint8_t>();
   const auto look_up = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       for (int col = 0; col < cols; ++col) {
-        const int64_t row = b.hashes[(t * hasher_->n_layers() + e) * cols + col];
-        const uint8_t* codes = table + row * w.table.stride[0];
-        const uint8_t* row_scales = scales + row * w.table_scale.stride[0];
-        uint16_t* out = &rows[(t * cols + col) * de];
-        for (int d0 = 0; d0 < de; d0 += 32) {
-          const uint16_t* values = &engram_values_[row_scales[d0 / 32] * 256];
-          for (int d = d0; d < d0 + 32; ++d) out[d] = values[codes[d]];
-        }
+        const int64_t row = b.hashes[(t * hasher_->n_layers() + e) * cols + col], at = t * cols + col;
+        std::memcpy(&codes[at * de], table + row * w.table.stride[0], de);
+        std::memcpy(&row_scales[at * blocks], scales + row * w.table_scale.stride[0], blocks);
       }
   };
   if (ThreadPool* threads = b.be.host_threads())
     threads->parallel_for(n, kEngramTokensPerTask, look_up);
   else
     look_up(0, n);
-  const DeviceArray<uint16_t> looked_up(b.be, std::span<const uint16_t>(rows.data(), n * cols * de));
+  const DeviceArray<uint8_t> dcodes(b.be, std::span<const uint8_t>(codes.data(), codes.size()));
+  const DeviceArray<uint8_t> dscales(b.be, std::span<const uint8_t>(row_scales.data(), row_scales.size()));
+  const DeviceArray<uint16_t> looked_up = b.scratch<uint16_t>(n * cols * de);
+  b.be.decode_rows({dcodes.view(DType::kU8, {n * cols, de}), dscales.view(DType::kU8, {n * cols, blocks}),
+                    engram_values_.view(DType::kBF16, {256 * 256}), looked_up.view(DType::kBF16, {n * cols, de})});
   DeviceArray<uint16_t> kv = b.scratch<uint16_t>(n * (hc + 1) * dim);
   b.linear({looked_up.view(DType::kBF16, {n, cols * de}), &w.wkv, kv.view(DType::kBF16, {n, (hc + 1) * dim})});
   b.be.engram_gate({b.x.view(DType::kBF16, {n, hc, dim}), kv.view(DType::kBF16, {n, (hc + 1) * dim}), w.wgt,

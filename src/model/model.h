@@ -211,8 +211,9 @@ class Model {
   Communicator& comm_;
   DeviceArray<float> logits_;  // the host-logits forward's, kept between calls
   std::unique_ptr<EngramHasher> hasher_;
-  std::vector<uint16_t> engram_values_;   // Engram models: bf16(e4m3 code x e8m0 scale) at [scale][code]
-  std::vector<uint16_t> engram_rows_;     // a call's looked-up Engram rows (Model::engram), kept for the next
+  DeviceArray<uint16_t> engram_values_;   // Engram models: bf16(e4m3 code x e8m0 scale) at [scale][code]
+  std::vector<uint8_t> engram_codes_;     // a call's looked-up Engram rows as stored (Model::engram), kept
+  std::vector<uint8_t> engram_scales_;    // ... and their scale bytes
   std::vector<int32_t> attention_index_;  // a call's attention index on the host (Model::attention), kept
   std::vector<const RopeTable*> rope_;    // per layer
   std::vector<std::unique_ptr<RopeTable>> rope_tables_;

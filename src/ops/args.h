@@ -239,6 +239,17 @@ struct CompressPoolArgs {
   bool operator==(const CompressPoolArgs&) const = default;
 };
 
+/// out[i, j] = values[scales[i, j / 32] * 256 + codes[i, j]]: rows of byte codes with a scale byte
+/// a 32, each value looked up by its (scale, code) pair (the Engram rows: fp8 codes and e8m0 scales,
+/// uploaded as stored and decoded where they are used).
+struct DecodeRowsArgs {
+  TensorView codes;   // [n, d] uint8, d a multiple of 32
+  TensorView scales;  // [n, d / 32] uint8
+  TensorView values;  // [256 * 256] bf16: by scale byte, then code
+  TensorView out;     // [n, d] bf16
+  bool operator==(const DecodeRowsArgs&) const = default;
+};
+
 /// Engram gate and injection (spec §9.7), per token and copy.
 struct EngramGateArgs {
   TensorView x;     // [n, hc, dim] bf16: the stream, updated in place
@@ -330,6 +341,7 @@ struct SideQueueArgs {
   X(swiglu, SwigluArgs)                    \
   X(router, RouterArgs)                    \
   X(compress_pool, CompressPoolArgs)       \
+  X(decode_rows, DecodeRowsArgs)           \
   X(engram_gate, EngramGateArgs)           \
   X(gather_rows, GatherRowsArgs)           \
   X(scatter_rows, ScatterRowsArgs)         \

@@ -194,6 +194,36 @@ void expect_close_bf16(const std::vector<uint16_t>& got, const std::vector<uint1
   EXPECT_GE(equal, static_cast<int>(got.size() * 0.98)) << what;
 }
 
+// A prefill chunk's Engram rows at V4.1's shape (24 columns of 256 a token), every code and scale
+// byte: the same bits as the CPU's lookup.
+TEST_F(CudaRowOps, DecodeRowsAsTheCpu) {
+  const int64_t n = 1000, d = 256;
+  std::vector<uint16_t> values(256 * 256);
+  for (int s = 0; s < 256; ++s)
+    for (int c = 0; c < 256; ++c)
+      values[s * 256 + c] = f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(c)) * e8m0_to_f32(static_cast<uint8_t>(s)));
+  std::mt19937 rng(41);
+  std::vector<uint8_t> codes(n * d), scales(n * d / 32);
+  for (auto& c : codes) c = static_cast<uint8_t>(rng());
+  for (auto& s : scales) s = static_cast<uint8_t>(rng());
+  std::vector<uint16_t> want(n * d);
+  cpu.decode_rows({view(codes.data(), DType::kU8, {n, d}), view(scales.data(), DType::kU8, {n, d / 32}),
+                   view(values.data(), DType::kBF16, {256 * 256}), view(want.data(), DType::kBF16, {n, d})});
+  DeviceCopy<uint8_t> dcodes(codes), dscales(scales);
+  DeviceCopy<uint16_t> dvalues(values), dout(std::vector<uint16_t>(want.size(), 0xFFFF));
+  ASSERT_EQ(cuda::launch_decode_rows({.codes = dcodes.p,
+                                      .scales = dscales.p,
+                                      .values = dvalues.p,
+                                      .out = dout.p,
+                                      .codes_stride = d,
+                                      .scales_stride = d / 32,
+                                      .out_stride = d,
+                                      .n = static_cast<int>(n),
+                                      .d = static_cast<int>(d)}),
+            cudaSuccess);
+  EXPECT_EQ(dout.get(), want);
+}
+
 TEST_F(CudaRowOps, CompressPoolAndEngramGate) {
   const int groups = 9, d = 512;
   const std::vector<float> kv = random_f32(static_cast<size_t>(groups) * 2 * d, 20, -3, 3),

@@ -384,6 +384,34 @@ TEST_F(CpuOps, RouterSqrtSoftplusTopkAndWeights) {
   }
 }
 
+// Every code and scale byte, through a table of the real values: each output is the table's entry
+// for its code and its 32-block's scale, rows strided as views allow.
+TEST_F(CpuOps, DecodeRowsLooksUpEachCodeByItsBlocksScale) {
+  std::vector<uint16_t> values(256 * 256);
+  for (int s = 0; s < 256; ++s)
+    for (int c = 0; c < 256; ++c)
+      values[s * 256 + c] = f32_to_bf16(e4m3_to_f32(static_cast<uint8_t>(c)) * e8m0_to_f32(static_cast<uint8_t>(s)));
+  const int64_t n = 300, d = 64, stride = 80;
+  std::mt19937 rng(31);
+  std::vector<uint8_t> codes(n * stride), scales(n * 2);
+  for (auto& c : codes) c = static_cast<uint8_t>(rng());
+  for (auto& s : scales) s = static_cast<uint8_t>(rng());
+  std::vector<uint16_t> out(n * d);
+  TensorView cv = view(codes.data(), DType::kU8, {n, d});
+  cv.stride[0] = stride;
+  be.decode_rows({cv, view(scales.data(), DType::kU8, {n, 2}), view(values.data(), DType::kBF16, {256 * 256}),
+                  view(out.data(), DType::kBF16, {n, d})});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < d; ++j) {
+      const float want = e4m3_to_f32(codes[i * stride + j]) * e8m0_to_f32(scales[i * 2 + j / 32]);
+      const uint16_t got = out[i * d + j];
+      if (std::isnan(want))
+        EXPECT_TRUE(std::isnan(f(got))) << i << "," << j;
+      else
+        ASSERT_EQ(got, f32_to_bf16(want)) << i << "," << j;
+    }
+}
+
 TEST_F(CpuOps, CompressPoolAndEngramGate) {
   const int64_t g = 3, d = 19;
   const std::vector<float> kv = random_f32(g * 2 * d, 26, -3, 3), sc = random_f32(g * 2 * d, 27, -3, 3);

@@ -6,6 +6,21 @@
 
 namespace dsinfer {
 
+void CpuBackend::decode_rows(const DecodeRowsArgs& a) {
+  const int64_t n = a.codes.size(0), d = a.codes.size(1);
+  DSINFER_CHECK(d % 32 == 0 && a.scales.size(1) == d / 32 && a.out.size(1) == d && a.values.numel() == 256 * 256,
+                "decode_rows shapes");
+  const uint16_t* values = a.values.as<const uint16_t>();
+  pool_->parallel_for(n, 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const uint8_t* codes = a.codes.as<const uint8_t>() + i * a.codes.stride[0];
+      const uint8_t* scales = a.scales.as<const uint8_t>() + i * a.scales.stride[0];
+      uint16_t* out = a.out.as<uint16_t>() + i * a.out.stride[0];
+      for (int64_t j = 0; j < d; ++j) out[j] = values[scales[j / 32] * 256 + codes[j]];
+    }
+  });
+}
+
 void CpuBackend::engram_gate(const EngramGateArgs& a) {
   const int64_t n = a.x.size(0), hc = a.x.size(1), dim = a.x.size(2);
   const float* wgt = a.wgt.as<const float>();

@@ -497,6 +497,25 @@ void CudaBackend::engram_gate(const EngramGateArgs& a) {
            "engram_gate");
 }
 
+void CudaBackend::decode_rows(const DecodeRowsArgs& a) {
+  check_device({&a.codes, &a.scales, &a.values, &a.out}, "decode_rows");
+  const int64_t d = a.codes.size(1);
+  DSINFER_CHECK(a.codes.stride[1] == 1 && a.scales.stride[1] == 1 && a.out.stride[1] == 1 && a.values.is_contiguous() &&
+                    a.values.numel() == 256 * 256 && a.scales.size(1) == d / 32 && a.out.size(1) == d,
+                "decode_rows: contiguous rows, a table of 256 x 256");
+  launched(cuda::launch_decode_rows({.codes = a.codes.as<const uint8_t>(),
+                                     .scales = a.scales.as<const uint8_t>(),
+                                     .values = a.values.as<const uint16_t>(),
+                                     .out = a.out.as<uint16_t>(),
+                                     .codes_stride = a.codes.stride[0],
+                                     .scales_stride = a.scales.stride[0],
+                                     .out_stride = a.out.stride[0],
+                                     .n = size_of(a.codes, 0),
+                                     .d = size_of(a.codes, 1),
+                                     .stream = stream_}),
+           "decode_rows");
+}
+
 // Rows by index.
 void CudaBackend::gather_rows(const GatherRowsArgs& a) {
   check_device({&a.src, &a.rows, &a.out}, "gather_rows");

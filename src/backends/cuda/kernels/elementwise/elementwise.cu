@@ -564,7 +564,38 @@ __global__ void __launch_bounds__(kWarp) sm90_f32_hc_mixes_sinkhorn(HcMixesParam
     if (s * kWarp + lane < hc * hc) p.comb[t * hc * hc + s * kWarp + lane] = c[s];
 }
 
+// Eight codes a thread (a scale's block is four threads'), 8 bytes in and 16 out: the table's values
+// as they are.
+__global__ void __launch_bounds__(kThreads) sm90_bf16_decode_rows(DecodeRowsParams p) {
+  after_prior_grids();
+  const int per_row = p.d / 8;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(p.n) * per_row) return;
+  const int64_t row = i / per_row;
+  const int j = static_cast<int>(i % per_row) * 8;
+  const uint16_t* values = p.values + p.scales[row * p.scales_stride + j / 32] * 256;
+  const uint2 c = *reinterpret_cast<const uint2*>(p.codes + row * p.codes_stride + j);
+  const uint32_t words[2] = {c.x, c.y};
+  uint32_t pairs[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t w = words[q / 2] >> (16 * (q % 2));
+    pairs[q] = uint32_t{values[w & 0xFFu]} | uint32_t{values[(w >> 8) & 0xFFu]} << 16;
+  }
+  *reinterpret_cast<uint4*>(p.out + row * p.out_stride + j) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+}
+
 }  // namespace
+
+cudaError_t launch_decode_rows(const DecodeRowsParams& p) {
+  const auto aligned = [](const void* v, int bytes) { return reinterpret_cast<uintptr_t>(v) % bytes == 0; };
+  if (p.n < 0 || p.d <= 0 || p.d % 32 != 0 || !aligned(p.codes, 8) || p.codes_stride % 8 != 0 || !aligned(p.out, 16) ||
+      p.out_stride % 8 != 0)
+    return cudaErrorInvalidValue;
+  if (p.n == 0) return cudaSuccess;
+  return launch_kernel(sm90_bf16_decode_rows, blocks_for(static_cast<int64_t>(p.n) * (p.d / 8)), kThreads, 0, p.stream,
+                       p);
+}
 
 cudaError_t launch_compress_pool(const CompressPoolParams& p) {
   if (p.groups < 0 || p.d <= 0) return cudaErrorInvalidValue;

@@ -24,6 +24,9 @@ cudaError_t launch_hc_pre(const HcPreParams& p);
 /// out[j][d] = post[j] * sub[d] + sum over i in order of comb[i][j] * residual[i][d].
 cudaError_t launch_hc_post(const HcPostParams& p);
 cudaError_t launch_compress_pool(const CompressPoolParams& p);
+/// out = values[scale * 256 + code] for each code and its 32-code block's scale byte (d % 32 == 0;
+/// codes 8-byte and out 16-byte aligned, their row strides too).
+cudaError_t launch_decode_rows(const DecodeRowsParams& p);
 /// Block per (token, copy): the three sums in double, the gate in fp32 (expf).
 cudaError_t launch_engram_gate(const EngramGateParams& p);
 /// Blocks per (token, projection or norm, chunk of the row), or from 128 tokens per (8 tokens, 32

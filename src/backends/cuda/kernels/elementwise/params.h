@@ -88,6 +88,16 @@ struct CompressPoolParams {
 };
 
 /// Engram gate and injection (spec §9.7), per token and copy: x += gate * value.
+struct DecodeRowsParams {
+  const uint8_t* codes = nullptr;    // [n, d], row stride codes_stride
+  const uint8_t* scales = nullptr;   // [n, d / 32], row stride scales_stride
+  const uint16_t* values = nullptr;  // [256 * 256] bf16: by scale byte, then code
+  uint16_t* out = nullptr;           // [n, d], row stride out_stride
+  int64_t codes_stride = 0, scales_stride = 0, out_stride = 0;
+  int n = 0, d = 0;
+  cudaStream_t stream = nullptr;
+};
+
 struct EngramGateParams {
   uint16_t* x = nullptr;  // [n, hc, dim], token stride x_stride, updated in place
   int64_t x_stride = 0;
