@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/linear_dispatch.h"
+#include "backends/cuda/memory.h"
 #include "core/float_formats.h"
 #include "ops/composite.h"
 #include "ops/device_array.h"
@@ -256,6 +257,26 @@ TEST_F(CudaBackendTest, DeviceArrayKeepsItsRowsWhenItGrows) {
   want.resize(20, 0.0f);
   EXPECT_EQ(a.download(), want);
   EXPECT_EQ(a.download(5, 3), std::vector<float>(want.begin() + 5, want.begin() + 8));
+}
+
+// Uploads of every size the pinned ring meets (within a half, past it: the ring grows, past its
+// largest half: from pageable memory), each source rewritten as soon as its copy is queued, land
+// as they were when queued.
+TEST_F(CudaBackendTest, UploadsOfAnySizeLandAsQueued) {
+  const size_t mib = size_t{1} << 20;
+  const size_t sizes[] = {3 * mib, 20 * mib, 5 * mib, 48 * mib, cuda::StagingRing::kMaxHalfBytes + 4 * mib, 7 * mib};
+  std::vector<std::vector<uint8_t>> want;
+  std::vector<DeviceArray<uint8_t>> got;
+  std::vector<uint8_t> source;
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    source.resize(sizes[i]);
+    for (size_t j = 0; j < sizes[i]; ++j) source[j] = static_cast<uint8_t>(j * 31 + i * 7 + j / 4096);
+    got.push_back(DeviceArray<uint8_t>::uninitialized(*gpu_, sizes[i]));
+    gpu_->copy_to_device(got.back().data(), source.data(), sizes[i]);
+    want.push_back(source);
+    std::fill(source.begin(), source.end(), uint8_t{0xA5});  // reused at once, as the contract allows
+  }
+  for (size_t i = 0; i < std::size(sizes); ++i) EXPECT_TRUE(got[i].download() == want[i]) << "upload " << i;
 }
 
 // The routed experts run on the device's choice (no read back): up to kDeviceRoutedTokens tokens on

@@ -1,8 +1,11 @@
 // CudaBackend's memory (memory.h), and the backend's memory calls on it.
 #include "backends/cuda/memory.h"
 
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
@@ -26,12 +29,24 @@ StagingRing::StagingRing(size_t half_bytes) : half_bytes_(half_bytes) {
   for (cudaEvent_t& e : done_) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
 }
 
+void StagingRing::grow(size_t bytes, cudaStream_t stream) {
+  // Every copy from the old ring done first: the current half's, then the other's (recorded when
+  // the ring last moved off it).
+  check_cuda(cudaEventRecord(done_[half_], stream), "copy to device");
+  for (cudaEvent_t e : done_) check_cuda(cudaEventSynchronize(e), "copy to device");
+  check_cuda(cudaFreeHost(std::exchange(host_, nullptr)), "pinned staging");
+  half_bytes_ = std::min(std::bit_ceil(bytes), kMaxHalfBytes);
+  check_cuda(cudaMallocHost(&host_, 2 * half_bytes_), "pinned staging");
+  half_ = 0, used_ = 0;
+}
+
 StagingRing::~StagingRing() {
   cudaFreeHost(host_);
   for (cudaEvent_t e : done_) cudaEventDestroy(e);
 }
 
 void StagingRing::upload(void* dst, const void* host_src, size_t bytes, cudaStream_t stream) {
+  if (bytes > half_bytes_ && bytes <= kMaxHalfBytes) grow(bytes, stream);
   if (bytes > half_bytes_) {  // from pageable memory: returns once the source is staged
     check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream), "copy to device");
     return;

@@ -15,22 +15,29 @@ namespace dsinfer::cuda {
 void keep_freed_memory();
 
 /// Uploads through a pinned ring in two halves, so that they are asynchronous (a copy from
-/// pageable memory may wait for the device); a half is reused once its copies have finished.
+/// pageable memory may wait for the device, and runs at a fraction of the pinned rate); a half is
+/// reused once its copies have finished. The halves grow (once the device has caught up) to take
+/// an upload of up to kMaxHalfBytes: a prefill chunk's looked-up Engram rows are tens of MB.
 class StagingRing {
  public:
+  static constexpr size_t kMaxHalfBytes = size_t{64} << 20;
+
   explicit StagingRing(size_t half_bytes = size_t{16} << 20);
   ~StagingRing();
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
 
-  /// Queues the copy on `stream`; host_src may be reused once it returns. Larger than a half:
-  /// copied from pageable memory.
+  /// Queues the copy on `stream`; host_src may be reused once it returns. Larger than
+  /// kMaxHalfBytes: copied from pageable memory.
   void upload(void* dst, const void* host_src, size_t bytes, cudaStream_t stream);
   /// Whether `bytes` go into the current half without moving to the other one (which waits for
   /// the device: not allowed while a stream is captured).
   bool fits(size_t bytes) const { return used_ + bytes <= half_bytes_; }
 
  private:
+  /// Halves of bit_ceil(bytes) (at most kMaxHalfBytes), once the old ring's copies are done.
+  void grow(size_t bytes, cudaStream_t stream);
+
   uint8_t* host_ = nullptr;
   size_t half_bytes_, used_ = 0;
   int half_ = 0;
