@@ -6,6 +6,7 @@
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
+#include "backends/cuda/kernels/linear/wgmma_order.h"
 #include "core/float_formats.h"
 #include "core/quant.h"
 #include "test_util.h"
@@ -54,6 +55,40 @@ TEST(CudaActQuant, MatchesTheCpuBitForBit) {
   for (void* q :
        {static_cast<void*>(dx), static_cast<void*>(dfake), static_cast<void*>(dcodes), static_cast<void*>(dscales)})
     cudaFree(q);
+}
+
+// The wgmma kernel's operand: each row's act_quant (or, unquantised, its values) at the columns
+// wgmma_order.h gives, rows gathered from a strided input, the last spans' threads past k idle.
+TEST(CudaActQuant, OperandIsTheRowsInTheWgmmaOrder) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const int rows = 5, k = 64 * 21, stride = k + 8;  // 21 spans: a row's last block of threads part idle
+  const std::vector<uint16_t> x = testing::random_bf16(static_cast<size_t>(rows) * stride, 98, 3.0f);
+  const std::vector<int32_t> gather = {4, 0, 3, 3, 1};
+  uint16_t *dx = nullptr, *dop = nullptr;
+  int32_t* drows = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dop, static_cast<size_t>(rows) * k * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&drows, rows * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(drows, gather.data(), rows * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  for (const bool unquantised : {false, true}) {
+    SCOPED_TRACE(unquantised ? "unquantised" : "act_quant");
+    cuda::QuantizeInputParams p{.x = dx, .x_stride = stride, .x_rows = drows, .operand = dop, .n = rows, .k = k};
+    p.unquantised = unquantised;
+    ASSERT_EQ(cuda::launch_quantize_input(p), cudaSuccess);
+    std::vector<uint16_t> got(static_cast<size_t>(rows) * k);
+    ASSERT_EQ(cudaMemcpy(got.data(), dop, got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int r = 0; r < rows; ++r) {
+      std::vector<uint16_t> want(x.begin() + gather[r] * stride, x.begin() + gather[r] * stride + k);
+      if (!unquantised) act_quant_inplace(want);
+      for (int c = 0; c < k; ++c)
+        ASSERT_EQ(got[static_cast<size_t>(r) * k + cuda::wgmma_operand_column(c)], want[c])
+            << "row " << r << " K " << c;
+    }
+  }
+  cuda::QuantizeInputParams misaligned{.x = dx, .x_stride = stride, .operand = dop + 4, .n = 1, .k = k};
+  EXPECT_EQ(cuda::launch_quantize_input(misaligned), cudaErrorInvalidValue);  // the operand's rows 16-byte aligned
+  cudaFree(dx), cudaFree(dop), cudaFree(drows);
 }
 
 }  // namespace

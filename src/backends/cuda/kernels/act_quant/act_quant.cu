@@ -12,6 +12,7 @@
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/act_quant/act_quant.h"
 #include "backends/cuda/kernels/act_quant/config.h"
+#include "backends/cuda/kernels/linear/wgmma_operand.cuh"
 #include "backends/cuda/kernels/linear/wgmma_order.h"
 
 namespace dsinfer::cuda {
@@ -57,14 +58,21 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
         for (int v = 0; v < 4; ++v) pairs[v] = p.x[at + 2 * v] | static_cast<uint32_t>(p.x[at + 2 * v + 1]) << 16;
       }
     }
-    if (p.unquantised) {  // the row's bf16 values reordered, nothing else (uniform: no shuffles skipped)
-      if (in) store_wgmma_operand_eight(p.operand + i * p.k, static_cast<int>(c), pairs);
+    // The operand's columns c .. c + 7 (wgmma_operand.cuh: the threads of a row's span of 64 are
+    // eight consecutive lanes); every lane runs its shuffles (p.operand and p.unquantised are
+    // uniform).
+    if (p.unquantised) {  // the row's bf16 values reordered, nothing else
+      const uint4 operand = wgmma_operand_sixteen_bytes(pairs);
+      if (in) *reinterpret_cast<uint4*>(p.operand + i * p.k + c) = operand;
       continue;
     }
     float x[8];
     for (int v = 0; v < 4; ++v) x[2 * v] = bf16x2_lo_to_float(pairs[v]), x[2 * v + 1] = bf16x2_hi_to_float(pairs[v]);
-    uint32_t codes[2];
+    uint32_t codes[2], fake[4];
     const unsigned e = act_quant_eight(x, codes);  // every lane: the shuffles
+    act_quant_eight_bf16(codes, e, fake);
+    uint4 operand{};
+    if (p.operand) operand = wgmma_operand_sixteen_bytes(fake);
     if (!in) continue;
     const float s = __uint_as_float(e << 23);
     const int64_t group = out / kGroup;
@@ -72,8 +80,7 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
       if (p.scale_bytes) p.scale_bytes[group] = static_cast<uint8_t>(e);
       if (p.scales) p.scales[group] = s;
     }
-    uint32_t values[4], fake[4];
-    act_quant_eight_bf16(codes, e, fake);
+    uint32_t values[4];
     for (int v = 0; v < 8; ++v) {
       const uint32_t value = e4m3_to_f16_bits(static_cast<__nv_fp8_storage_t>(codes[v / 4] >> (8 * (v % 4))));
       values[v / 2] = v % 2 ? values[v / 2] | value << 16 : value;
@@ -89,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) sm90_fp8_act_quant(Fp8ActQuantArgs p
         if (p.fake) p.fake[at + v] = static_cast<uint16_t>(fake[v / 2] >> (16 * (v % 2)));
       }
     }
-    if (p.operand) store_wgmma_operand_eight(p.operand + i * p.k, static_cast<int>(c), fake);
+    if (p.operand) *reinterpret_cast<uint4*>(p.operand + i * p.k + c) = operand;
   }
 }
 
@@ -98,7 +105,7 @@ cudaError_t launch_fp8_act_quant(const Fp8ActQuantArgs& p) {
   const auto aligned = [](const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
   const bool vector =
       aligned(p.x, 16) && p.x_stride % 8 == 0 && aligned(p.fake, 16) && aligned(p.values, 16) && aligned(p.codes, 8);
-  if (p.operand && (p.k % kWgmmaOrderSpan != 0 || !aligned(p.operand, 4))) return cudaErrorInvalidValue;
+  if (p.operand && (p.k % kWgmmaOrderSpan != 0 || !aligned(p.operand, 16))) return cudaErrorInvalidValue;
   if (p.x_rows && p.fake) return cudaErrorInvalidValue;
   if (p.unquantised && (!p.operand || p.fake || p.values || p.codes || p.scale_bytes || p.scales))
     return cudaErrorInvalidValue;

@@ -12,6 +12,7 @@
 #include "backends/cuda/common/reduce.cuh"
 #include "backends/cuda/kernels/elementwise/config.h"
 #include "backends/cuda/kernels/elementwise/elementwise.h"
+#include "backends/cuda/kernels/linear/wgmma_operand.cuh"
 #include "backends/cuda/kernels/linear/wgmma_order.h"
 
 namespace dsinfer::cuda {
@@ -229,9 +230,11 @@ __global__ void sm90_bf16_swiglu_operand(SwigluParams p) {
     }
     uint32_t codes[2], pairs[4];
     const unsigned e = act_quant_eight(x, codes);
-    if (!valid) continue;
     act_quant_eight_bf16(codes, e, pairs);
-    store_wgmma_operand_eight(p.operand + t * p.f, static_cast<int>(j), pairs);
+    // The operand's columns j .. j + 7: a row's span of 64 is eight consecutive lanes (f is a
+    // multiple of 64 and the warp's first value a multiple of 32).
+    const uint4 operand = wgmma_operand_sixteen_bytes(pairs);
+    if (valid) *reinterpret_cast<uint4*>(p.operand + t * p.f + j) = operand;
   }
 }
 
@@ -721,7 +724,7 @@ cudaError_t launch_swiglu(const SwigluParams& p) {
   if (p.n < 0 || p.f <= 0) return cudaErrorInvalidValue;
   if (p.n == 0) return cudaSuccess;
   if (p.operand) {
-    if (p.f % kWgmmaOrderSpan != 0 || reinterpret_cast<uintptr_t>(p.operand) % 4 != 0 ||
+    if (p.f % kWgmmaOrderSpan != 0 || reinterpret_cast<uintptr_t>(p.operand) % 16 != 0 ||
         !rows_of_eight(p.f, {{p.gate, p.gate_stride}, {p.up, p.up_stride}}))
       return cudaErrorInvalidValue;
     return launch_kernel(sm90_bf16_swiglu_operand, blocks_for(static_cast<int64_t>(p.n) * p.f / 8), kThreads, 0,

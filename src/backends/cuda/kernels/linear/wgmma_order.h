@@ -25,10 +25,4 @@ DSINFER_HOST_DEVICE constexpr int wgmma_operand_column(int k) {
   return base + 16 * j + (t < 2 ? 2 * c + t : 8 + 2 * c + t - 2);
 }
 
-/// Eight values of an operand row from K index k (a multiple of 8), as four bf16 pairs of
-/// consecutive K indices: a pair (its first index even) stays a pair in the operand's order.
-DSINFER_HOST_DEVICE inline void store_wgmma_operand_eight(uint16_t* row, int k, const uint32_t (&pairs)[4]) {
-  for (int v = 0; v < 4; ++v) *reinterpret_cast<uint32_t*>(row + wgmma_operand_column(k + 2 * v)) = pairs[v];
-}
-
 }  // namespace dsinfer::cuda
