@@ -87,7 +87,8 @@ struct CompressPoolParams {
   cudaStream_t stream = nullptr;
 };
 
-/// Engram gate and injection (spec §9.7), per token and copy: x += gate * value.
+/// Rows of e4m3 codes with an e8m0 scale byte a 32 (the looked-up Engram rows as stored) decoded
+/// to bf16 through a table of every (scale, code) value.
 struct DecodeRowsParams {
   const uint8_t* codes = nullptr;    // [n, d], row stride codes_stride
   const uint8_t* scales = nullptr;   // [n, d / 32], row stride scales_stride
@@ -98,6 +99,7 @@ struct DecodeRowsParams {
   cudaStream_t stream = nullptr;
 };
 
+/// Engram gate and injection (spec §9.7), per token and copy: x += gate * value.
 struct EngramGateParams {
   uint16_t* x = nullptr;  // [n, hc, dim], token stride x_stride, updated in place
   int64_t x_stride = 0;
