@@ -106,6 +106,8 @@ TEST(CudaAttention, SparseAttnOverSeveralTokenPassesAndPartialBlocks) {
   check_sparse_attn(300, 2, 64, 40, 90, 70);       // more tokens than one pass; a 64-row block cut short
   check_sparse_attn(40, 64, 512, 128, 600, 640);   // a decode batch's full head groups
   check_sparse_attn(130, 64, 512, 128, 600, 640);  // a prefill chunk's (the fused kernel)
+  check_sparse_attn(129, 20, 128, 64, 300, 200);   // the fused kernel's other head sizes, a part head group
+  check_sparse_attn(128, 64, 256, 64, 300, 190);
 }
 
 // The CUDA indexer scores of n queries against T keys (some queries see fewer), each query reading

@@ -76,6 +76,17 @@ __device__ inline void wgmma_bf16_m64n32(uint64_t a, uint64_t b, float (&d)[4][4
       : "l"(a), "l"(b));
 }
 
+/// The same for B 16 x 16: warp w holds rows 16 w .. 16 w + 15 of d as two n8 tiles, d[n][e].
+__device__ inline void wgmma_bf16_m64n16(uint64_t a, uint64_t b, float (&d)[2][4]) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3])
+      : "l"(a), "l"(b));
+}
+
 /// d += A B for A 64 x 16 from registers (warp w: rows 16 w .. 16 w + 15 in mma.m16n8k16's A
 /// layout) and B 16 x 32, transposed (by core_descriptor_transposed), by the warpgroup; d as above.
 __device__ inline void wgmma_bf16_m64n32_b_transposed(const uint32_t (&a)[4], uint64_t b, float (&d)[4][4]) {
@@ -87,6 +98,17 @@ __device__ inline void wgmma_bf16_m64n32_b_transposed(const uint32_t (&a)[4], ui
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
         "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
         "+f"(d[3][2]), "+f"(d[3][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+/// The same for B 16 x 16, transposed: d as two n8 tiles, d[n][e].
+__device__ inline void wgmma_bf16_m64n16_b_transposed(const uint32_t (&a)[4], uint64_t b, float (&d)[2][4]) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 

@@ -273,33 +273,54 @@ __global__ void __launch_bounds__(kWarps* kWarp)
 // The three passes in one kernel, with the same bits (calls of many tokens): a block per (token,
 // 64 heads) holds the token's q in shared memory and streams its softmax blocks' rows through two
 // stages, reading each row once for both products and keeping the scores and P on chip. Both
-// products run on wgmma, a warpgroup per half of the slots or dims, in the passes' K steps and
-// chains (common/wgmma.cuh: the same bits as their mma.sync chains). For each block: the scores
-// (warp (tile, half): its 16 heads and 32 of the block's slots, the scores pass's chain over d),
-// the block's maxima of both halves, P as the softmax pass forms it (and its block sums by the
-// same xor tree: warp w sums heads 8w .. 8w + 7), then the value sums (warp (tile, half): its 16
-// heads and half the dims, the value pass's chains over the block's 16-row steps) folded into the
-// accumulators with alpha.
+// products run on wgmma, kFusedGroups warpgroups of the 64 heads each taking a share of the slots
+// or dims, in the passes' K steps and chains (common/wgmma.cuh: the same bits as their mma.sync
+// chains). For each block: the scores (warp (tile, group): its 16 heads and the group's slots of
+// the block, the scores pass's chain over d), the block's maxima of every group, P as the softmax
+// pass forms it (and its block sums by the same xor tree, a warp a share of the heads), then the
+// value sums (warp (tile, group): its 16 heads and the group's dims, the value pass's chains over
+// the block's 16-row steps) folded into the accumulators with alpha.
 constexpr int kFusedHeads = 16 * kFusedHeadTiles;
+constexpr int kGroupSlots = kSoftmaxBlock / kFusedGroups;  // a warpgroup's slots of a block: wgmma's N
 // Floats a row of P in fp32: a half warp's 8-byte stores on distinct banks.
 constexpr int kPfStride = kSoftmaxBlock + 8;
+
+// A warpgroup's scores of its slots (d += q K^T, both from shared memory by descriptor).
+template <int kN>
+__device__ inline void group_scores(uint64_t q, uint64_t k, float (&d)[kN / 8][4]) {
+  if constexpr (kN == 32)
+    wgmma_bf16_m64n32(q, k, d);
+  else
+    wgmma_bf16_m64n16(q, k, d);
+}
+// A warpgroup's value sums of kN dims (d += P V, P from registers, V transposed by descriptor).
+template <int kN>
+__device__ inline void group_values(const uint32_t (&pa)[4], uint64_t v, float (&d)[kN / 8][4]) {
+  if constexpr (kN == 32)
+    wgmma_bf16_m64n32_b_transposed(pa, v, d);
+  else
+    wgmma_bf16_m64n16_b_transposed(pa, v, d);
+}
 
 template <int kD>  // p.d: 64, 128, 256 or 512 (fused())
 __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_fused(SparseAttnParams p) {
   after_prior_grids();
   extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int kThreads = kFusedWarps * kWarp;
+  constexpr int d = kD, pieces = d / 8;
+  constexpr int kGroupDims = kD / kFusedGroups, kChunk = kGroupDims < 32 ? kGroupDims : 32;  // value chains' N
+  static_assert(kGroupDims % 16 == 0 && kGroupDims % kChunk == 0);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
   const int64_t t = blockIdx.x;
   const int h0 = static_cast<int>(blockIdx.y) * kFusedHeads;
-  constexpr int d = kD, pieces = d / 8;
   const int k = p.k, nb = (k + kSoftmaxBlock - 1) / kSoftmaxBlock;
   // q and the stages of rows in core matrices (the scores' wgmma operands).
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
   uint16_t* rows = qs + kFusedHeads * d;  // stage s: rows + s * kSoftmaxBlock * d
   uint16_t* ps = rows + 2 * kSoftmaxBlock * d;
   float* pf = reinterpret_cast<float*>(ps + kFusedHeads * kPStride);
-  float* half_max = pf + kFusedHeads * kPfStride;  // [2][kFusedHeads]
-  float* alpha = half_max + 2 * kFusedHeads;
+  float* group_max = pf + kFusedHeads * kPfStride;  // [kFusedGroups][kFusedHeads]
+  float* alpha = group_max + kFusedGroups * kFusedHeads;
   float* l = alpha + kFusedHeads;
   const int32_t* idx = p.idx + t * p.idx_stride;
   const uint16_t* qt = p.q + t * p.q_stride + static_cast<int64_t>(h0) * d;
@@ -311,24 +332,25 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
     cp_async16(qs + core_offset<kFusedHeads>(r, c), in ? qt + static_cast<int64_t>(r) * d + c : p.q, in);
   }
   // Starts copying block b's rows into its stage (zeros for empty slots and rows past k), as q:
-  // a thread takes one slot's 16-byte pieces 8 (t % 2) + 16 (t / 128) + 32 m, so it finds the row once.
-  static_assert(kFusedWarps * kWarp == 4 * kSoftmaxBlock);
+  // a thread takes one slot's 16-byte pieces 8 (t % 2) + 16 (t / 128) + 8 m (threads / 64), so it
+  // finds the row once.
+  constexpr int kPieceStep = 8 * (kThreads / kSoftmaxBlock);
   const auto stage = [&](int b) {
     uint16_t* to = rows + (b % 2) * kSoftmaxBlock * d;
     const int j = threadIdx.x / 2 % kSoftmaxBlock, slot = b * kSoftmaxBlock + j;
     const uint16_t* row = slot < k ? kv_row(p, idx[slot]) : nullptr;
 #pragma unroll 4
-    for (int c = 8 * (threadIdx.x % 2) + 16 * (threadIdx.x / (2 * kSoftmaxBlock)); c < d; c += 32)
+    for (int c = 8 * (threadIdx.x % 2) + 16 * (threadIdx.x / (2 * kSoftmaxBlock)); c < d; c += kPieceStep)
       cp_async16(to + core_offset<kSoftmaxBlock>(j, c), row ? row + c : p.q, row != nullptr);
   };
   if (threadIdx.x < kFusedHeads) l[threadIdx.x] = 0.0f;
   if (nb > 0) stage(0);
   cp_async_commit();
-  const int tile = warp % kFusedHeadTiles, half = warp / kFusedHeadTiles;
+  const int tile = warp % kFusedHeadTiles, group = warp / kFusedHeadTiles;
   const int ra = 16 * tile + g, rb = ra + 8;  // the lane's rows of heads (D rows g and g + 8)
-  constexpr int pairs = d / 32;               // the warp's dims: pairs of n8 tiles
-  const int dim0 = half * (d / 2);
-  float acc[kD / 16][4] = {};
+  const int dim0 = group * kGroupDims;
+  constexpr int kSumHeads = kFusedHeads / kFusedWarps;  // heads a warp sums
+  float acc[kGroupDims / 8][4] = {};
   float m_a = -1e30f, m_b = -1e30f;
   for (int b = 0; b < nb; ++b) {
     cp_async_wait<0>();
@@ -337,23 +359,24 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
     if (b + 1 < nb) stage(b + 1);
     cp_async_commit();
     const uint16_t* vs = rows + (b % 2) * kSoftmaxBlock * d;
-    // The scores of the warp's 16 heads and 32 slots: warpgroup `half` takes the 64 heads and its
-    // 32 slots, one wgmma a K step of 16 over d in order (the scores pass's mma chains, the same
-    // bits), q and the rows from shared memory.
-    float sc[4][4] = {};
+    // The scores of the warp's 16 heads and the group's slots: warpgroup `group` takes the 64 heads
+    // and its slots, one wgmma a K step of 16 over d in order (the scores pass's mma chains, the
+    // same bits), q and the rows from shared memory.
+    float sc[kGroupSlots / 8][4] = {};
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < d; kk += 16)
-      wgmma_bf16_m64n32(core_descriptor<kFusedHeads>(qs + core_offset<kFusedHeads>(0, kk)),
-                        core_descriptor<kSoftmaxBlock>(vs + core_offset<kSoftmaxBlock>(32 * half, kk)), sc);
+      group_scores<kGroupSlots>(
+          core_descriptor<kFusedHeads>(qs + core_offset<kFusedHeads>(0, kk)),
+          core_descriptor<kSoftmaxBlock>(vs + core_offset<kSoftmaxBlock>(kGroupSlots * group, kk)), sc);
     wgmma_commit();
     wgmma_wait_all();
     float max_a = -INFINITY, max_b = -INFINITY;
 #pragma unroll
-    for (int n = 0; n < 4; ++n)
+    for (int n = 0; n < kGroupSlots / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int slot = b * kSoftmaxBlock + 32 * half + 8 * n + 2 * q + (e & 1);
+        const int slot = b * kSoftmaxBlock + kGroupSlots * group + 8 * n + 2 * q + (e & 1);
         sc[n][e] = slot >= k || idx[slot] < 0 ? -INFINITY : sc[n][e] * p.scale;
         if (e < 2)
           max_a = fmaxf(max_a, sc[n][e]);
@@ -364,15 +387,19 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
       max_a = fmaxf(max_a, __shfl_xor_sync(0xffffffffu, max_a, o));
       max_b = fmaxf(max_b, __shfl_xor_sync(0xffffffffu, max_b, o));
     }
-    if (q == 0) half_max[half * kFusedHeads + ra] = max_a, half_max[half * kFusedHeads + rb] = max_b;
-    __syncthreads();  // both halves' maxima
-    const float next_a = fmaxf(m_a, fmaxf(half_max[ra], half_max[kFusedHeads + ra]));
-    const float next_b = fmaxf(m_b, fmaxf(half_max[rb], half_max[kFusedHeads + rb]));
+    if (q == 0) group_max[group * kFusedHeads + ra] = max_a, group_max[group * kFusedHeads + rb] = max_b;
+    __syncthreads();  // every group's maxima
+    float block_a = group_max[ra], block_b = group_max[rb];
+#pragma unroll
+    for (int gg = 1; gg < kFusedGroups; ++gg)
+      block_a = fmaxf(block_a, group_max[gg * kFusedHeads + ra]),
+      block_b = fmaxf(block_b, group_max[gg * kFusedHeads + rb]);
+    const float next_a = fmaxf(m_a, block_a), next_b = fmaxf(m_b, block_b);
     const float al_a = expf(m_a - next_a), al_b = expf(m_b - next_b);
     m_a = next_a, m_b = next_b;
 #pragma unroll
-    for (int n = 0; n < 4; ++n) {
-      const int c = 32 * half + 8 * n + 2 * q, slot = b * kSoftmaxBlock + c;
+    for (int n = 0; n < kGroupSlots / 8; ++n) {
+      const int c = kGroupSlots * group + 8 * n + 2 * q, slot = b * kSoftmaxBlock + c;
       const float pa0 = slot < k ? expf(sc[n][0] - next_a) : 0.0f, pa1 = slot + 1 < k ? expf(sc[n][1] - next_a) : 0.0f;
       const float pb0 = slot < k ? expf(sc[n][2] - next_b) : 0.0f, pb1 = slot + 1 < k ? expf(sc[n][3] - next_b) : 0.0f;
       *reinterpret_cast<float2*>(pf + ra * kPfStride + c) = make_float2(pa0, pa1);
@@ -382,19 +409,19 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
       *reinterpret_cast<uint32_t*>(ps + rb * kPStride + c) =
           float_to_bf16(pb0) | static_cast<uint32_t>(float_to_bf16(pb1)) << 16;
     }
-    if (half == 0 && q == 0) alpha[ra] = al_a, alpha[rb] = al_b;
+    if (group == 0 && q == 0) alpha[ra] = al_a, alpha[rb] = al_b;
     __syncthreads();  // P and alpha
-    // The block's probability sums of heads 8 warp .. 8 warp + 7 (the softmax pass's tree).
-    for (int hh = 0; hh < 8; ++hh) {
-      const int h = 8 * warp + hh;
+    // The block's probability sums of the warp's heads (the softmax pass's tree).
+    for (int hh = 0; hh < kSumHeads; ++hh) {
+      const int h = kSumHeads * warp + hh;
       double sum =
           static_cast<double>(pf[h * kPfStride + lane]) + static_cast<double>(pf[h * kPfStride + lane + kWarp]);
       for (int o = kWarp / 2; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       if (lane == 0) l[h] = l[h] * alpha[h] + static_cast<float>(sum);
     }
-    // The value sums of the warp's 16 heads and dims over the block: warpgroup `half` takes the 64
-    // heads and its dims 32 at a time, one wgmma a 16-slot step (the value pass's mma chains, the
-    // same bits), P from registers, the rows read transposed from their stage.
+    // The value sums of the warp's 16 heads and dims over the block: warpgroup `group` takes the 64
+    // heads and its dims kChunk at a time, one wgmma a 16-slot step (the value pass's mma chains,
+    // the same bits), P from registers, the rows read transposed from their stage.
     uint32_t pa[kSoftmaxBlock / 16][4];
 #pragma unroll
     for (int s = 0; s < kSoftmaxBlock / 16; ++s) {
@@ -405,17 +432,17 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
       pa[s][3] = *reinterpret_cast<const uint32_t*>(pp + 8 * kPStride + 8);
     }
 #pragma unroll
-    for (int c0 = 0; c0 < d / 2; c0 += 32) {
-      float dv[4][4] = {};
+    for (int c0 = 0; c0 < kGroupDims; c0 += kChunk) {
+      float dv[kChunk / 8][4] = {};
       wgmma_fence();
 #pragma unroll
       for (int s = 0; s < kSoftmaxBlock / 16; ++s)
-        wgmma_bf16_m64n32_b_transposed(
+        group_values<kChunk>(
             pa[s], core_descriptor_transposed<kSoftmaxBlock>(vs + core_offset<kSoftmaxBlock>(16 * s, dim0 + c0)), dv);
       wgmma_commit();
       wgmma_wait_all();
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < kChunk / 8; ++j) {
         float(&a)[4] = acc[c0 / 8 + j];
         a[0] = a[0] * al_a + dv[j][0], a[1] = a[1] * al_a + dv[j][1];
         a[2] = a[2] * al_b + dv[j][2], a[3] = a[3] * al_b + dv[j][3];
@@ -430,7 +457,7 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
     const float lh = l[h - h0] + expf(p.sink[h] - (hf ? m_b : m_a));
     uint16_t* out = p.out + t * p.out_stride + static_cast<int64_t>(h) * d + dim0 + 2 * q;
 #pragma unroll
-    for (int c = 0; c < 2 * pairs; ++c) {
+    for (int c = 0; c < kGroupDims / 8; ++c) {
       const uint32_t lo = float_to_bf16(acc[c][2 * hf] / lh), hi = float_to_bf16(acc[c][2 * hf + 1] / lh);
       *reinterpret_cast<uint32_t*>(out + 8 * c) = lo | hi << 16;
     }

@@ -37,20 +37,25 @@ inline constexpr int kValueDims = 64;
 inline constexpr int kValueStages = 2, kSmallValueStages = 4, kDeepValueStages = 8, kDeepTokens = 8;
 inline constexpr int kTokensPerPass = 256;  // bounds the workspace
 // The fused pass (calls of kFusedMinTokens tokens or more, d a multiple of 32 up to kFusedMaxD): a
-// block per (token, 16 x kFusedHeadTiles heads) of kFusedWarps warps, a head tile and half the
-// slots of a softmax block (the scores) or half the dims (the value sums) a warp; q and two
-// stages of a block's rows in shared memory. Its blocks stream a token's softmax blocks one after
-// another, so a decode step's few tokens (up to 64) keep the three passes, which spread them wider.
-inline constexpr int kFusedWarps = 8, kFusedHeadTiles = 4, kFusedMaxD = 512, kFusedMinTokens = 128;
+// block per (token, 16 x kFusedHeadTiles heads) of kFusedWarps warps in warpgroups of the 64
+// heads, each warpgroup a share of a softmax block's slots (the scores) and of the dims (the value
+// sums); q and two stages of a block's rows in shared memory. Its blocks stream a token's softmax
+// blocks one after another, so a decode step's few tokens (up to 64) keep the three passes, which
+// spread them wider.
+inline constexpr int kFusedWarps = 16, kFusedHeadTiles = 4, kFusedMaxD = 512, kFusedMinTokens = 128;
+inline constexpr int kFusedGroups = kFusedWarps / kFusedHeadTiles;  // warpgroups
 inline constexpr int fused_smem_bytes(int d) {
   return 16 * kFusedHeadTiles * d * 2                      // q (in core matrices: no padding)
          + 2 * kSoftmaxBlock * d * 2                       // two stages of a block's rows
          + 16 * kFusedHeadTiles * (kSoftmaxBlock + 8) * 2  // P (bf16)
          + 16 * kFusedHeadTiles * (kSoftmaxBlock + 8) * 4  // P (fp32, for the blocks' sums)
-         + 4 * 16 * kFusedHeadTiles * 4;                   // the halves' maxima, alpha, l
+         + (kFusedGroups + 2) * 16 * kFusedHeadTiles * 4;  // the groups' maxima, alpha, l
 }
 static_assert(fused_smem_bytes(kFusedMaxD) <= kSharedBytesOptIn);
-static_assert(kFusedWarps == 2 * kFusedHeadTiles && 16 * kFusedHeadTiles == kFusedWarps * 8);
+// Warpgroups of the 64 heads; a group's slots (wgmma's N for the scores: 16 or 32) and each
+// warp's heads of the block sums whole; a block's rows staged by pairs of threads a slot.
+static_assert(kFusedHeadTiles == 4 && kFusedWarps % kFusedHeadTiles == 0 && (kFusedGroups == 2 || kFusedGroups == 4));
+static_assert(16 * kFusedHeadTiles % kFusedWarps == 0 && kFusedWarps * kWarp % (2 * kSoftmaxBlock) == 0);
 static_assert(kWarps * kWarp <= kMaxThreadsPerBlock);
 static_assert(kWarps % kHeadTiles == 0 && kWarps % kSmallHeadTiles == 0);
 static_assert(kSmallScoreSlots / 8 % (2 * (kWarps / kSmallHeadTiles)) == 0 && kScoreChunk % 16 == 0);
