@@ -101,17 +101,6 @@ __device__ inline void wgmma_bf16_m64n32_b_transposed(const uint32_t (&a)[4], ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
-/// The same for B 16 x 16, transposed: d as two n8 tiles, d[n][e].
-__device__ inline void wgmma_bf16_m64n16_b_transposed(const uint32_t (&a)[4], uint64_t b, float (&d)[2][4]) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-        "+f"(d[1][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-
 /// d += A B^T for A 64 x 16 bf16 from registers (warp w: rows 16 w .. 16 w + 15 in mma.m16n8k16's A
 /// layout) and B 128 x 16 bf16, K-major (by descriptor), fp32 accumulators, by the warpgroup; warp w
 /// holds rows 16 w .. 16 w + 15 of d as sixteen n8 tiles in mma.m16n8k16's D layout, d[n][e].
@@ -152,14 +141,16 @@ __device__ inline void wgmma_bf16_m64n64_a_registers(const uint32_t (&a)[4], uin
 }
 
 /// The same for B 16 x 16: warp w holds rows 16 w .. 16 w + 15 of d as two n8 tiles, d[n][e].
+/// kTransposedB: B 16 x 16 read transposed (by core_descriptor_transposed), d += A B.
+template <bool kTransposedB = false>
 __device__ inline void wgmma_bf16_m64n16_a_registers(const uint32_t (&a)[4], uint64_t b, float (&d)[2][4]) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, %13;\n}\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
         "+f"(d[1][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kTransposedB ? 1 : 0));
 }
 
 /// Keeps the compiler from moving reads or writes of wgmma accumulators across the wgmma fences

@@ -299,7 +299,7 @@ __device__ inline void group_values(const uint32_t (&pa)[4], uint64_t v, float (
   if constexpr (kN == 32)
     wgmma_bf16_m64n32_b_transposed(pa, v, d);
   else
-    wgmma_bf16_m64n16_b_transposed(pa, v, d);
+    wgmma_bf16_m64n16_a_registers</*kTransposedB=*/true>(pa, v, d);
 }
 
 template <int kD>  // p.d: 64, 128, 256 or 512 (fused())
