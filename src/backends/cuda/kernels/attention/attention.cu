@@ -322,6 +322,7 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
   float* group_max = pf + kFusedHeads * kPfStride;  // [kFusedGroups][kFusedHeads]
   float* alpha = group_max + kFusedGroups * kFusedHeads;
   float* l = alpha + kFusedHeads;
+  int32_t* slot_ids = reinterpret_cast<int32_t*>(l + kFusedHeads);  // [2][kSoftmaxBlock]: the stages' indices
   const int32_t* idx = p.idx + t * p.idx_stride;
   const uint16_t* qt = p.q + t * p.q_stride + static_cast<int64_t>(h0) * d;
   // A thread copies 16 bytes: two threads a row's 32-byte sector, a warp 16 rows (their 16-byte
@@ -333,19 +334,23 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
   }
   // Starts copying block b's rows into its stage (zeros for empty slots and rows past k), as q:
   // a thread takes one slot's 16-byte pieces 8 (t % 2) + 16 (t / 128) + 8 m (threads / 64), so it
-  // finds the row once.
+  // finds the row once. Its slot's index comes loaded a block ahead (`id`), so the copies wait on
+  // no load; the even ones of the first 128 threads keep the block's indices for the masks.
   constexpr int kPieceStep = 8 * (kThreads / kSoftmaxBlock);
-  const auto stage = [&](int b) {
+  const int my_slot = threadIdx.x / 2 % kSoftmaxBlock;
+  const auto slot_id = [&](int b) { return b * kSoftmaxBlock + my_slot < k ? idx[b * kSoftmaxBlock + my_slot] : -1; };
+  const auto stage = [&](int b, int32_t id) {
     uint16_t* to = rows + (b % 2) * kSoftmaxBlock * d;
-    const int j = threadIdx.x / 2 % kSoftmaxBlock, slot = b * kSoftmaxBlock + j;
-    const uint16_t* row = slot < k ? kv_row(p, idx[slot]) : nullptr;
+    const uint16_t* row = id >= 0 ? kv_row(p, id) : nullptr;
+    if (threadIdx.x < 2 * kSoftmaxBlock && threadIdx.x % 2 == 0) slot_ids[(b % 2) * kSoftmaxBlock + my_slot] = id;
 #pragma unroll 4
     for (int c = 8 * (threadIdx.x % 2) + 16 * (threadIdx.x / (2 * kSoftmaxBlock)); c < d; c += kPieceStep)
-      cp_async16(to + core_offset<kSoftmaxBlock>(j, c), row ? row + c : p.q, row != nullptr);
+      cp_async16(to + core_offset<kSoftmaxBlock>(my_slot, c), row ? row + c : p.q, row != nullptr);
   };
   if (threadIdx.x < kFusedHeads) l[threadIdx.x] = 0.0f;
-  if (nb > 0) stage(0);
+  if (nb > 0) stage(0, slot_id(0));
   cp_async_commit();
+  int32_t next_id = slot_id(1);  // the next block's (past the last: unused)
   const int tile = warp % kFusedHeadTiles, group = warp / kFusedHeadTiles;
   const int ra = 16 * tile + g, rb = ra + 8;  // the lane's rows of heads (D rows g and g + 8)
   const int dim0 = group * kGroupDims;
@@ -356,8 +361,6 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
     cp_async_wait<0>();
     fence_shared_for_wgmma();
     __syncthreads();  // block b's rows are in; every warp is done with block b - 1's stage and P
-    if (b + 1 < nb) stage(b + 1);
-    cp_async_commit();
     const uint16_t* vs = rows + (b % 2) * kSoftmaxBlock * d;
     // The scores of the warp's 16 heads and the group's slots: warpgroup `group` takes the 64 heads
     // and its slots, one wgmma a K step of 16 over d in order (the scores pass's mma chains, the
@@ -370,14 +373,19 @@ __global__ void __launch_bounds__(kFusedWarps* kWarp, 1) sm90_bf16_sparse_attn_f
           core_descriptor<kFusedHeads>(qs + core_offset<kFusedHeads>(0, kk)),
           core_descriptor<kSoftmaxBlock>(vs + core_offset<kSoftmaxBlock>(kGroupSlots * group, kk)), sc);
     wgmma_commit();
+    // The next block's copies start while the scores run (the other stage: block b - 1's, done).
+    if (b + 1 < nb) stage(b + 1, next_id);
+    cp_async_commit();
+    if (b + 2 < nb) next_id = slot_id(b + 2);
     wgmma_wait_all();
+    const int32_t* ids = slot_ids + (b % 2) * kSoftmaxBlock;
     float max_a = -INFINITY, max_b = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kGroupSlots / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int slot = b * kSoftmaxBlock + kGroupSlots * group + 8 * n + 2 * q + (e & 1);
-        sc[n][e] = slot >= k || idx[slot] < 0 ? -INFINITY : sc[n][e] * p.scale;
+        sc[n][e] = ids[slot - b * kSoftmaxBlock] < 0 ? -INFINITY : sc[n][e] * p.scale;  // -1 past k
         if (e < 2)
           max_a = fmaxf(max_a, sc[n][e]);
         else

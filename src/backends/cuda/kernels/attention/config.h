@@ -49,7 +49,8 @@ inline constexpr int fused_smem_bytes(int d) {
          + 2 * kSoftmaxBlock * d * 2                       // two stages of a block's rows
          + 16 * kFusedHeadTiles * (kSoftmaxBlock + 8) * 2  // P (bf16)
          + 16 * kFusedHeadTiles * (kSoftmaxBlock + 8) * 4  // P (fp32, for the blocks' sums)
-         + (kFusedGroups + 2) * 16 * kFusedHeadTiles * 4;  // the groups' maxima, alpha, l
+         + (kFusedGroups + 2) * 16 * kFusedHeadTiles * 4   // the groups' maxima, alpha, l
+         + 2 * kSoftmaxBlock * 4;                          // the two stages' slot indices
 }
 static_assert(fused_smem_bytes(kFusedMaxD) <= kSharedBytesOptIn);
 // Warpgroups of the 64 heads; a group's slots (wgmma's N for the scores: 16 or 32) and each
