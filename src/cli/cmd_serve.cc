@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <thread>
 
@@ -27,6 +29,7 @@ struct ServeOptions {
   BackendFlags backend;
   int64_t token_budget = 0, cache_block_tokens = 256;  // 0: kCpuTokenBudget or kGpuTokenBudget
   int64_t prefill_with_decodes = 0;                    // 0: the budget's rest
+  int64_t warmup_tokens = -1;                          // -1: the token budget on a GPU, none on the CPU
   double cache_gib = 8;
   int max_connections = 1024, max_connections_per_client = 64;
   double request_timeout_s = 30, keep_alive_timeout_s = 5;
@@ -46,6 +49,31 @@ int follow_rank_zero(LoadedModel& model, const CacheLayout& cache) {
   ModelRunner runner(*model.model);
   if (Status s = follow_steps(runner, *model.steps); !s.ok()) return report_error(s);
   return 0;
+}
+
+// One request run through the engine before the server opens: a prompt of `tokens` tokens (one
+// step's worth at most) and a few decode steps. On a GPU the first steps load their kernels and grow
+// the memory pool, the scratch buffers and the upload ring; after this no client's request pays
+// for that. The prompt's tokens are arbitrary ids: only the shapes matter.
+Status warm_up(Engine& engine, int64_t tokens, int32_t vocab) {
+  const auto start = std::chrono::steady_clock::now();
+  EngineRequest r;
+  r.prompt.resize(static_cast<size_t>(tokens));
+  for (size_t i = 0; i < r.prompt.size(); ++i) r.prompt[i] = static_cast<int32_t>((i * 7919 + 1) % vocab);
+  r.sampling.temperature = 0.0f;
+  r.max_tokens = 4;
+  Status failed;
+  r.on_output = [&](const RequestOutput& out) {
+    if (out.finish == FinishReason::kError) failed = error(ErrorKind::kInternal, out.error);
+  };
+  auto id = engine.submit(std::move(r));
+  if (!id.ok()) return id.status();
+  while (engine.step()) {
+  }
+  if (!failed.ok()) return failed;
+  std::fprintf(stderr, "dsinfer: warmed up with a %lld-token prompt in %.2f s\n", static_cast<long long>(tokens),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return {};
 }
 
 int run_serve(const ServeOptions& o) {
@@ -87,6 +115,14 @@ int run_serve(const ServeOptions& o) {
   SchedulerConfig scheduling{token_budget, o.max_running, *speculative};
   scheduling.prefill_with_decodes = o.prefill_with_decodes;
   Engine engine(*model->model, *tok, scheduling, *cache, model->steps.get());
+  const int64_t warmup_tokens = std::min(o.warmup_tokens >= 0         ? o.warmup_tokens
+                                         : o.backend.device == "cuda" ? token_budget
+                                                                      : 0,
+                                         int64_t{mc.max_seq_len} - 4);
+  if (warmup_tokens > 0) {
+    if (Status s = warm_up(engine, warmup_tokens, static_cast<int32_t>(mc.vocab_size)); !s.ok())
+      return report_error(Status(s.kind(), "warm-up request: " + s.message()));
+  }
   // The engine breaks when another rank dies or stops answering: the job ends with its error.
   const pthread_t main_thread = ::pthread_self();
   Status broken;
@@ -147,6 +183,11 @@ void register_serve(CLI::App& app, CommandResult& result) {
                   "Prompt tokens a step takes beside running decodes at most (default: the rest of the token "
                   "budget); lower bounds the time between a stream's tokens under load, at some throughput")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--warmup-tokens", o->warmup_tokens,
+                  "Prompt tokens of a request run before the server opens, so that the first clients do not "
+                  "wait for the kernels' loading and the first allocations (0: none; by default the token "
+                  "budget on a GPU, none on the CPU)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   add_speculative_flags(cmd, o->speculative);
   cmd->add_option("--cache-memory", o->cache_gib,
                   "GiB for the requests' caches (running requests are preempted beyond)")

@@ -19,10 +19,13 @@ trap cleanup EXIT
 "$dsinfer" make-tiny --out "$work/model" --seed 11 --tensor-parallel "$ranks" >/dev/null
 (cd "$work" && npm install --silent --no-audit --no-fund --no-save openai@4 >/dev/null)
 cp "$here/openai_client.mjs" "$work/"
-"${launch[@]}" "$dsinfer" serve --model "$work/model" --port 0 --api-key test-key --threads 2 2>"$work/server.log" &
+# a warm-up request first (on every rank)
+"${launch[@]}" "$dsinfer" serve --model "$work/model" --port 0 --api-key test-key --threads 2 --warmup-tokens 40 \
+  2>"$work/server.log" &
 server_pid=$!
 port="$(wait_for_port "$work/server.log")"
 [ -n "$port" ] || { cat "$work/server.log"; echo "openai_client: the server did not start"; exit 1; }
+grep -q "warmed up with a 40-token prompt" "$work/server.log" || { cat "$work/server.log"; exit 1; }
 node "$work/openai_client.mjs" "http://127.0.0.1:$port/v1" test-key
 # and the load generator against the same server
 "$dsinfer" bench-serve --port "$port" --api-key test-key --input-len 8 --output-len 4 --num-prompts 4 \
