@@ -121,7 +121,8 @@ int run_serve(const ServeOptions& o) {
                                          int64_t{mc.max_seq_len} - 4);
   if (warmup_tokens > 0) {
     if (Status s = warm_up(engine, warmup_tokens, static_cast<int32_t>(mc.vocab_size)); !s.ok())
-      return report_error(Status(s.kind(), "warm-up request: " + s.message()));
+      return report_error(Status(
+          s.kind(), fmt::format("the warm-up request of {} tokens (--warmup-tokens): {}", warmup_tokens, s.message())));
   }
   // The engine breaks when another rank dies or stops answering: the job ends with its error.
   const pthread_t main_thread = ::pthread_self();
