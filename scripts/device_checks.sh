@@ -7,7 +7,7 @@
 # and for ab and kab the _base builds). Writes logs under $OUT (or /tmp/dsinfer-device).
 # Steps: the GPU tests (per-op and the golden fixtures), the CLI and server on the GPU with the tiny
 # model (CPU-vs-GPU text and logits, bench-serve at three concurrencies), the decode benchmark.
-#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [ab] [kab] [sass] [timeline] [profile] [breakdown] [kprofile] [experts] [esass] [eprofile] [pfwindow]
+#   scripts/device_checks.sh [tests] [serve] [decode] [kernels] [flash] [underload] [firsttoken] [ab] [kab] [sass] [timeline] [profile] [breakdown] [kprofile] [experts] [esass] [eprofile] [pfwindow]
 #   (default: the first three)
 # GOLDEN_KERNELS (default "auto"; or fma, gemv, mma) picks the GEMM kernels the goldens run with; DECODE_ARGS
 # replaces the decode benchmark's arguments.
@@ -126,6 +126,28 @@ if has underload; then
       --concurrency $c ${LOAD_RATE:+--request-rate $LOAD_RATE} ${LOAD_ARGS:-} 2>&1 | tee "$out/flash_bench_serve_c$c.txt"
   done
   kill $server; wait $server 2>/dev/null
+fi
+
+# firsttoken: TTFT at concurrency 1 of a server's first request and of the four after it (~1K-token
+# prompts, 16 output tokens, the Flash-shaped checkpoint), without the warm-up request
+# (--warmup-tokens 0) and with the default one; and how long each server took to answer /health.
+if has firsttoken; then
+  flash=/tmp/dsinfer_flash_bench
+  [ -f $flash/config.json ] || build-cuda/bench/cuda_decode_bench --flash 64 --steps 8 --batch 1 --context 4096 >/dev/null
+  for warmup in "--warmup-tokens 0" ""; do
+    echo "serve ${warmup:-with the default warm-up}:"
+    start=$(date +%s.%N)
+    $dsinfer serve --device cuda --model $flash --speculative off --port 8125 $warmup >"$out/firsttoken_serve.log" 2>&1 &
+    server=$!
+    for _ in $(seq 1200); do curl -sf localhost:8125/health >/dev/null && break; sleep 0.25; done
+    awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "  healthy after %.1f s\n", b - a }'
+    grep "warmed up" "$out/firsttoken_serve.log"
+    for n in 1 4; do
+      $dsinfer bench-serve --port 8125 --input-len 340 --output-len 16 --num-prompts $n --concurrency 1 2>&1 |
+        grep -E "^TTFT" | sed "s/^/  $n request(s): /"
+    done
+    kill $server; wait $server 2>/dev/null
+  done
 fi
 
 if has decode; then
