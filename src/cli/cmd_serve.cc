@@ -51,17 +51,18 @@ int follow_rank_zero(LoadedModel& model, const CacheLayout& cache) {
   return 0;
 }
 
-// One request run through the engine before the server opens: a prompt of `tokens` tokens (one
-// step's worth at most) and a few decode steps. On a GPU the first steps load their kernels and grow
-// the memory pool, the scratch buffers and the upload ring; after this no client's request pays
-// for that. The prompt's tokens are arbitrary ids: only the shapes matter.
+// One request run through the engine before the server opens: a prompt of `tokens` tokens and
+// kWarmupOutputTokens decode steps. On a GPU the first steps load their kernels and grow the memory
+// pool, the scratch buffers and the upload ring; after this no client's request pays for that. The
+// prompt's tokens are arbitrary ids: only the shapes matter.
+constexpr int kWarmupOutputTokens = 4;
 Status warm_up(Engine& engine, int64_t tokens, int32_t vocab) {
   const auto start = std::chrono::steady_clock::now();
   EngineRequest r;
   r.prompt.resize(static_cast<size_t>(tokens));
   for (size_t i = 0; i < r.prompt.size(); ++i) r.prompt[i] = static_cast<int32_t>((i * 7919 + 1) % vocab);
   r.sampling.temperature = 0.0f;
-  r.max_tokens = 4;
+  r.max_tokens = kWarmupOutputTokens;
   Status failed;
   r.on_output = [&](const RequestOutput& out) {
     if (out.finish == FinishReason::kError) failed = error(ErrorKind::kInternal, out.error);
@@ -118,7 +119,7 @@ int run_serve(const ServeOptions& o) {
   const int64_t warmup_tokens = std::min(o.warmup_tokens >= 0         ? o.warmup_tokens
                                          : o.backend.device == "cuda" ? token_budget
                                                                       : 0,
-                                         int64_t{mc.max_seq_len} - 4);
+                                         int64_t{mc.max_seq_len} - kWarmupOutputTokens);
   if (warmup_tokens > 0) {
     if (Status s = warm_up(engine, warmup_tokens, static_cast<int32_t>(mc.vocab_size)); !s.ok())
       return report_error(Status(
