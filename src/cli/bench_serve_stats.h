@@ -12,7 +12,10 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "io/json.h"
 
 namespace dsinfer {
 
@@ -35,7 +38,51 @@ struct StreamSample {
   double e2e = 0;
   std::vector<double> itl;  // seconds between consecutive events with text
   int64_t prompt_tokens = 0, output_tokens = 0;
-  std::string error;  // why not ok: the HTTP status and the server's message, or the connection's error
+  std::string error;  // why not ok: the HTTP status and the server's message, the stream's error
+                      // event, or the connection's error
+};
+
+/// Reads one request's stream (an OpenAI streaming response's body, in the pieces it arrives in)
+/// into its sample: the usage, the first event with text (ttft) and the gaps between the later
+/// ones (itl). A request that fails after its 200 went out (the server's engine broke, or it was
+/// cancelled) ends its stream with an error event: error_event() is then its message.
+class StreamReader {
+ public:
+  explicit StreamReader(StreamSample& s) : s_(s) {}
+
+  /// `data` arrived `seconds` after the request was sent.
+  void feed(std::string_view data, double seconds) {
+    buffer_.append(data);
+    for (size_t end; (end = buffer_.find("\n\n")) != std::string::npos; buffer_.erase(0, end + 2)) {
+      const std::string_view line = std::string_view(buffer_).substr(0, end);
+      if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
+      const auto parsed = parse_json(line.substr(6), "event");  // nesting bounded by kMaxJsonDepth
+      if (!parsed.ok()) continue;
+      const Json& e = *parsed;
+      if (e.contains("error") && e["error"].is_object()) {
+        error_ = e["error"].value("message", std::string("an error event"));
+        continue;
+      }
+      if (e.contains("usage") && e["usage"].is_object()) {
+        s_.prompt_tokens = e["usage"].value("prompt_tokens", 0);
+        s_.output_tokens = e["usage"].value("completion_tokens", 0);
+      }
+      if (e.contains("choices") && e["choices"].is_array() && !e["choices"].empty() && e["choices"][0].is_object() &&
+          !e["choices"][0].value("text", "").empty()) {
+        if (!s_.ttft)
+          s_.ttft = seconds;
+        else
+          s_.itl.push_back(seconds - last_);
+        last_ = seconds;
+      }
+    }
+  }
+  const std::string& error_event() const { return error_; }
+
+ private:
+  StreamSample& s_;
+  std::string buffer_, error_;
+  double last_ = 0;
 };
 
 struct LatencySamples {

@@ -74,9 +74,9 @@ StreamSample run_one(const BenchServeOptions& o, httplib::Client& c, const std::
   if (!o.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + o.api_key);
   req.body = body.dump();
   StreamSample s;
-  std::string buffer, error_body;
+  StreamReader stream(s);
+  std::string error_body;
   const auto start = Clock::now();
-  auto last = start;
   int status = 0;
   req.response_handler = [&](const httplib::Response& r) {
     status = r.status;
@@ -87,35 +87,18 @@ StreamSample run_one(const BenchServeOptions& o, httplib::Client& c, const std::
       if (error_body.size() < 4096) error_body.append(data, std::min(n, 4096 - error_body.size()));
       return true;
     }
-    buffer.append(data, n);
-    for (size_t end; (end = buffer.find("\n\n")) != std::string::npos; buffer.erase(0, end + 2)) {
-      const std::string line = buffer.substr(0, end);
-      if (!line.starts_with("data: ") || line == "data: [DONE]") continue;
-      const auto parsed = parse_json(line.substr(6), "event");  // nesting bounded by kMaxJsonDepth
-      if (!parsed.ok()) continue;
-      const Json& e = *parsed;
-      if (e.contains("usage") && e["usage"].is_object()) {
-        s.prompt_tokens = e["usage"].value("prompt_tokens", 0);
-        s.output_tokens = e["usage"].value("completion_tokens", 0);
-      }
-      if (e.contains("choices") && !e["choices"].empty() && !e["choices"][0].value("text", "").empty()) {
-        const auto now = Clock::now();
-        if (!s.ttft)
-          s.ttft = std::chrono::duration<double>(now - start).count();
-        else
-          s.itl.push_back(std::chrono::duration<double>(now - last).count());
-        last = now;
-      }
-    }
+    stream.feed({data, n}, std::chrono::duration<double>(Clock::now() - start).count());
     return true;
   };
   auto r = c.send(req);
   s.e2e = std::chrono::duration<double>(Clock::now() - start).count();
-  s.ok = r && r->status == 200;
+  s.ok = r && r->status == 200 && stream.error_event().empty();
   if (!r)
     s.error = "connection: " + httplib::to_string(r.error());
-  else if (!s.ok)
+  else if (r->status != 200)
     s.error = fmt::format("HTTP {}: {}", r->status, error_message(error_body, r->reason));
+  else if (!s.ok)
+    s.error = "the stream ended with an error: " + stream.error_event();
   return s;
 }
 

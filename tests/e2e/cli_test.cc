@@ -64,6 +64,38 @@ TEST(BenchServeStats, ARequestThatStreamedNoTextHasNoTtft) {
   EXPECT_EQ(l.e2e, (std::vector<double>{2.5, 3.0}));
 }
 
+// bench-serve's reading of a stream, in pieces that cut events anywhere: the usage, the first event
+// with text and the gaps after it; an error event (a request that failed after its 200 went out)
+// is the request's failure, not a success.
+TEST(BenchServeStats, AStreamsTextUsageAndErrorEvent) {
+  const std::string body =
+      "data: {\"choices\":[{\"text\":\"\"}]}\n\n"  // no text: not the first token
+      "data: {\"choices\":[{\"text\":\"Hello\"}]}\n\n"
+      "data: {\"choices\":[{\"text\":\" world\"}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n";
+  StreamSample s;
+  StreamReader reader(s);
+  const double times[] = {0.25, 0.5, 1.0};
+  const size_t cuts[] = {0, 50, 90, body.size()};
+  for (int i = 0; i < 3; ++i) reader.feed(std::string_view(body).substr(cuts[i], cuts[i + 1] - cuts[i]), times[i]);
+  reader.feed("data: [DONE]\n\n", 1.5);
+  ASSERT_TRUE(s.ttft.has_value());
+  EXPECT_EQ(s.prompt_tokens, 7);
+  EXPECT_EQ(s.output_tokens, 3);
+  EXPECT_TRUE(reader.error_event().empty());
+  // The two text events arrive in the pieces that complete them (cut at bytes 50 and 90).
+  EXPECT_EQ(*s.ttft, 0.5);
+  EXPECT_EQ(s.itl, std::vector<double>{0.5});
+
+  StreamSample failed;
+  StreamReader broken(failed);
+  broken.feed(
+      "data: {\"choices\":[{\"text\":\"Hi\"}]}\n\ndata: {\"error\":{\"message\":\"the request was "
+      "cancelled: the server is stopping\",\"code\":500}}\n\ndata: [DONE]\n\n",
+      0.1);
+  EXPECT_EQ(broken.error_event(), "the request was cancelled: the server is stopping");
+}
+
 // bench-serve's arrivals: all at once for an infinite rate; else a seeded Poisson process whose
 // gaps average 1 / rate.
 TEST(BenchServeStats, ArrivalTimesArePoissonAtTheRate) {
